@@ -1,0 +1,422 @@
+"""The Component framework: names, paths, properties, sockets, inputs and outputs.
+
+A component is an immutable Equinox module. Its *properties* (time-invariant
+parameters such as a body's mass) are array leaves of the pytree, so changing one
+is ``eqx.tree_at`` (or ``Model.set``) and gradients flow to it. Everything
+structural (its name, the paths its sockets and inputs connect to, flags that
+change the topology) is a static field.
+
+Components own subcomponents: any field holding a ``Component`` or a tuple of
+them. A component does not know its parent; paths are formed by the root
+(``Model``) while walking the tree, exactly as OpenSim forms ``/forceset/biceps``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import numpy as np
+
+__all__ = [
+    "Stage",
+    "ModelError",
+    "Component",
+    "Set",
+    "OutputSpec",
+    "check_name",
+    "prop",
+    "flag",
+    "socket",
+    "input_",
+    "output",
+    "component_class",
+    "join_path",
+    "split_path",
+]
+
+
+class Stage(enum.IntEnum):
+    """Simbody realization stages, in order (seed: simbody-state-class-reference)."""
+
+    TOPOLOGY = 0
+    MODEL = 1
+    INSTANCE = 2
+    TIME = 3
+    POSITION = 4
+    VELOCITY = 5
+    DYNAMICS = 6
+    ACCELERATION = 7
+    REPORT = 8
+
+
+class ModelError(ValueError):
+    """A structural or property error in a model.
+
+    The message always names the component path, and where relevant the property
+    (or socket) and the offending value.
+    """
+
+    def __init__(self, path: str, message: str, *, prop: str | None = None, value: Any = None):
+        self.path = path
+        self.prop = prop
+        self.value = value
+        where = f"{path}" + (f" (property '{prop}' = {_fmt(value)})" if prop is not None else "")
+        super().__init__(f"{where}: {message}")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (np.ndarray, jax.Array)):
+        try:
+            value = np.asarray(value).tolist()
+        except Exception:  # a tracer
+            return repr(value)
+    return repr(value)
+
+
+# -- names and paths -------------------------------------------------------------------
+
+_FORBIDDEN = set("./:*?")
+
+
+def check_name(name: Any, where: str = "") -> str:
+    """Check a component name against the ArtiSynth rules (reference manual §1.1).
+
+    **Arguments:** ``name``: the proposed name; ``where``: the parent path, for the
+    message.
+
+    **Returns:** the name, unchanged.
+
+    **Raises:** ``ModelError`` if the name is empty, starts with a digit, contains one
+    of ``. / : * ?``, or equals ``"null"``.
+    """
+    loc = where or "/"
+    if not isinstance(name, str) or not name:
+        raise ModelError(loc, f"a component name must be a non-empty string, got {name!r}")
+    if name[0].isdigit():
+        raise ModelError(loc, f"component name {name!r} must not start with a digit")
+    bad = sorted(_FORBIDDEN.intersection(name))
+    if bad:
+        raise ModelError(loc, f"component name {name!r} must not contain {' '.join(repr(c) for c in bad)}")
+    if name == "null":
+        raise ModelError(loc, "'null' is not a valid component name")
+    return name
+
+
+def join_path(parent: str, name: str) -> str:
+    """Join a parent path and a child name: ``join_path("/forceset", "biceps")``."""
+    return ("" if parent == "/" else parent) + "/" + name
+
+
+def split_path(path: str) -> list[str]:
+    """Split a path into its elements, dropping empty ones."""
+    return [p for p in path.split("/") if p]
+
+
+# -- declaring attributes --------------------------------------------------------------
+
+
+def _as_property(x: Any) -> Any:
+    """Convert a property value to a float array leaf (jax arrays and tracers pass)."""
+    if isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return x
+    if x is None:
+        return None
+    return np.asarray(x, dtype=np.float64)
+
+
+def prop(default: Any, *, doc: str = "", bounds: tuple[float | None, float | None] | None = None,
+         shape: tuple[int, ...] = ()):
+    """Declare a numeric property: a traced array leaf of the component.
+
+    **Arguments:**
+
+    - ``default``: the default value (float or a sequence of floats).
+    - ``doc``: what the property means, with its unit.
+    - ``bounds``: optional ``(low, high)`` checked when the model is finalized
+      (either may be ``None``).
+    - ``shape``: the expected shape, checked when the model is finalized.
+    """
+    meta = {"property": True, "doc": doc, "bounds": bounds, "shape": shape}
+    if isinstance(default, (list, np.ndarray)):
+        default = tuple(np.asarray(default, dtype=float).tolist())
+    return eqx.field(default=default, converter=_as_property, metadata=meta)
+
+
+def flag(default: Any, *, doc: str = ""):
+    """Declare a structural property (bool, int or str): static, part of the topology.
+
+    Changing one changes the compiled system (as a change of a joint type would).
+    """
+    return eqx.field(default=default, static=True, metadata={"flag": True, "doc": doc})
+
+
+def socket(connectee: str, *, doc: str = "", hard: bool = True, many: bool = False):
+    """Declare a socket: a typed dependency on another component, by path.
+
+    **Arguments:**
+
+    - ``connectee``: the class name the connectee must be an instance of
+      (e.g. ``"PhysicalFrame"``); resolved when the model is built.
+    - ``doc``: what the connectee is used for.
+    - ``hard``: a hard reference (ArtiSynth §1.2): removing the connectee removes
+      this component. A soft reference is pruned instead.
+    - ``many``: a list socket (a tuple of paths).
+
+    The value is a path, absolute or relative to the component that owns the socket.
+    """
+    meta = {"socket": connectee, "doc": doc, "hard": hard, "many": many}
+    return eqx.field(default=() if many else "", static=True, metadata=meta)
+
+
+def input_(value_type: str = "double", *, stage: Stage = Stage.DYNAMICS, many: bool = False,
+           doc: str = ""):
+    """Declare an input: a slot connected to outputs of other components.
+
+    The value is a tuple of connection strings ``"path|output[:channel][(alias)]"``;
+    a single-value input holds at most one. Inputs are soft references.
+    """
+    meta = {"input": value_type, "stage": stage, "many": many, "doc": doc}
+    return eqx.field(default=(), static=True, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    """An output declared on a component class.
+
+    ``fn(component, ctx)`` computes the value from an evaluation context (see
+    ``simjax.outputs``); ``stage`` is the realization stage it needs.
+    """
+
+    name: str
+    fn: Callable[[Any, Any], Any]
+    stage: Stage
+    value_type: str = "double"
+
+
+def output(stage: Stage, value_type: str = "double", name: str | None = None):
+    """Decorator declaring a method ``fn(self, ctx)`` as an output of its component.
+
+    **Arguments:** ``stage``: the stage the value needs; ``value_type``: ``"double"``,
+    ``"Vec3"``, ...; ``name``: the output name (defaults to the method name).
+    """
+
+    def deco(fn):
+        fn._simjax_output = (name or fn.__name__, stage, value_type)
+        return fn
+
+    return deco
+
+
+# -- the component base class ------------------------------------------------------------
+
+_REGISTRY: dict[str, type] = {}
+
+
+def component_class(name: str) -> type:
+    """The Component subclass registered under a class name (e.g. ``"Body"``)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no component class named {name!r}") from None
+
+
+class Component(eqx.Module):
+    """Base class of every model element (OpenSim Component, ArtiSynth ModelComponent).
+
+    **Fields:**
+
+    - ``name``: validated by the ArtiSynth rules, unique among siblings.
+    - ``components``: generic subcomponents (OpenSim's ``<components>`` list).
+
+    Subclasses declare properties with ``prop``/``flag``, sockets with ``socket``,
+    inputs with ``input_`` and outputs with the ``@output`` decorator.
+    """
+
+    name: str = eqx.field(static=True)
+    components: tuple = ()
+
+    _outputs: ClassVar[dict[str, OutputSpec]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _REGISTRY.setdefault(cls.__name__, cls)
+        outs: dict[str, OutputSpec] = {}
+        for klass in reversed(cls.__mro__):
+            for attr in vars(klass).values():
+                spec = getattr(attr, "_simjax_output", None)
+                if spec is not None:
+                    oname, stage, vtype = spec
+                    outs[oname] = OutputSpec(oname, attr, stage, vtype)
+        cls._outputs = outs
+
+    def __check_init__(self):
+        check_name(self.name)
+        if not isinstance(self.components, tuple):
+            raise ModelError(self.name, "'components' must be a tuple of Components")
+
+    # -- class-level introspection ------------------------------------------------------
+
+    @classmethod
+    def _fields_with(cls, key: str) -> dict[str, dataclasses.Field]:
+        return {f.name: f for f in dataclasses.fields(cls) if key in f.metadata}
+
+    @classmethod
+    def property_fields(cls) -> dict[str, dataclasses.Field]:
+        """Numeric (traced) properties declared with ``prop``, by name."""
+        return cls._fields_with("property")
+
+    @classmethod
+    def flag_fields(cls) -> dict[str, dataclasses.Field]:
+        """Structural (static) properties declared with ``flag``, by name."""
+        return cls._fields_with("flag")
+
+    @classmethod
+    def socket_fields(cls) -> dict[str, dataclasses.Field]:
+        """Sockets declared with ``socket``, by name."""
+        return cls._fields_with("socket")
+
+    @classmethod
+    def input_fields(cls) -> dict[str, dataclasses.Field]:
+        """Inputs declared with ``input_``, by name."""
+        return cls._fields_with("input")
+
+    @classmethod
+    def output_specs(cls) -> dict[str, OutputSpec]:
+        """Outputs declared with ``@output``, by name."""
+        return dict(cls._outputs)
+
+    # -- the ownership tree -------------------------------------------------------------
+
+    def children(self) -> list[Component]:
+        """Direct subcomponents, in field order then tuple order (deterministic)."""
+        out = []
+        for f in dataclasses.fields(self):
+            if f.metadata.get("static"):
+                continue
+            value = getattr(self, f.name, None)
+            if isinstance(value, Component):
+                out.append(value)
+            elif isinstance(value, tuple):
+                out.extend(v for v in value if isinstance(v, Component))
+        return out
+
+    def child(self, name: str) -> Component | None:
+        """The direct subcomponent called ``name``, or ``None``."""
+        for c in self.children():
+            if c.name == name:
+                return c
+        return None
+
+    def _child_slot(self, name: str) -> tuple[str, int | None]:
+        """The field (and tuple index) that holds the child called ``name``."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name, None)
+            if isinstance(value, Component) and value.name == name:
+                return f.name, None
+            if isinstance(value, tuple):
+                for i, v in enumerate(value):
+                    if isinstance(v, Component) and v.name == name:
+                        return f.name, i
+        raise KeyError(name)
+
+    # -- functional updates -------------------------------------------------------------
+
+    def replace(self, **changes: Any) -> Component:
+        """A copy with some fields changed (properties converted, names re-checked).
+
+        This is the functional setter: ``body.replace(mass=2.0)``.
+        """
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - names
+        if unknown:
+            raise ModelError(self.name, f"{type(self).__name__} has no field(s) {sorted(unknown)}")
+        new = object.__new__(type(self))
+        for f in dataclasses.fields(self):
+            if f.name in changes:
+                value = changes[f.name]
+                conv = f.metadata.get("converter")
+                if conv is None and "property" in f.metadata:
+                    conv = _as_property
+                if conv is not None:
+                    value = conv(value)
+            else:
+                value = getattr(self, f.name)
+            object.__setattr__(new, f.name, value)
+        new.__check_init__()
+        return new
+
+    def validate(self, path: str) -> None:
+        """Check property values (OpenSim ``extendFinalizeFromProperties``).
+
+        The base implementation checks declared shapes and bounds of properties whose
+        values are concrete. Subclasses extend it and raise ``ModelError``.
+        """
+        for name, f in self.property_fields().items():
+            value = getattr(self, name)
+            if value is None or isinstance(value, jax.core.Tracer):
+                continue
+            arr = np.asarray(value)
+            shape = f.metadata.get("shape", ())
+            if shape is not None and arr.shape != tuple(shape):
+                raise ModelError(path, f"expected shape {tuple(shape)}, got {arr.shape}", prop=name, value=value)
+            if not np.all(np.isfinite(arr)):
+                raise ModelError(path, "must be finite", prop=name, value=value)
+            bounds = f.metadata.get("bounds")
+            if bounds:
+                lo, hi = bounds
+                if lo is not None and np.any(arr < lo):
+                    raise ModelError(path, f"must be >= {lo}", prop=name, value=value)
+                if hi is not None and np.any(arr > hi):
+                    raise ModelError(path, f"must be <= {hi}", prop=name, value=value)
+
+    # -- state variables (overridden by components that own some) -------------------------
+
+    def z_variables(self) -> tuple[str, ...]:
+        """Names of the continuous (z) state variables this component owns."""
+        return ()
+
+    def default_z(self) -> Any:
+        """Default values of this component's z variables (from its properties)."""
+        return np.zeros(len(self.z_variables()))
+
+    def discrete_variables(self) -> tuple[str, ...]:
+        """Names of the discrete state variables this component owns."""
+        return ()
+
+    def default_discrete(self) -> Any:
+        """Default values of this component's discrete variables."""
+        return np.zeros(len(self.discrete_variables()))
+
+    def with_defaults_from_state(self, z: Any, d: Any) -> Component:
+        """Inverse of ``default_z``: set default properties from state values.
+
+        (OpenSim ``extendSetPropertiesFromState``.) The base component owns none.
+        """
+        return self
+
+
+class Set(Component):
+    """A named container of components (OpenSim ``Set``: bodyset, forceset, ...)."""
+
+    objects: tuple = ()
+
+    def __check_init__(self):
+        super().__check_init__()
+        if not isinstance(self.objects, tuple):
+            raise ModelError(self.name, "'objects' must be a tuple of Components")
+
+
+def walk(root: Component, path: str = "/") -> Iterator[tuple[str, Component]]:
+    """Yield ``(path, component)`` for ``root``'s descendants in pre-order.
+
+    The root itself is not yielded; its children's paths start at ``path``.
+    """
+    for c in root.children():
+        p = join_path(path, c.name)
+        yield p, c
+        yield from walk(c, p)

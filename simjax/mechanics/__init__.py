@@ -1,0 +1,1 @@
+"""Frames, bodies, joints, constraints and the multibody dynamics passes."""

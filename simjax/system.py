@@ -1,0 +1,416 @@
+"""Build: finalize a Model, connect it, and compile it into a System.
+
+``build_system(model)`` (what ``Model.build`` calls, ≈ OpenSim ``initSystem``):
+
+1. checks every component's name and properties (naming path, property and value);
+2. resolves every socket and input (ArtiSynth's post-scan): a missing or mistyped
+   connectee is an error naming both paths and the expected type;
+3. runs the multibody graph maker and numbers the tree (``mechanics.tree``);
+4. lays out the state: q and u per mobilizer, then z and discrete variables per
+   component, contiguously, in tree order.
+
+The result, a ``Topology``, is static and cached by the model's structure: a model
+that differs only in numeric properties gets the same Topology object, so jitted
+functions taking the ``System`` do not recompile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import spatial
+from .component import Component, ModelError, component_class
+from .mechanics.frames import Body
+from .mechanics.joints import Coordinate
+from .mechanics.tree import Tree, compile_tree
+from .model import Model, resolve_path
+from .state import State
+
+__all__ = ["Topology", "System", "build_system", "parse_connection"]
+
+
+def parse_connection(conn: str) -> tuple[str, str, str | None, str | None]:
+    """Split an input connection ``"path|output[:channel][(alias)]"``.
+
+    **Returns:** ``(path, output, channel or None, alias or None)``.
+    """
+    alias = None
+    if conn.endswith(")") and "(" in conn:
+        conn, alias = conn[:-1].rsplit("(", 1)
+    path, _, out = conn.partition("|")
+    out, _, channel = out.partition(":")
+    return path, out, (channel or None), alias
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Topology:
+    """Everything static about a built model (hashable by identity).
+
+    **Fields:**
+
+    - ``paths``: every component path, tree order; ``classes``: their class names.
+    - ``connections``: ``{(path, socket): target path}`` (list sockets: a tuple).
+    - ``inputs``: ``{(path, input): ((target path, output, channel, alias), ...)}``.
+    - ``tree``: the multibody ``Tree`` (q/u layout, coordinates).
+    - ``z_names``, ``z_slices`` (``{path: (start, stop)}``), ``d_names``, ``d_slices``.
+    - ``groups``: ``{class name: tuple of paths}`` for vectorized evaluation.
+    - ``actuators``: paths of actuators, in control order.
+    """
+
+    paths: tuple
+    classes: tuple
+    connections: dict
+    inputs: dict
+    tree: Tree
+    z_names: tuple
+    z_slices: dict
+    d_names: tuple
+    d_slices: dict
+    groups: dict
+    actuators: tuple
+    coordinate_paths: tuple
+
+    @property
+    def nq(self) -> int:
+        return self.tree.nq
+
+    @property
+    def nu(self) -> int:
+        return self.tree.nu
+
+    @property
+    def nz(self) -> int:
+        return len(self.z_names)
+
+
+def _check_sibling_names(model: Model) -> None:
+    def rec(comp: Component, path: str):
+        seen = set()
+        for c in comp.children():
+            if c.name in seen:
+                raise ModelError(path, f"has two subcomponents named {c.name!r}")
+            seen.add(c.name)
+            rec(c, ("" if path == "/" else path) + "/" + c.name)
+
+    rec(model, "/")
+
+
+def _resolve_sockets(model: Model, entries) -> dict:
+    out: dict = {}
+    for path, comp in entries:
+        for name, f in comp.socket_fields().items():
+            value = getattr(comp, name)
+            refs = value if f.metadata["many"] else (value,)
+            resolved = []
+            expected = component_class(f.metadata["socket"])
+            for ref in refs:
+                if not ref:
+                    if f.metadata["many"] or not f.metadata["hard"]:
+                        continue
+                    raise ModelError(path, f"socket '{name}' is not connected (expects a {expected.__name__})",
+                                     prop=f"socket_{name}", value=ref)
+                try:
+                    target = resolve_path(ref, path)
+                    conn = model.find(target)
+                except (KeyError, ModelError):
+                    raise ModelError(path, f"socket '{name}' refers to {ref!r}, but there is no component at "
+                                     f"{resolve_path(ref, path)!r} (expects a {expected.__name__})",
+                                     prop=f"socket_{name}", value=ref) from None
+                if not isinstance(conn, expected):
+                    raise ModelError(path, f"socket '{name}' expects a {expected.__name__}, but {target!r} is a "
+                                     f"{type(conn).__name__}", prop=f"socket_{name}", value=ref)
+                resolved.append(target)
+            if f.metadata["many"]:
+                out[(path, name)] = tuple(resolved)
+            elif resolved:
+                out[(path, name)] = resolved[0]
+    return out
+
+
+def _resolve_inputs(model: Model, entries) -> dict:
+    out: dict = {}
+    for path, comp in entries:
+        for name, f in comp.input_fields().items():
+            conns = getattr(comp, name)
+            if len(conns) > 1 and not f.metadata["many"]:
+                raise ModelError(path, f"single-value input '{name}' has {len(conns)} connections",
+                                 prop=f"input_{name}", value=conns)
+            resolved = []
+            for conn in conns:
+                tpath, out_name, channel, alias = parse_connection(conn)
+                try:
+                    target = resolve_path(tpath, path)
+                    tcomp = model.find(target)
+                except (KeyError, ModelError):
+                    raise ModelError(path, f"input '{name}' is connected to {conn!r}, but there is no component "
+                                     f"at {tpath!r}", prop=f"input_{name}", value=conn) from None
+                if out_name not in tcomp.output_specs():
+                    raise ModelError(path, f"input '{name}' is connected to {conn!r}, but {type(tcomp).__name__} "
+                                     f"{target!r} has no output {out_name!r}", prop=f"input_{name}", value=conn)
+                resolved.append((target, out_name, channel, alias))
+            out[(path, name)] = tuple(resolved)
+    return out
+
+
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_SIZE = 64
+
+
+def _structure_key(model: Model):
+    massless = tuple(isinstance(b.mass, np.ndarray) and float(b.mass) == 0.0
+                     for b in model.components_of(Body))
+    return jax.tree_util.tree_structure(model), massless
+
+
+def _compile(model: Model) -> Topology:
+    entries = list(model.walk())
+    connections = _resolve_sockets(model, entries)
+    inputs = _resolve_inputs(model, entries)
+    tree = compile_tree(model, connections, use_quaternions=model.use_quaternions)
+    z_names, d_names = [], []
+    z_slices, d_slices = {}, {}
+    groups: dict[str, list[str]] = {}
+    actuators = []
+    for path, comp in entries:
+        groups.setdefault(type(comp).__name__, []).append(path)
+        zs = comp.z_variables()
+        if zs:
+            z_slices[path] = (len(z_names), len(z_names) + len(zs))
+            z_names.extend(f"{path}/{v}" for v in zs)
+        ds = comp.discrete_variables()
+        if ds:
+            d_slices[path] = (len(d_names), len(d_names) + len(ds))
+            d_names.extend(f"{path}/{v}" for v in ds)
+        if getattr(comp, "num_controls", 0):
+            actuators.append(path)
+    coords = tuple(p for p, c in entries if isinstance(c, Coordinate))
+    return Topology(
+        paths=tuple(p for p, _ in entries), classes=tuple(type(c).__name__ for _, c in entries),
+        connections=connections, inputs=inputs, tree=tree, z_names=tuple(z_names), z_slices=z_slices,
+        d_names=tuple(d_names), d_slices=d_slices, groups={k: tuple(v) for k, v in groups.items()},
+        actuators=tuple(actuators), coordinate_paths=coords,
+    )
+
+
+def validate_model(model: Model) -> None:
+    """Check names and every component's property values; raise ``ModelError``."""
+    _check_sibling_names(model)
+    model.validate("/")
+    for path, comp in model.walk():
+        comp.validate(path)
+
+
+def build_system(model: Model) -> System:
+    """Validate, connect and compile ``model`` (see the module docstring).
+
+    **Returns:** a ``System``.
+    """
+    if not isinstance(model, Model):
+        raise TypeError(f"build() needs a Model, got {type(model).__name__}")
+    validate_model(model)
+    key = _structure_key(model)
+    topo = _CACHE.get(key)
+    if topo is None:
+        topo = _compile(model)
+        _CACHE[key] = topo
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return System(model, topo)
+
+
+class System(eqx.Module):
+    """A built model: static ``topology`` plus the ``model`` whose properties are traced.
+
+    ``jax.grad`` of a function of the system differentiates with respect to every
+    numeric property of every component (``grads.model.find(path).mass``).
+    """
+
+    model: Model
+    topology: Topology = eqx.field(static=True)
+
+    # -- names -------------------------------------------------------------------------
+
+    @property
+    def tree(self) -> Tree:
+        """The multibody tree."""
+        return self.topology.tree
+
+    @property
+    def q_names(self) -> tuple[str, ...]:
+        """OpenSim names of the generalized coordinates, in ``q`` order."""
+        return self.topology.tree.q_names
+
+    @property
+    def u_names(self) -> tuple[str, ...]:
+        """OpenSim names of the generalized speeds, in ``u`` order."""
+        return self.topology.tree.u_names
+
+    @property
+    def z_names(self) -> tuple[str, ...]:
+        """Names of the auxiliary state variables, in ``z`` order."""
+        return self.topology.z_names
+
+    @property
+    def d_names(self) -> tuple[str, ...]:
+        """Names of the discrete state variables, in ``d`` order."""
+        return self.topology.d_names
+
+    @property
+    def y_names(self) -> tuple[str, ...]:
+        """Names of ``y = (q, u, z)``."""
+        return self.q_names + self.u_names + self.z_names
+
+    @property
+    def coordinate_paths(self) -> tuple[str, ...]:
+        """Coordinate paths in ``u`` order."""
+        coords = self.topology.tree.coordinates
+        return tuple(sorted(coords, key=lambda p: coords[p].u))
+
+    @property
+    def coordinate_names(self) -> tuple[str, ...]:
+        """Coordinate names in ``u`` order."""
+        return tuple(p.rsplit("/", 1)[-1] for p in self.coordinate_paths)
+
+    @property
+    def actuator_names(self) -> tuple[str, ...]:
+        """Actuator names, in the order controls are given."""
+        return tuple(p.rsplit("/", 1)[-1] for p in self.topology.actuators)
+
+    @property
+    def actuator_paths(self) -> tuple[str, ...]:
+        """Actuator paths, in the order controls are given."""
+        return self.topology.actuators
+
+    @property
+    def state_variable_names(self) -> tuple[str, ...]:
+        """All continuous state-variable names in OpenSim's order.
+
+        Per coordinate (model order) its ``value`` then ``speed``, then each
+        component's other variables.
+        """
+        tree = self.topology.tree
+        names = []
+        for p in self.topology.coordinate_paths:
+            info = tree.coordinates.get(p)
+            if info is None:
+                continue
+            if info.q >= 0:
+                names.append(tree.q_names[info.q])
+            names.append(tree.u_names[info.u])
+        return tuple(names) + self.z_names
+
+    def find(self, path: str) -> Component:
+        """The component at ``path`` in this system's model."""
+        return self.model.find(path)
+
+    def coordinate_path(self, name: str) -> str:
+        """The path of a coordinate given its name or path."""
+        coords = self.topology.tree.coordinates
+        if name in coords:
+            return name
+        hits = [p for p in coords if p.rsplit("/", 1)[-1] == name]
+        if len(hits) != 1:
+            raise KeyError(f"no coordinate named {name!r}" if not hits else
+                           f"coordinate name {name!r} is ambiguous: {hits}; use its path")
+        return hits[0]
+
+    # -- states --------------------------------------------------------------------------
+
+    def default_state(self, t: float = 0.0) -> State:
+        """The state given by the model's default properties (OpenSim initState).
+
+        Coordinates take ``default_value``/``default_speed_value``; a quaternion joint
+        converts its rotational defaults (body-fixed XYZ angles) to a quaternion; z and
+        discrete variables come from each component's defaults.
+        """
+        dtype = jnp.result_type(float)
+        tree = self.topology.tree
+        q = jnp.zeros(tree.nq, dtype)
+        u = jnp.zeros(tree.nu, dtype)
+        quat_angles: dict[int, list] = {}
+        for path, info in tree.coordinates.items():
+            c = self.model.find(path)
+            u = u.at[info.u].set(jnp.asarray(c.default_speed_value, dtype))
+            if info.q >= 0:
+                q = q.at[info.q].set(jnp.asarray(c.default_value, dtype))
+            else:
+                quat_angles.setdefault(info.mob, [0.0, 0.0, 0.0])[info.col] = jnp.asarray(c.default_value, dtype)
+        for m in tree.quat_q:
+            mob = int(np.searchsorted(tree.q_start, m, side="right") - 1)
+            angles = jnp.stack([jnp.asarray(a, dtype) for a in quat_angles.get(mob, [0.0, 0.0, 0.0])])
+            q = q.at[m:m + 4].set(spatial.rotation_to_quat(spatial.xyz_body_rotation(angles)))
+        z = [jnp.asarray(self.model.find(p).default_z(), dtype) for p in self.topology.z_slices]
+        d = [jnp.asarray(self.model.find(p).default_discrete(), dtype) for p in self.topology.d_slices]
+        return State(t=jnp.asarray(t, dtype), q=q, u=u,
+                     z=jnp.concatenate(z) if z else jnp.zeros(0, dtype),
+                     d=jnp.concatenate(d) if d else jnp.zeros(0, dtype))
+
+    def set_coordinates(self, state: State, values: dict | None = None, speeds: dict | None = None) -> State:
+        """A state with some coordinate values and speeds replaced.
+
+        **Arguments:** ``values``/``speeds``: ``{coordinate name or path: value}``.
+
+        **Raises:** ``KeyError`` for unknown coordinates; ``ModelError`` when setting the
+        value of a rotational coordinate of a quaternion joint (set ``q`` directly).
+        """
+        q, u = state.q, state.u
+        coords = self.topology.tree.coordinates
+        for name, v in (values or {}).items():
+            info = coords[self.coordinate_path(name)]
+            if info.q < 0:
+                raise ModelError(self.coordinate_path(name), "this coordinate is part of a quaternion; set q directly")
+            q = q.at[info.q].set(v)
+        for name, v in (speeds or {}).items():
+            u = u.at[coords[self.coordinate_path(name)].u].set(v)
+        return State(t=state.t, q=q, u=u, z=state.z, d=state.d)
+
+    def _locate(self, name: str) -> tuple[str, int]:
+        for field, names in (("q", self.q_names), ("u", self.u_names), ("z", self.z_names), ("d", self.d_names)):
+            if name in names:
+                return field, names.index(name)
+        raise KeyError(f"no state variable named {name!r}")
+
+    def get_state_variable(self, state: State, name: str):
+        """The value of the state variable called ``name`` (an OpenSim name)."""
+        field, i = self._locate(name)
+        return getattr(state, field)[..., i]
+
+    def set_state_variable(self, state: State, name: str, value) -> State:
+        """A state with the variable called ``name`` set to ``value``."""
+        field, i = self._locate(name)
+        return state.replace(**{field: getattr(state, field).at[..., i].set(value)})
+
+    def state_variables(self, state: State) -> dict[str, Any]:
+        """All state variables by name (q, u, z and discrete)."""
+        out = {}
+        for field, names in (("q", self.q_names), ("u", self.u_names), ("z", self.z_names), ("d", self.d_names)):
+            arr = getattr(state, field)
+            out.update({n: arr[..., i] for i, n in enumerate(names)})
+        return out
+
+    def model_from_state(self, state: State) -> Model:
+        """The model with default properties set from ``state`` (OpenSim
+        ``setPropertiesFromState``): coordinates' default values and speeds, and each
+        component's z and discrete defaults. Rebuilding it and taking
+        ``default_state()`` gives ``state`` back (time aside)."""
+        model = self.model
+        tree = self.topology.tree
+        for path, info in tree.coordinates.items():
+            changes = {"default_speed_value": state.u[info.u]}
+            if info.q >= 0:
+                changes["default_value"] = state.q[info.q]
+            model = model.set(path, **changes)
+        for path, (a, b) in self.topology.z_slices.items():
+            dslice = self.topology.d_slices.get(path, (0, 0))
+            model = model.update(path, lambda c, a=a, b=b, ds=dslice: c.with_defaults_from_state(
+                state.z[a:b], state.d[ds[0]:ds[1]]))
+        return model
