@@ -239,8 +239,13 @@ class Component(eqx.Module):
 
     name: str = eqx.field(static=True)
     components: tuple = ()
+    #: file content kept verbatim for round trips but not modelled (e.g. display
+    #: geometry): a tuple of (tag, text) pairs owned by the file readers and writers
+    extras: tuple = eqx.field(static=True, default=())
 
     _outputs: ClassVar[dict[str, OutputSpec]] = {}
+    #: the Model set ``Model.add`` puts instances in (None: the model itself)
+    set_name: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -391,6 +396,17 @@ class Component(eqx.Module):
     def default_discrete(self) -> Any:
         """Default values of this component's discrete variables."""
         return np.zeros(len(self.discrete_variables()))
+
+    def prune_reference(self, name: str, ref: str) -> Component:
+        """A copy without the soft reference ``ref`` in socket or input ``name``.
+
+        Called by ``Model.remove``; components whose other fields are aligned with a
+        list socket (e.g. a controller's functions) override it.
+        """
+        value = getattr(self, name)
+        if isinstance(value, tuple):
+            return self.replace(**{name: tuple(v for v in value if v != ref)})
+        return self.replace(**{name: ""})
 
     def with_defaults_from_state(self, z: Any, d: Any) -> Component:
         """Inverse of ``default_z``: set default properties from state values.

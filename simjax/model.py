@@ -18,25 +18,14 @@ import equinox as eqx
 import numpy as np
 
 from .component import Component, ModelError, Set, check_name, flag, join_path, prop, split_path, walk
-from .mechanics.frames import Body, Ground, Marker
-from .mechanics.joints import Joint
+from .mechanics.frames import Ground
 
 __all__ = ["Model", "RemovalReport", "resolve_path"]
 
 log = logging.getLogger("simjax")
 
-#: which set a component of a given class is added to by ``Model.add``
-_SET_OF: list[tuple[type, str]] = [(Body, "bodyset"), (Joint, "jointset"), (Marker, "markerset")]
-
 _SET_NAMES = ("bodyset", "jointset", "controllerset", "constraintset", "forceset", "markerset",
               "contactgeometryset", "probeset")
-
-
-def register_set(cls: type, set_name: str) -> None:
-    """Make ``Model.add`` put components of ``cls`` (and subclasses) in ``set_name``."""
-    if set_name not in _SET_NAMES:
-        raise ValueError(f"unknown set {set_name!r}")
-    _SET_OF.append((cls, set_name))
 
 
 def resolve_path(path: str, relative_to: str = "/") -> str:
@@ -217,20 +206,17 @@ class Model(Component):
         **Arguments:**
 
         - ``component``: the component to add.
-        - ``to``: the path of the owner. By default the set for the component's type
-          (bodies to ``/bodyset``, joints to ``/jointset``, forces to ``/forceset``, ...)
-          or the model itself.
+        - ``to``: the path of the owner. By default the set named by the component
+          class's ``set_name`` (bodies to ``/bodyset``, joints to ``/jointset``, forces
+          to ``/forceset``, ...), else the model itself.
 
         **Raises:** ``ModelError`` if the owner already has a child of that name.
         """
         if not isinstance(component, Component):
             raise TypeError(f"can only add Components, got {type(component).__name__}")
         if to is None:
-            to = "/"
-            for cls, set_name in reversed(_SET_OF):
-                if isinstance(component, cls):
-                    to = "/" + set_name
-                    break
+            set_name = getattr(type(component), "set_name", None)
+            to = "/" + set_name if set_name else "/"
         owner_path = resolve_path(to)
         owner = self.find(owner_path)
         check_name(component.name, owner_path)
@@ -265,6 +251,8 @@ class Model(Component):
         ``model.set("/bodyset/humerus", mass=2.0)``. Equivalent to ``eqx.tree_at`` on
         the property leaf; a numeric change keeps the compiled topology.
         """
+        if resolve_path(path) == "/":
+            return self.replace(**properties)
         return self._edit(path, lambda c: c.replace(**properties))
 
     def rename(self, path: str, new_name: str) -> Model:
@@ -348,13 +336,7 @@ class Model(Component):
         for p in sorted(report.removed, key=lambda s: -len(split_path(s))):
             model = model._edit(p, lambda c: None)
         for p, name, ref in report.pruned:
-            def prune(c: Component, name=name, ref=ref) -> Component:
-                value = getattr(c, name)
-                if isinstance(value, tuple):
-                    return c.replace(**{name: tuple(v for v in value if v != ref)})
-                return c.replace(**{name: ""})
-
-            model = model._edit(p, prune)
+            model = model._edit(p, lambda c, name=name, ref=ref: c.prune_reference(name, ref))
         log.info("model %s: %s", self.name, str(report).replace("\n", "; "))
         return (model, report) if return_report else model
 

@@ -29,6 +29,8 @@ from . import spatial
 from .component import Component, ModelError, component_class
 from .mechanics.frames import Body
 from .mechanics.joints import Coordinate
+from .function_bank import FunctionBank
+from .groups import BuildInfo, Group
 from .mechanics.tree import Tree, compile_tree
 from .model import Model, resolve_path
 from .state import State
@@ -76,6 +78,14 @@ class Topology:
     groups: dict
     actuators: tuple
     coordinate_paths: tuple
+    roles: dict
+    locked_u: np.ndarray
+    prescribed: dict | None
+
+    def role_groups(self, role: str) -> tuple:
+        """The groups taking part in a role: ``"forces"``, ``"controls"``,
+        ``"constraints"`` or ``"zdot"``."""
+        return self.roles.get(role, ())
 
     @property
     def nq(self) -> int:
@@ -191,12 +201,42 @@ def _compile(model: Model) -> Topology:
         if getattr(comp, "num_controls", 0):
             actuators.append(path)
     coords = tuple(p for p, c in entries if isinstance(c, Coordinate))
+    build = BuildInfo(model, connections, tree, tuple(actuators), z_slices, d_slices)
+    roles: dict[str, list[Group]] = {}
+    for cname, paths in groups.items():
+        cls = type(model.find(paths[0]))
+        for role, method in _ROLES.items():
+            if hasattr(cls, method):
+                static = dict(cls.compile_group(build, tuple(paths)))
+                if role == "zdot":
+                    static["z_index"] = np.concatenate([np.arange(*z_slices[p]) for p in paths])
+                roles.setdefault(role, []).append(Group(cls, tuple(paths), static))
+    locked, pres_paths = [], []
+    for p in coords:
+        c = model.find(p)
+        if c.locked:
+            locked.append(tree.coordinates[p].u)
+        if c.prescribed:
+            pres_paths.append(p)
+    prescribed = None
+    if pres_paths:
+        infos = [tree.coordinates[p] for p in pres_paths]
+        if any(i.q < 0 for i in infos):
+            raise ModelError(pres_paths[0], "quaternion rotations cannot be prescribed")
+        prescribed = {"paths": tuple(pres_paths), "q": np.asarray([i.q for i in infos]),
+                      "u": np.asarray([i.u for i in infos]),
+                      "bank": FunctionBank.of([model.find(p).prescribed_function for p in pres_paths])}
     return Topology(
         paths=tuple(p for p, _ in entries), classes=tuple(type(c).__name__ for _, c in entries),
         connections=connections, inputs=inputs, tree=tree, z_names=tuple(z_names), z_slices=z_slices,
         d_names=tuple(d_names), d_slices=d_slices, groups={k: tuple(v) for k, v in groups.items()},
         actuators=tuple(actuators), coordinate_paths=coords,
+        roles={k: tuple(v) for k, v in roles.items()}, locked_u=np.asarray(locked, np.int32), prescribed=prescribed,
     )
+
+
+_ROLES = {"forces": "group_forces", "controls": "group_controls", "constraints": "group_rows",
+          "zdot": "group_zdot"}
 
 
 def validate_model(model: Model) -> None:

@@ -7,6 +7,8 @@ Ground) are computed by ``simjax.mechanics.kinematics`` from the state.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from .. import spatial
@@ -61,6 +63,8 @@ class Body(PhysicalFrame):
     - ``inertia``: moments and products about the mass center, in the body frame,
       OpenSim's order ``(Ixx, Iyy, Izz, Ixy, Ixz, Iyz)`` (kg m^2).
     """
+
+    set_name: ClassVar[str | None] = "bodyset"
 
     mass: np.ndarray = prop(1.0, doc="Mass of the body (kg).", bounds=(0.0, None))
     mass_center: np.ndarray = prop((0.0, 0.0, 0.0), doc="Mass center in the body frame (m).", shape=(3,))
@@ -170,6 +174,8 @@ class Marker(Station):
 
     ``fixed``: whether inverse kinematics may move it (OpenSim's flag).
     """
+
+    set_name: ClassVar[str | None] = "markerset"
 
     fixed: bool = flag(False, doc="Whether the marker is fixed during marker placement.")
 

@@ -173,6 +173,8 @@ class Joint(Component):
     location_in_child=(0, 1, 0))``.
     """
 
+    set_name: ClassVar[str | None] = "jointset"
+
     parent_frame: str = socket("PhysicalFrame", doc="The parent frame for the joint.")
     child_frame: str = socket("PhysicalFrame", doc="The child frame for the joint.")
     coordinates: tuple = ()

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import spatial
 from ..component import ModelError
-from ..functions import Constant, Function, LinearFunction, stack_pp
+from ..function_bank import FunctionBank, bank_eval, bank_params
 from ..graph import GraphError, MultibodyGraphMaker
 from .frames import Body, Ground, PhysicalFrame, PhysicalOffsetFrame
 from .joints import ROTATIONAL, TRANSLATIONAL, BallJoint, CustomJoint, FreeJoint, Joint
@@ -87,9 +87,7 @@ class Tree:
     groups: dict
     tf_qidx: np.ndarray
     tf_col: np.ndarray
-    tf_lin: np.ndarray
-    tf_pp: np.ndarray
-    tf_other: np.ndarray
+    tf_bank: FunctionBank
     frames: dict
     coordinates: dict
     slave_welds: tuple
@@ -296,7 +294,7 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
     tf_rows = np.flatnonzero(np.asarray([k == "transform" for k in kinds])).astype(np.int32)
     tf_qidx = np.full((len(tf_rows), 6), nq, dtype=np.int32)
     tf_col = np.full((len(tf_rows), 6), -1, dtype=np.int32)
-    fkind = np.zeros((len(tf_rows), 6), dtype=np.int8)  # 0 linear-like, 1 piecewise polynomial, 2 other
+    axis_functions = []
     for r, m in enumerate(tf_rows):
         j = model.find(joint_paths[m])
         names = [c.name for c in j.coordinates]
@@ -305,8 +303,7 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
                 col = names.index(ax.coordinates[0])
                 tf_col[r, a] = col
                 tf_qidx[r, a] = q_start[m] + col
-            fkind[r, a] = _function_kind(ax.function)
-    flat = fkind.reshape(-1)
+            axis_functions.append(ax.function)
     groups = {k: np.flatnonzero(np.asarray(kinds) == k).astype(np.int32) for k in ("transform", "ball", "free")}
     return Tree(
         n_mob=n_mob, nq=nq, nu=nu, body_paths=tuple(body_paths), is_slave=np.asarray(is_slave),
@@ -314,8 +311,7 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
         joint_paths=tuple(joint_paths), kind=tuple(kinds), reversed=np.asarray(rev), q_start=q_start,
         nq_mob=nq_mob, u_start=u_start, nu_mob=nu_mob, anc=anc, dof_mob=dof_mob, dof_col=dof_col,
         groups=groups, tf_qidx=tf_qidx, tf_col=tf_col,
-        tf_lin=np.flatnonzero(flat == 0).astype(np.int32), tf_pp=np.flatnonzero(flat == 1).astype(np.int32),
-        tf_other=np.flatnonzero(flat == 2).astype(np.int32), frames=frames, coordinates=coordinates,
+        tf_bank=FunctionBank.of(axis_functions), frames=frames, coordinates=coordinates,
         slave_welds=tuple((int(parent_mob), int(slave_mob)) for parent_mob, slave_mob in
                           _slave_pairs(gm, body_to_mob)),
         q_names=tuple(q_names), u_names=tuple(u_names), quaternions=bool(use_quaternions),
@@ -329,16 +325,6 @@ def _slave_pairs(gm, body_to_mob):
             yield body_to_mob[lc.parent_body], body_to_mob[lc.child_body]
         elif lc.type_name != gm.free_type_name:
             raise ModelError(gm.joints[lc.joint].name, "loop-joint constraints are not supported")
-
-
-def _function_kind(f: Function | None) -> int:
-    if f is None or isinstance(f, (Constant, LinearFunction)):
-        return 0
-    try:
-        f.to_pp()
-        return 1
-    except NotImplementedError:
-        return 2
 
 
 # -- traced parameters ----------------------------------------------------------------
@@ -366,24 +352,14 @@ def frame_offset(model, tree: Tree, path: str):
     return mob, _offset_transform(model, chain)
 
 
-def _axis_linear_params(ax):
-    f = ax.function
-    if f is None:
-        return (1.0, 0.0) if ax.coordinates else (0.0, 0.0)
-    if isinstance(f, Constant):
-        return 0.0, f.value
-    c = f.coefficients
-    return c[0], c[1]
-
-
 def tree_params(model, tree: Tree) -> TreeParams:
     """Gather the tree's traced parameters from the model.
 
     **Returns:** a ``TreeParams`` with ``mass (n)``, ``com (n,3)``, ``inertia (n,3,3)``
     (about the mass center, in the body frame; slaves share their master's equally),
-    ``X_in`` / ``X_out`` (pose of the joint frame on the inboard / outboard body in
-    that body), ``tf_axis (n_tf,6,3)``, ``lin_a``, ``lin_b``, ``pp`` (stacked
-    piecewise polynomials) and ``gravity``.
+    ``R_in, p_in`` / ``R_out, p_out`` (pose of the joint frame on the inboard /
+    outboard body in that body), ``tf_axis (n_tf,6,3)``, ``tf_functions`` (a
+    function bank of the transform axes) and ``gravity``.
     """
     dtype = jnp.result_type(float)
     n = tree.n_mob
@@ -410,31 +386,20 @@ def tree_params(model, tree: Tree) -> TreeParams:
             XF, XM = XM, XF
         Rin.append(XF[0]), pin.append(XF[1]), Rout.append(XM[0]), pout.append(XM[1])
     tf = tree.groups["transform"]
-    axes = []
-    lin_ab = []
-    pps, others = [], []
+    axes, functions, has_arg = [], [], []
     for m in tf:
         st = model.find(tree.joint_paths[m]).transform_axes()
         axes.append(jnp.stack([jnp.asarray(a.axis, dtype) / jnp.linalg.norm(jnp.asarray(a.axis, dtype))
                                for a in st.axes]))
-        for a in st.axes:
-            lin_ab.append(_axis_linear_params(a))
-            pps.append(a.function)
-    flat_fns = pps
+        functions.extend(a.function for a in st.axes)
+        has_arg.extend(bool(a.coordinates) for a in st.axes)
     p = TreeParams(
         mass=jnp.stack(masses), com=jnp.stack(coms), inertia=jnp.stack(inertias),
         R_in=jnp.stack(Rin), p_in=jnp.stack(pin), R_out=jnp.stack(Rout), p_out=jnp.stack(pout),
         tf_axis=jnp.stack(axes) if len(tf) else jnp.zeros((0, 6, 3), dtype),
         gravity=jnp.asarray(model.gravity, dtype),
+        tf_functions=bank_params(tree.tf_bank, functions, has_arg),
     )
-    if len(tree.tf_lin):
-        ab = [lin_ab[i] for i in tree.tf_lin]
-        p["lin_a"] = jnp.stack([jnp.asarray(a, dtype) for a, _ in ab])
-        p["lin_b"] = jnp.stack([jnp.asarray(b, dtype) for _, b in ab])
-    if len(tree.tf_pp):
-        p["pp"] = stack_pp([flat_fns[i].to_pp() for i in tree.tf_pp])
-    if len(tree.tf_other):
-        p["other"] = tuple(flat_fns[i] for i in tree.tf_other)
     return p
 
 
@@ -449,33 +414,9 @@ def _joint_frame_path(model, joint_path: str, socket: str) -> str:
 
 def _axis_values(tree: Tree, params: TreeParams, q_ext):
     """Value, first and second derivative of every transform-axis function."""
-    dtype = q_ext.dtype
     x = q_ext[tree.tf_qidx.reshape(-1)]
-    n = x.shape[0]
-    f0 = jnp.zeros(n, dtype)
-    f1 = jnp.zeros(n, dtype)
-    f2 = jnp.zeros(n, dtype)
-    if len(tree.tf_lin):
-        i = tree.tf_lin
-        a, b = params["lin_a"], params["lin_b"]
-        f0 = f0.at[i].set(a * x[i] + b)
-        f1 = f1.at[i].set(a)
-    if len(tree.tf_pp):
-        i = tree.tf_pp
-        pp = params["pp"]
-        xi = x[i]
-        f0 = f0.at[i].set(jax.vmap(lambda f, s: f(s))(pp, xi))
-        f1 = f1.at[i].set(jax.vmap(lambda f, s: f.derivative(s, 1))(pp, xi))
-        f2 = f2.at[i].set(jax.vmap(lambda f, s: f.derivative(s, 2))(pp, xi))
-    if len(tree.tf_other):
-        # rare functions without a piecewise-polynomial form: one call each
-        for k, fn in zip(tree.tf_other, params["other"]):
-            g = jax.grad(lambda s: fn(s))
-            f0 = f0.at[k].set(fn(x[k]))
-            f1 = f1.at[k].set(g(x[k]))
-            f2 = f2.at[k].set(jax.grad(g)(x[k]))
-    shape = tree.tf_qidx.shape
-    return f0.reshape(shape), f1.reshape(shape), f2.reshape(shape)
+    vals = bank_eval(tree.tf_bank, params["tf_functions"], x, orders=(0, 1, 2))
+    return tuple(v.reshape(tree.tf_qidx.shape) for v in vals)
 
 
 def _transform_joint(axes, th, dth, d2th, qd, col):

@@ -1,0 +1,123 @@
+"""Controllers: components that compute actuator controls from time and state.
+
+(OpenSim Controller, PrescribedController.) Controls of all enabled controllers are
+added together, as in OpenSim, in ``system.actuator_names`` order; an actuator no
+controller drives gets 0. Passing ``controls=`` to ``forward_dynamics``/``simulate``
+bypasses the controllers.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..component import Component, ModelError, flag, socket
+from ..function_bank import FunctionBank, bank_eval, bank_params
+
+__all__ = ["Controller", "PrescribedController"]
+
+
+class Controller(Component):
+    """Computes controls for a list of actuators (abstract).
+
+    **Fields:** ``actuators``: list socket of the actuators it controls (soft: an
+    actuator removed from the model is dropped from the list); ``enabled``.
+    """
+
+    set_name: ClassVar[str | None] = "controllerset"
+
+    actuators: tuple = socket("Actuator", many=True, hard=False, doc="The actuators this controller drives.")
+    enabled: bool = flag(True, doc="Whether the controller contributes controls.")
+
+    @classmethod
+    def compile_group(cls, build, paths) -> dict:
+        """Static data of a group (see ``simjax.groups``)."""
+        return {}
+
+    @classmethod
+    def group_params(cls, model, group):
+        """Traced parameters of a group."""
+        return {}
+
+    @classmethod
+    def group_controls(cls, group, params, ctx):
+        """Controls this group adds, ``(n_controls,)``."""
+        raise NotImplementedError
+
+
+class PrescribedController(Controller):
+    """Each actuator's control is a Function of time (OpenSim PrescribedController).
+
+    **Fields:** ``actuators`` and ``control_functions`` (one Function per actuator,
+    same order).
+
+    ``PrescribedController("brain").prescribe("/forceset/biceps", StepFunction(...))``
+    """
+
+    control_functions: tuple = ()
+
+    def __init__(self, name: str, actuators: tuple = (), control_functions: tuple = (), enabled: bool = True,
+                 components: tuple = ()):
+        self.name = name
+        self.actuators = tuple(actuators)
+        self.control_functions = tuple(control_functions)
+        self.enabled = enabled
+        self.components = components
+
+    def prescribe(self, actuator: str, function) -> PrescribedController:
+        """A copy that drives ``actuator`` (a path) with ``function`` of time."""
+        acts = list(self.actuators)
+        fns = list(self.control_functions)
+        if actuator in acts:
+            fns[acts.index(actuator)] = function
+        else:
+            acts.append(actuator)
+            fns.append(function)
+        return self.replace(actuators=tuple(acts), control_functions=tuple(fns))
+
+    def prune_reference(self, name: str, ref: str) -> PrescribedController:
+        """Drop an actuator and its control function together."""
+        if name != "actuators" or ref not in self.actuators:
+            return super().prune_reference(name, ref)
+        keep = [i for i, a in enumerate(self.actuators) if a != ref]
+        return self.replace(actuators=tuple(self.actuators[i] for i in keep),
+                            control_functions=tuple(self.control_functions[i] for i in keep))
+
+    def validate(self, path: str) -> None:
+        """Check there is one function per actuator."""
+        super().validate(path)
+        if len(self.actuators) != len(self.control_functions):
+            raise ModelError(path, f"{len(self.actuators)} actuators but {len(self.control_functions)} control "
+                             "functions", prop="control_functions", value=len(self.control_functions))
+
+    @classmethod
+    def compile_group(cls, build, paths):
+        rows, fns, ctrl = [], [], []
+        for p in paths:
+            c = build.model.find(p)
+            if not c.enabled:
+                continue
+            for a, f in zip(build.socket(p, "actuators"), c.control_functions):
+                ctrl.append(build.control_index(a))
+                fns.append(f)
+        return {"control": np.asarray(ctrl, np.int32), "bank": FunctionBank.of(fns), "n": len(fns)}
+
+    @classmethod
+    def group_params(cls, model, group):
+        fns = []
+        for p in group.paths:
+            c = model.find(p)
+            if c.enabled:
+                fns.extend(c.control_functions)
+        return bank_params(group.static["bank"], fns)
+
+    @classmethod
+    def group_controls(cls, group, params, ctx):
+        s = group.static
+        out = jnp.zeros(len(ctx.topology.actuators), ctx.state.t.dtype)
+        if s["n"] == 0:
+            return out
+        (vals,) = bank_eval(s["bank"], params, jnp.broadcast_to(ctx.state.t, (s["n"],)))
+        return out.at[s["control"]].add(vals)

@@ -1,0 +1,217 @@
+"""Force and actuator base classes, and the simple actuators.
+
+(OpenSim Force, Actuator/ScalarActuator, CoordinateActuator, PointActuator,
+TorqueActuator.) A Force contributes spatial forces on bodies and mobility forces;
+an actuator's force is its control times ``optimal_force``. Controls are given in
+``system.actuator_names`` order.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import spatial
+from ..component import Component, ModelError, Stage, flag, output, prop, socket
+from ..groups import Forces, point_force_on_bodies, stack_properties, torque_on_bodies
+
+__all__ = ["Force", "Actuator", "CoordinateActuator", "PointActuator", "TorqueActuator"]
+
+
+class Force(Component):
+    """Anything that applies forces to the multibody system (abstract).
+
+    ``applies_force``: when false the force is computed (outputs) but not applied.
+    """
+
+    set_name: ClassVar[str | None] = "forceset"
+
+    applies_force: bool = flag(True, doc="Whether the force is applied to the system.")
+
+    @classmethod
+    def compile_group(cls, build, paths) -> dict:
+        """Static data of a group of this class (see ``simjax.groups``)."""
+        return {}
+
+    @classmethod
+    def group_params(cls, model, group):
+        """Traced parameters of a group: its numeric properties stacked."""
+        return stack_properties([model.find(p) for p in group.paths])
+
+    @classmethod
+    def group_forces(cls, group, params, ctx) -> Forces:
+        """The group's forces. Subclasses implement this."""
+        raise NotImplementedError(f"{cls.__name__} does not implement group_forces")
+
+
+class Actuator(Force):
+    """A force driven by one control signal (OpenSim ScalarActuator; abstract).
+
+    **Fields:** ``min_control``, ``max_control``: bounds of the control;
+    ``optimal_force``: force (N or N m) per unit control.
+    """
+
+    min_control: np.ndarray = prop(-np.inf, doc="Minimum control.")
+    max_control: np.ndarray = prop(np.inf, doc="Maximum control.")
+    optimal_force: np.ndarray = prop(1.0, doc="Force per unit control (N or N m).", bounds=(0.0, None))
+
+    num_controls: ClassVar[int] = 1
+
+    def validate(self, path: str) -> None:
+        """Check ``min_control <= max_control``."""
+        super().validate(path)
+        lo, hi = self.min_control, self.max_control
+        if isinstance(lo, np.ndarray) and isinstance(hi, np.ndarray) and lo > hi:
+            raise ModelError(path, f"min_control {float(lo)} exceeds max_control {float(hi)}", prop="min_control",
+                             value=lo)
+
+    @output(Stage.DYNAMICS)
+    def actuation(self, ctx):
+        """The actuator's force or torque (N or N m)."""
+        return ctx.group_output(ctx.path, "actuation")
+
+    @output(Stage.DYNAMICS)
+    def control(self, ctx):
+        """The actuator's control value."""
+        return ctx.control_of(ctx.path)
+
+
+def _control_indices(build, paths):
+    return np.asarray([build.control_index(p) for p in paths], dtype=np.int32)
+
+
+class CoordinateActuator(Actuator):
+    """A generalized force along one coordinate: ``control * optimal_force``.
+
+    **Fields:** ``coordinate``: socket to the Coordinate.
+    """
+
+    coordinate: str = socket("Coordinate", doc="The coordinate the actuator acts along.")
+
+    def __init__(self, name: str, coordinate: str = "", optimal_force=1.0, min_control=-np.inf,
+                 max_control=np.inf, applies_force: bool = True, components: tuple = ()):
+        self.name = name
+        self.coordinate = coordinate
+        self.optimal_force = optimal_force
+        self.min_control = min_control
+        self.max_control = max_control
+        self.applies_force = applies_force
+        self.components = components
+
+    @classmethod
+    def compile_group(cls, build, paths):
+        uidx = [build.coordinate(build.socket(p, "coordinate")).u for p in paths]
+        on = [build.model.find(p).applies_force for p in paths]
+        return {"u": np.asarray(uidx, np.int32), "control": _control_indices(build, paths),
+                "on": np.asarray(on, bool)}
+
+    @classmethod
+    def group_forces(cls, group, params, ctx):
+        s = group.static
+        act = ctx.controls[s["control"]] * params["optimal_force"]
+        mob = jnp.zeros(ctx.tree.nu, act.dtype).at[s["u"]].add(jnp.where(s["on"], act, 0.0))
+        return Forces(mobility=mob, outputs={"actuation": act})
+
+
+class PointActuator(Actuator):
+    """A force applied at a point on a body along a direction.
+
+    **Fields:** ``body`` (socket), ``point`` (in the body, or Ground if
+    ``point_is_global``), ``direction`` (in the body, or Ground if
+    ``force_is_global``; normalized).
+    """
+
+    body: str = socket("PhysicalFrame", doc="The body the force acts on.")
+    point: np.ndarray = prop((0.0, 0.0, 0.0), doc="Point of application (m).", shape=(3,))
+    point_is_global: bool = flag(False, doc="Whether point is expressed in Ground.")
+    direction: np.ndarray = prop((1.0, 0.0, 0.0), doc="Force direction.", shape=(3,))
+    force_is_global: bool = flag(False, doc="Whether direction is expressed in Ground.")
+
+    def __init__(self, name: str, body: str = "", point=(0.0, 0.0, 0.0), direction=(1.0, 0.0, 0.0),
+                 point_is_global: bool = False, force_is_global: bool = False, optimal_force=1.0,
+                 min_control=-np.inf, max_control=np.inf, applies_force: bool = True, components: tuple = ()):
+        self.name = name
+        self.body = body
+        self.point = point
+        self.direction = direction
+        self.point_is_global = point_is_global
+        self.force_is_global = force_is_global
+        self.optimal_force = optimal_force
+        self.min_control = min_control
+        self.max_control = max_control
+        self.applies_force = applies_force
+        self.components = components
+
+    @classmethod
+    def compile_group(cls, build, paths):
+        comps = [build.model.find(p) for p in paths]
+        frames = [build.socket(p, "body") for p in paths]
+        return {"frames": tuple(frames), "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),
+                "control": _control_indices(build, paths),
+                "pglobal": np.asarray([c.point_is_global for c in comps]),
+                "fglobal": np.asarray([c.force_is_global for c in comps]),
+                "on": np.asarray([c.applies_force for c in comps], bool)}
+
+    @classmethod
+    def group_forces(cls, group, params, ctx):
+        s = group.static
+        R, p = ctx.frames_in_ground(s["frames"])
+        pt = jnp.where(s["pglobal"][:, None], params["point"], spatial.transform_point((R, p), params["point"]))
+        d = params["direction"] / jnp.linalg.norm(params["direction"], axis=-1, keepdims=True)
+        d = jnp.where(s["fglobal"][:, None], d, jnp.einsum("nij,nj->ni", R, d))
+        act = ctx.controls[s["control"]] * params["optimal_force"]
+        F = d * jnp.where(s["on"], act, 0.0)[:, None]
+        return Forces(body=point_force_on_bodies(ctx.tree.n_mob, s["mob"], pt, F, act.dtype),
+                      outputs={"actuation": act})
+
+
+class TorqueActuator(Actuator):
+    """Equal and opposite torques on two bodies about an axis.
+
+    **Fields:** ``bodyA`` receives ``+torque``, ``bodyB`` ``-torque``; ``axis`` in
+    bodyA (or Ground if ``torque_is_global``; normalized).
+    """
+
+    bodyA: str = socket("PhysicalFrame", doc="The body receiving +torque.")
+    bodyB: str = socket("PhysicalFrame", doc="The body receiving -torque.")
+    axis: np.ndarray = prop((0.0, 0.0, 1.0), doc="Torque axis.", shape=(3,))
+    torque_is_global: bool = flag(True, doc="Whether axis is expressed in Ground.")
+
+    def __init__(self, name: str, bodyA: str = "", bodyB: str = "", axis=(0.0, 0.0, 1.0),
+                 torque_is_global: bool = True, optimal_force=1.0, min_control=-np.inf, max_control=np.inf,
+                 applies_force: bool = True, components: tuple = ()):
+        self.name = name
+        self.bodyA = bodyA
+        self.bodyB = bodyB
+        self.axis = axis
+        self.torque_is_global = torque_is_global
+        self.optimal_force = optimal_force
+        self.min_control = min_control
+        self.max_control = max_control
+        self.applies_force = applies_force
+        self.components = components
+
+    @classmethod
+    def compile_group(cls, build, paths):
+        comps = [build.model.find(p) for p in paths]
+        fa = [build.socket(p, "bodyA") for p in paths]
+        fb = [build.socket(p, "bodyB") for p in paths]
+        return {"fa": tuple(fa), "mobA": np.asarray([build.frame_mob(f) for f in fa], np.int32),
+                "mobB": np.asarray([build.frame_mob(f) for f in fb], np.int32),
+                "control": _control_indices(build, paths),
+                "glob": np.asarray([c.torque_is_global for c in comps]),
+                "on": np.asarray([c.applies_force for c in comps], bool)}
+
+    @classmethod
+    def group_forces(cls, group, params, ctx):
+        s = group.static
+        R, _ = ctx.frames_in_ground(s["fa"])
+        ax = params["axis"] / jnp.linalg.norm(params["axis"], axis=-1, keepdims=True)
+        ax = jnp.where(s["glob"][:, None], ax, jnp.einsum("nij,nj->ni", R, ax))
+        act = ctx.controls[s["control"]] * params["optimal_force"]
+        T = ax * jnp.where(s["on"], act, 0.0)[:, None]
+        n = ctx.tree.n_mob
+        body = torque_on_bodies(n, s["mobA"], T, act.dtype) + torque_on_bodies(n, s["mobB"], -T, act.dtype)
+        return Forces(body=body, outputs={"actuation": act})
