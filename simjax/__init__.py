@@ -41,3 +41,7 @@ __all__ = [
     "Model", "RemovalReport", "State", "System", "Topology",
 ]
 __version__ = "0.1.0"
+
+from .simulate import ControlTable, Event, Trajectory, simulate, simulate_batch  # noqa: E402
+
+__all__ += ["ControlTable", "Event", "Trajectory", "simulate", "simulate_batch"]

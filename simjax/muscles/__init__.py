@@ -1,0 +1,1 @@
+"""Muscle models and the curves they are built from (OpenSim's Actuators library)."""

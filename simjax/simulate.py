@@ -1,0 +1,413 @@
+"""Forward simulation: one jitted Diffrax solve over ``y = (q, u, z)``.
+
+``simulate(system, state, t_final)`` integrates the model's equations of motion
+from ``state`` and returns a ``Trajectory``. It is a pure function of its array
+arguments: ``jax.grad`` flows to the initial state, the controls and every model
+property, and ``jax.vmap`` batches it over worlds.
+
+Controls are ``None`` (the model's controllers), a constant array in
+``system.actuator_names`` order, a ``ControlTable`` (piecewise-linear in time), or
+any callable ``controls(t, state) -> array`` — an Equinox module (an MLP policy) is
+differentiated like everything else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .forward import Context
+from .mechanics.tree import qdot_from_u
+from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler
+from .state import State
+
+__all__ = ["simulate", "Trajectory", "ControlTable", "Event", "rhs", "SOLVERS", "simulate_batch"]
+
+#: solver name -> (Diffrax solver class, adaptive?)
+SOLVERS = {
+    "rkm": (RungeKuttaMerson, True),
+    "tsit5": (diffrax.Tsit5, True),
+    "dopri5": (diffrax.Dopri5, True),
+    "dopri8": (diffrax.Dopri8, True),
+    "kvaerno5": (diffrax.Kvaerno5, True),
+    "rk4": (RK4, False),
+    "semi_implicit_euler": (SemiImplicitEuler, False),
+}
+
+
+class ControlTable(eqx.Module):
+    """Controls given at times, linearly interpolated (held constant outside).
+
+    **Fields:** ``times (n,)`` (s, increasing); ``values (n, n_actuators)``.
+    """
+
+    times: jax.Array
+    values: jax.Array
+
+    def __call__(self, t, state=None):
+        return jax.vmap(lambda v: jnp.interp(t, self.times, v), in_axes=1)(self.values)
+
+
+def _controls_at(controls, t, state):
+    if controls is None:
+        return None
+    if callable(controls):
+        return controls(t, state)
+    return controls
+
+
+def rhs(system, t, y, d, controls=None):
+    """The ODE right-hand side ``dy/dt = (qdot, udot, zdot)``.
+
+    **Arguments:** ``system``; time ``t``; ``y = (q, u, z)``; discrete variables
+    ``d``; ``controls`` as for ``simulate``.
+    """
+    tree = system.topology.tree
+    nq, nu = tree.nq, tree.nu
+    state = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
+    acc = Context(system, state, _controls_at(controls, t, state)).acc
+    return jnp.concatenate([acc.qdot, acc.udot, acc.zdot])
+
+
+def _vector_field(t, y, args):
+    system, controls, d = args
+    return rhs(system, t, y, d, controls)
+
+
+def _kinematics(t, q, u, args):
+    system = args[0]
+    return qdot_from_u(system.topology.tree, q, u)
+
+
+def _has_constraints(system) -> bool:
+    topo = system.topology
+    return bool(topo.role_groups("constraints") or len(topo.locked_u) or topo.prescribed is not None
+                or topo.tree.slave_welds or len(topo.tree.quat_q))
+
+
+def _projector(system):
+    from .mechanics import assembly
+
+    def project(t, y, args):
+        sys_, _, d = args
+        return assembly.project_y(sys_, t, y, d)
+
+    return project
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """A witness function whose zero crossing stops the simulation or triggers a handler.
+
+    **Fields:** ``fn(system, state) -> scalar`` (the witness); ``handler``:
+    ``fn(system, state) -> state`` applied at the crossing (then the simulation goes
+    on), or ``None`` for a terminating event; ``direction``: ``+1`` only rising,
+    ``-1`` only falling, ``0`` both.
+    """
+
+    fn: Callable
+    handler: Callable | None = None
+    direction: int = 0
+
+
+class Trajectory(eqx.Module):
+    """The result of ``simulate``.
+
+    **Fields:** ``t (n,)``, ``q (n, nq)``, ``u (n, nu)``, ``z (n, nz)``, ``d (nd,)``
+    (discrete variables at the end), ``system``, ``controls`` (as given),
+    ``result`` (Diffrax's result code: 0 = success), ``num_steps``, and
+    ``event_times`` (times at which events fired; ``inf`` padding).
+    Samples past a terminating event are ``inf``; ``valid`` masks them.
+    """
+
+    t: jax.Array
+    q: jax.Array
+    u: jax.Array
+    z: jax.Array
+    d: jax.Array
+    system: Any
+    controls: Any
+    result: jax.Array
+    num_steps: jax.Array
+    event_times: jax.Array
+
+    @property
+    def y(self):
+        """``(n, nq + nu + nz)``."""
+        return jnp.concatenate([self.q, self.u, self.z], -1)
+
+    @property
+    def valid(self):
+        """Which samples were reached (``t`` finite)."""
+        return jnp.isfinite(self.t)
+
+    def __len__(self) -> int:
+        return self.t.shape[-1]
+
+    def state(self, i: int) -> State:
+        """The state at sample ``i``."""
+        return State(t=self.t[i], q=self.q[i], u=self.u[i], z=self.z[i], d=self.d)
+
+    @property
+    def final_state(self) -> State:
+        """The last reached state."""
+        i = jnp.sum(self.valid) - 1
+        return State(t=self.t[i], q=self.q[i], u=self.u[i], z=self.z[i], d=self.d)
+
+    def output(self, spec: str):
+        """An output evaluated at every sample: ``traj.output("/forceset/biceps|fiber_force")``."""
+        path, _, name = spec.partition("|")
+        comp = self.system.model.find(path)
+        if name not in comp.output_specs():
+            raise KeyError(f"{type(comp).__name__} {path!r} has no output {name!r}; it has "
+                           f"{sorted(comp.output_specs())}")
+        return _trajectory_output(self.system, self.t, self.q, self.u, self.z, self.d, self.controls, path, name)
+
+    def to_table(self, outputs=()):
+        """A ``TimeSeriesTable`` of the state variables (OpenSim names) and outputs."""
+        from .io.tables import TimeSeriesTable
+
+        sys_ = self.system
+        keep = np.asarray(self.valid)
+        cols = [np.asarray(self.q)[keep], np.asarray(self.u)[keep], np.asarray(self.z)[keep]]
+        labels = list(sys_.q_names) + list(sys_.u_names) + list(sys_.z_names)
+        for spec in outputs:
+            v = np.asarray(self.output(spec))[keep]
+            cols.append(v.reshape(v.shape[0], -1))
+            labels.extend([spec] if cols[-1].shape[1] == 1 else [f"{spec}_{i}" for i in range(cols[-1].shape[1])])
+        values = np.concatenate(cols, axis=1) if cols else np.zeros((keep.sum(), 0))
+        return TimeSeriesTable(np.asarray(self.t)[keep], values, labels, {"inDegrees": "no"})
+
+    def to_dataframe(self, outputs=()):
+        """A pandas DataFrame (index: time) of the state variables and outputs."""
+        return self.to_table(outputs).to_pandas()
+
+    def write_states(self, path: str) -> None:
+        """Write an OpenSim states ``.sto`` (columns named by state-variable paths)."""
+        from .io.tables import write_table
+
+        table = self.to_table()
+        table.metadata["header"] = table.metadata.get("header", self.system.model.name + "_states")
+        write_table(table, path)
+
+
+@eqx.filter_jit
+def _trajectory_output(system, t, q, u, z, d, controls, path, name):
+    comp = system.model.find(path)
+    fn = comp.output_specs()[name].fn
+
+    def one(ti, qi, ui, zi):
+        state = State(t=ti, q=qi, u=ui, z=zi, d=d)
+        ctx = Context(system, state, _controls_at(controls, ti, state))
+        return fn(comp, ctx.at(path))
+
+    ok = jnp.isfinite(t)
+    safe = lambda a: jnp.where(ok.reshape(ok.shape + (1,) * (a.ndim - 1)), a, 0.0)  # noqa: E731
+    return jax.vmap(one)(jnp.where(ok, t, 0.0), safe(q), safe(u), safe(z))
+
+
+def _adjoint(name: str):
+    if name in ("checkpoint", "recursive_checkpoint"):
+        return diffrax.RecursiveCheckpointAdjoint()
+    if name == "direct":
+        return diffrax.DirectAdjoint()
+    if name == "backsolve":
+        return diffrax.BacksolveAdjoint()
+    raise ValueError(f"unknown adjoint {name!r}: use 'checkpoint', 'direct' or 'backsolve'")
+
+
+def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm", rtol: float | None = None,
+             atol: float | None = None, accuracy: float = 1e-5, dt: float | None = None, ts=None,
+             n_outputs: int = 101, save_steps: bool = False, max_steps: int = 100_000, project: bool = True,
+             events=(), max_events: int = 100, progress: bool = False, throw: bool = True,
+             adjoint: str = "checkpoint", max_step_size: float | None = None) -> Trajectory:
+    """Integrate the model from ``state`` to ``t_final``.
+
+    **Arguments:**
+
+    - ``system``, ``state``: the built model and the initial state.
+    - ``t_final``: end time (s).
+    - ``controls``: ``None`` (controllers), an array ``(n_actuators,)``, a
+      ``ControlTable``, or a callable ``(t, state) -> controls``.
+    - ``solver``: ``"rkm"`` (Runge–Kutta–Merson, OpenSim's default), ``"tsit5"``,
+      ``"dopri5"``, ``"dopri8"``, ``"kvaerno5"`` (implicit, for stiff muscles), or the
+      fixed-step ``"rk4"`` and ``"semi_implicit_euler"`` (need ``dt``).
+    - ``rtol``, ``atol``: tolerances of the adaptive solvers; both default to
+      ``accuracy`` (OpenSim's integrator accuracy).
+    - ``dt``: the fixed step (fixed-step solvers) or the initial step.
+    - ``ts``: output times (default ``n_outputs`` evenly spaced times including both
+      ends); ``save_steps``: instead output every step (padded to ``max_steps`` with
+      ``inf``).
+    - ``max_steps``: step budget; exceeding it is an error (``throw``) or a result code.
+    - ``project``: project each step onto the position and velocity constraints and
+      normalize quaternions (Simbody-style), when the model has any.
+    - ``events``: ``Event``s. A terminating one stops the simulation at its zero
+      crossing (located to tolerance); one with a handler updates the state there and
+      continues (handlers run between jitted segments, so such simulations are not
+      vmappable).
+    - ``progress``: print progress of a long run.
+    - ``throw``: raise on failure; else return the result code in ``result``
+      (``jax.vmap`` batches report per world).
+    - ``adjoint``: how reverse-mode gradients are computed: ``"checkpoint"``
+      (recursive checkpointing, default), ``"direct"`` or ``"backsolve"``.
+    - ``max_step_size``: largest step of the adaptive solvers.
+
+    **Returns:** a ``Trajectory``.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}; choose one of {sorted(SOLVERS)}")
+    _, adaptive = SOLVERS[solver]
+    if not adaptive and dt is None:
+        raise ValueError(f"the fixed-step solver {solver!r} needs dt")
+    dtype = state.q.dtype if state.q.size else jnp.result_type(float)
+    t0 = state.t
+    t_final = jnp.asarray(t_final, dtype)
+    if ts is None and not save_steps:
+        ts = jnp.linspace(0.0, 1.0, n_outputs, dtype=dtype) * (t_final - t0) + t0
+    options = dict(solver=solver, rtol=accuracy if rtol is None else rtol, atol=accuracy if atol is None else atol,
+                   dt=dt, save_steps=save_steps, max_steps=max_steps, project=project, progress=progress,
+                   throw=throw, adjoint=adjoint, max_step_size=max_step_size)
+    terminal = [e for e in events if e.handler is None]
+    handled = [e for e in events if e.handler is not None]
+    if not handled:
+        return _solve(system, state, t_final, controls, ts, tuple(terminal), options)
+    return _solve_with_handlers(system, state, t_final, controls, ts, tuple(terminal), tuple(handled), max_events,
+                                options)
+
+
+def _solve_with_handlers(system, state, t_final, controls, ts, terminal, handled, max_events, options):
+    """Segments between handled events: solve to the next event, apply its handler, go on."""
+    if options["save_steps"]:
+        raise ValueError("save_steps is not supported together with event handlers; give ts")
+    pieces = []
+    event_times = []
+    for _ in range(max_events + 1):
+        seg = _solve(system, state, t_final, controls, ts, terminal + handled, options)
+        pieces.append(seg)
+        fired = int(seg.event_index)
+        if fired < len(terminal) or fired < 0:
+            break
+        state = seg.final_state
+        event_times.append(float(state.t))
+        state = handled[fired - len(terminal)].handler(system, state)
+        if float(state.t) >= float(t_final):
+            break
+    else:
+        raise RuntimeError(f"more than max_events={max_events} events fired before t_final")
+    # merge: each output time comes from the segment that covers it
+    t = np.asarray(ts)
+    q, u, z = (np.full((len(t), getattr(pieces[0], f).shape[-1]), np.inf) for f in ("q", "u", "z"))
+    done = np.zeros(len(t), bool)
+    for seg in pieces:
+        ok = np.isfinite(np.asarray(seg.t)) & ~done
+        q[ok], u[ok], z[ok] = np.asarray(seg.q)[ok], np.asarray(seg.u)[ok], np.asarray(seg.z)[ok]
+        done |= ok
+    last = pieces[-1]
+    t_out = np.where(done, t, np.inf)
+    ev = np.full(max(1, len(event_times)), np.inf)
+    ev[: len(event_times)] = event_times
+    return Trajectory(t=jnp.asarray(t_out), q=jnp.asarray(q), u=jnp.asarray(u), z=jnp.asarray(z), d=state.d,
+                      system=system, controls=controls, result=last.result,
+                      num_steps=sum(int(p.num_steps) for p in pieces), event_times=jnp.asarray(ev))
+
+
+class _Segment(Trajectory):
+    event_index: jax.Array
+
+
+@eqx.filter_jit
+def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
+    tree = system.topology.tree
+    nq, nu = tree.nq, tree.nu
+    cls, adaptive = SOLVERS[options["solver"]]
+    if cls is SemiImplicitEuler:
+        solver = SemiImplicitEuler(nq, nu, _kinematics)
+    else:
+        solver = cls()
+    if options["project"] and _has_constraints(system):
+        solver = Projected(solver, _projector(system))
+    if adaptive:
+        controller = diffrax.PIDController(rtol=options["rtol"], atol=options["atol"], dtmax=options["max_step_size"],
+                                           step_ts=ts if (ts is not None and cls is RungeKuttaMerson) else None)
+    else:
+        controller = diffrax.ConstantStepSize()
+    saveat = diffrax.SaveAt(steps=True) if options["save_steps"] else diffrax.SaveAt(ts=ts)
+    event = None
+    if events:
+        def make(e):
+            def cond(t, y, args, **kwargs):
+                sys_, _, d = args
+                st = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
+                return e.fn(sys_, st)
+            return cond
+
+        event = diffrax.Event(tuple(make(e) for e in events) if len(events) > 1 else make(events[0]),
+                              root_finder=_root_finder(options))
+    y0 = state.y
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(_vector_field), solver, t0=state.t, t1=t_final, dt0=options["dt"], y0=y0,
+        args=(system, controls, state.d), saveat=saveat, stepsize_controller=controller,
+        max_steps=options["max_steps"], adjoint=_adjoint(options["adjoint"]), event=event,
+        throw=options["throw"],
+        progress_meter=diffrax.TextProgressMeter() if options["progress"] else diffrax.NoProgressMeter(),
+    )
+    ys = sol.ys
+    t = sol.ts
+    ev_index = jnp.asarray(-1)
+    if events:
+        mask = sol.event_mask
+        masks = mask if isinstance(mask, tuple) else (mask,)
+        ev_index = jnp.argmax(jnp.stack([jnp.asarray(m) for m in masks]))
+        ev_index = jnp.where(jnp.any(jnp.stack([jnp.asarray(m) for m in masks])), ev_index, -1)
+        if not options["save_steps"]:
+            # Diffrax leaves outputs after a terminating event unset: mark them
+            t_end = sol.ts[-1] if t.ndim else sol.ts
+            t_end = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf))
+        final_t = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf))
+        del final_t
+    return _Segment(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:], d=state.d, system=system,
+                    controls=controls, result=jnp.asarray(sol.result._value if hasattr(sol.result, "_value")
+                                                          else 0),
+                    num_steps=sol.stats["num_steps"], event_times=jnp.full(1, jnp.inf), event_index=ev_index)
+
+
+def _root_finder(options):
+    import optimistix as optx
+
+    tol = min(options["rtol"], options["atol"]) * 1e-2
+    return optx.Newton(rtol=tol, atol=tol)
+
+
+def simulate_batch(system, states: State, t_final, controls=None, *, chunk_size: int = 1024, **kwargs):
+    """``simulate`` over a batch of initial states (and controls), in chunks.
+
+    **Arguments:** ``states``: a ``State`` with a leading batch axis; ``controls``:
+    ``None``, or with the same leading axis; ``chunk_size``: worlds per vmapped call
+    (bounds memory); other keywords as ``simulate``.
+
+    **Returns:** a ``Trajectory`` with a leading batch axis.
+    """
+    n = states.q.shape[0]
+
+    def run(st, ctrl):
+        return simulate(system, st, t_final, ctrl, **kwargs)
+
+    batched = eqx.filter_vmap(run, in_axes=(0, None if controls is None else 0))
+    outs = []
+    for start in range(0, n, chunk_size):
+        sl = slice(start, min(n, start + chunk_size))
+        st = jax.tree.map(lambda a: a[sl], states)
+        ctrl = None if controls is None else jax.tree.map(lambda a: a[sl], controls)
+        outs.append(batched(st, ctrl))
+    if len(outs) == 1:
+        return outs[0]
+    arrays = [eqx.filter(o, eqx.is_array) for o in outs]
+    merged = jax.tree.map(lambda *a: jnp.concatenate(a), *arrays)
+    return eqx.combine(merged, eqx.filter(outs[0], eqx.is_array, inverse=True))

@@ -1,0 +1,148 @@
+"""Integrators for ``simulate``: Runge–Kutta–Merson, classical RK4, semi-implicit Euler,
+and a wrapper that projects every step onto the constraint manifold.
+
+All are Diffrax solvers, so Diffrax's step-size controllers, adjoints, events and
+output handling apply to them unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import diffrax
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from diffrax._solver.runge_kutta import AbstractERK, ButcherTableau
+
+__all__ = ["RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected"]
+
+
+def _linear_interpolation(*, t0, t1, y0, y1, k=None, **kwargs):
+    return diffrax.LocalLinearInterpolation(t0=t0, t1=t1, y0=y0, y1=y1)
+
+
+_merson = ButcherTableau(
+    a_lower=(np.array([1 / 3]), np.array([1 / 6, 1 / 6]), np.array([1 / 8, 0.0, 3 / 8]),
+             np.array([1 / 2, 0.0, -3 / 2, 2.0])),
+    b_sol=np.array([1 / 6, 0.0, 0.0, 2 / 3, 1 / 6]),
+    # Merson's error estimate h (2 k1 - 9 k3 + 8 k4 - k5) / 30
+    b_error=np.array([2 / 30, 0.0, -9 / 30, 8 / 30, -1 / 30]),
+    c=np.array([1 / 3, 1 / 3, 1 / 2, 1.0]),
+)
+
+
+class RungeKuttaMerson(AbstractERK):
+    """Runge–Kutta–Merson: 4th order, 5 stages, with Merson's error estimate.
+
+    The method of Simbody's ``RungeKuttaMersonIntegrator`` (OpenSim's default). Its
+    last stage is not at the step's end point, so dense output is linear: ask for
+    output times and they become step boundaries (``simulate`` does this).
+    """
+
+    tableau: ClassVar[ButcherTableau] = _merson
+    interpolation_cls: ClassVar[Callable] = staticmethod(_linear_interpolation)
+
+    def order(self, terms):
+        return 4
+
+
+_rk4 = ButcherTableau(
+    a_lower=(np.array([0.5]), np.array([0.0, 0.5]), np.array([0.0, 0.0, 1.0])),
+    b_sol=np.array([1 / 6, 1 / 3, 1 / 3, 1 / 6]),
+    b_error=np.zeros(4),
+    c=np.array([0.5, 0.5, 1.0]),
+)
+
+
+class RK4(AbstractERK):
+    """The classical 4th-order Runge–Kutta method (fixed steps; no error estimate)."""
+
+    tableau: ClassVar[ButcherTableau] = _rk4
+    interpolation_cls: ClassVar[Callable] = staticmethod(_linear_interpolation)
+
+    def order(self, terms):
+        return 4
+
+
+class SemiImplicitEuler(diffrax.AbstractSolver):
+    """Symplectic (semi-implicit) Euler for ``y = (q, u, z)``, fixed steps.
+
+    ``u1 = u0 + h udot(t0, y0)``, ``z1 = z0 + h zdot(t0, y0)``, then
+    ``q1 = q0 + h N(q0) u1``. One right-hand-side evaluation per step.
+
+    **Fields:** ``nq``, ``nu``: sizes of ``q`` and ``u`` in ``y``; ``kinematics``:
+    ``fn(t, q, u, args) -> qdot``.
+    """
+
+    nq: int = eqx.field(static=True)
+    nu: int = eqx.field(static=True)
+    kinematics: Callable = eqx.field(static=True)
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar[Callable] = staticmethod(_linear_interpolation)
+
+    def order(self, terms):
+        return 1
+
+    def init(self, terms, t0, t1, y0, args):
+        return None
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        h = t1 - t0
+        dy = terms.vf(t0, y0, args)
+        nq, nu = self.nq, self.nu
+        u1 = y0[nq:nq + nu] + h * dy[nq:nq + nu]
+        z1 = y0[nq + nu:] + h * dy[nq + nu:]
+        q1 = y0[:nq] + h * self.kinematics(t0, y0[:nq], u1, args)
+        y1 = jnp.concatenate([q1, u1, z1])
+        return y1, None, dict(y0=y0, y1=y1), None, diffrax.RESULTS.successful
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+
+class Projected(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
+    """Wraps a solver and projects each step's end state (Simbody-style projection).
+
+    **Fields:** ``solver``; ``project``: ``fn(t, y, args) -> y`` returning the
+    nearest state on the constraint manifold (quaternions normalized).
+    """
+
+    solver: diffrax.AbstractSolver
+    project: Callable = eqx.field(static=True)
+
+    @property
+    def term_structure(self):
+        return self.solver.term_structure
+
+    @property
+    def interpolation_cls(self):
+        return self.solver.interpolation_cls
+
+    @property
+    def term_compatible_contr_kwargs(self):
+        return self.solver.term_compatible_contr_kwargs
+
+    def order(self, terms):
+        return self.solver.order(terms)
+
+    def strong_order(self, terms):
+        return self.solver.strong_order(terms)
+
+    def error_order(self, terms):
+        return self.solver.error_order(terms)
+
+    def init(self, terms, t0, t1, y0, args):
+        return self.solver.init(terms, t0, t1, y0, args)
+
+    def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        y1, y_error, dense_info, solver_state, result = self.solver.step(terms, t0, t1, y0, args, solver_state,
+                                                                         made_jump)
+        y1 = self.project(t1, y1, args)
+        if "y1" in dense_info:
+            dense_info = dict(dense_info, y1=y1)
+        return y1, y_error, dense_info, solver_state, result
+
+    def func(self, terms, t0, y0, args):
+        return self.solver.func(terms, t0, y0, args)
