@@ -300,7 +300,9 @@ class Component(eqx.Module):
     def children(self) -> list[Component]:
         """Direct subcomponents, in field order then tuple order (deterministic)."""
         out = []
-        for f in dataclasses.fields(self):
+        # generic subcomponents come after the class's own, as OpenSim lists them
+        fields = sorted(dataclasses.fields(self), key=lambda f: f.name == "components")
+        for f in fields:
             if f.metadata.get("static"):
                 continue
             value = getattr(self, f.name, None)
@@ -341,17 +343,14 @@ class Component(eqx.Module):
         if unknown:
             raise ModelError(self.name, f"{type(self).__name__} has no field(s) {sorted(unknown)}")
         new = object.__new__(type(self))
+        for key, value in vars(self).items():  # keeps Equinox's own bookkeeping too
+            object.__setattr__(new, key, value)
         for f in dataclasses.fields(self):
             if f.name in changes:
                 value = changes[f.name]
-                conv = f.metadata.get("converter")
-                if conv is None and "property" in f.metadata:
-                    conv = _as_property
-                if conv is not None:
-                    value = conv(value)
-            else:
-                value = getattr(self, f.name)
-            object.__setattr__(new, f.name, value)
+                if "property" in f.metadata:
+                    value = _as_property(value)
+                object.__setattr__(new, f.name, value)
         new.__check_init__()
         return new
 
@@ -369,8 +368,8 @@ class Component(eqx.Module):
             shape = f.metadata.get("shape", ())
             if shape is not None and arr.shape != tuple(shape):
                 raise ModelError(path, f"expected shape {tuple(shape)}, got {arr.shape}", prop=name, value=value)
-            if not np.all(np.isfinite(arr)):
-                raise ModelError(path, "must be finite", prop=name, value=value)
+            if np.any(np.isnan(arr)):
+                raise ModelError(path, "must not be NaN", prop=name, value=value)
             bounds = f.metadata.get("bounds")
             if bounds:
                 lo, hi = bounds

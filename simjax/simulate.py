@@ -76,13 +76,34 @@ def rhs(system, t, y, d, controls=None):
     return jnp.concatenate([acc.qdot, acc.udot, acc.zdot])
 
 
+class _Packed(eqx.Module):
+    """Diffrax ``args``: the array leaves of (system, controls) as a flat tuple.
+
+    Diffrax handles ``args`` with ``tree_at`` and ``stop_gradient``, which trip over the
+    empty tuples a Model is full of; flat leaves avoid that. The structure is static.
+    """
+
+    leaves: tuple
+    d: jax.Array
+    treedef: Any = eqx.field(static=True)
+
+    @staticmethod
+    def of(system, controls, d) -> _Packed:
+        leaves, treedef = jax.tree.flatten((system, controls))
+        return _Packed(tuple(leaves), d, treedef)
+
+    def unpack(self):
+        system, controls = jax.tree.unflatten(self.treedef, self.leaves)
+        return system, controls, self.d
+
+
 def _vector_field(t, y, args):
-    system, controls, d = args
+    system, controls, d = args.unpack()
     return rhs(system, t, y, d, controls)
 
 
 def _kinematics(t, q, u, args):
-    system = args[0]
+    system = args.unpack()[0]
     return qdot_from_u(system.topology.tree, q, u)
 
 
@@ -96,7 +117,7 @@ def _projector(system):
     from .mechanics import assembly
 
     def project(t, y, args):
-        sys_, _, d = args
+        sys_, _, d = args.unpack()
         return assembly.project_y(sys_, t, y, d)
 
     return project
@@ -343,17 +364,18 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
     if events:
         def make(e):
             def cond(t, y, args, **kwargs):
-                sys_, _, d = args
+                sys_, _, d = args.unpack()
                 st = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
                 return e.fn(sys_, st)
             return cond
 
+        dirs = tuple({0: None, 1: True, -1: False}[e.direction] for e in events)
         event = diffrax.Event(tuple(make(e) for e in events) if len(events) > 1 else make(events[0]),
-                              root_finder=_root_finder(options))
+                              root_finder=_root_finder(options), direction=dirs if len(events) > 1 else dirs[0])
     y0 = state.y
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field), solver, t0=state.t, t1=t_final, dt0=options["dt"], y0=y0,
-        args=(system, controls, state.d), saveat=saveat, stepsize_controller=controller,
+        args=_Packed.of(system, controls, state.d), saveat=saveat, stepsize_controller=controller,
         max_steps=options["max_steps"], adjoint=_adjoint(options["adjoint"]), event=event,
         throw=options["throw"],
         progress_meter=diffrax.TextProgressMeter() if options["progress"] else diffrax.NoProgressMeter(),
@@ -366,12 +388,6 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
         masks = mask if isinstance(mask, tuple) else (mask,)
         ev_index = jnp.argmax(jnp.stack([jnp.asarray(m) for m in masks]))
         ev_index = jnp.where(jnp.any(jnp.stack([jnp.asarray(m) for m in masks])), ev_index, -1)
-        if not options["save_steps"]:
-            # Diffrax leaves outputs after a terminating event unset: mark them
-            t_end = sol.ts[-1] if t.ndim else sol.ts
-            t_end = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf))
-        final_t = jnp.max(jnp.where(jnp.isfinite(t), t, -jnp.inf))
-        del final_t
     return _Segment(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:], d=state.d, system=system,
                     controls=controls, result=jnp.asarray(sol.result._value if hasattr(sol.result, "_value")
                                                           else 0),
