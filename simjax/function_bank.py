@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .functions import Constant, Function, LinearFunction, stack_pp
+from .functions import Constant, Function, LinearFunction, MultiplierFunction, Sine, stack_pp
 
 __all__ = ["FunctionBank", "bank_params", "bank_eval"]
 
@@ -49,11 +49,16 @@ class FunctionBank:
 def _kind(f) -> int:
     if f is None or isinstance(f, (Constant, LinearFunction)):
         return 0
-    try:
-        f.to_pp()
-        return 1
-    except NotImplementedError:
-        return 2
+    return 1 if _has_pp(f) else 2
+
+
+def _has_pp(f) -> bool:
+    """Whether ``f`` has an exact piecewise-polynomial form (decided without building it)."""
+    if isinstance(f, Sine):
+        return False
+    if isinstance(f, MultiplierFunction):
+        return _has_pp(f.function)
+    return True
 
 
 def _affine(f, has_arg: bool):
