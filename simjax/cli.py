@@ -151,6 +151,94 @@ def _configure_validate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="append", help="run only this check (repeatable)")
 
 
+# -- simulate ----------------------------------------------------------------------------------------
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import time
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from .simulate import simulate
+    from .io.osim import load_osim
+    from .io.osim.errors import OsimWarning
+
+    path = resolve_model_path(args.model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OsimWarning)
+        model = load_osim(path, strict=not args.skip_unsupported)
+    system = model.build()
+    state = system.default_state()
+    n_act = len(system.actuator_names)
+    controls = None
+    if args.controls is not None:
+        controls = jnp.full(n_act, args.controls)
+    if system.topology.nz and _has_muscles(system):
+        from .muscles.equilibrium import equilibrate_muscles
+
+        state = equilibrate_muscles(system, state, controls)
+    ts = jnp.linspace(0.0, args.final_time, args.outputs)
+    kwargs = dict(solver=args.solver, accuracy=args.accuracy, ts=ts, progress=args.progress)
+    if args.dt is not None:
+        kwargs["dt"] = args.dt
+    t0 = time.perf_counter()
+    traj = simulate(system, state, args.final_time, controls, **kwargs)
+    jax.block_until_ready(traj.q)
+    t_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    traj = simulate(system, state, args.final_time, controls, **kwargs)
+    jax.block_until_ready(traj.q)
+    t_run = time.perf_counter() - t0
+    lines = [
+        f"simjax simulate {model.name}: {len(system.coordinate_names)} coordinates, {n_act} actuators, "
+        f"{system.topology.nz} auxiliary states",
+        f"  integrated 0 -> {args.final_time:g} s with {args.solver} (accuracy {args.accuracy:g}): "
+        f"{int(traj.num_steps)} steps, result code {int(traj.result)}",
+        f"  wall time: {t_run * 1e3:.1f} ms after compilation ({args.final_time / t_run:.1f}x real time); "
+        f"first call incl. compilation {t_first:.1f} s",
+        "  final coordinates:",
+    ]
+    final = traj.state(-1)
+    for name, info_path in zip(system.coordinate_names, system.coordinate_paths):
+        info = system.tree.coordinates[info_path]
+        value = float(final.q[info.q]) if info.q >= 0 else float("nan")
+        lines.append(f"    {name:<24} {value: .6f}   speed {float(final.u[info.u]): .6f}")
+    if args.out:
+        traj.write_states(args.out)
+        lines.append(f"  states written to {args.out} ({len(traj)} rows)")
+    print("\n".join(lines))
+    ok = int(traj.result) == 0 and bool(np.all(np.isfinite(np.asarray(traj.y))))
+    return 0 if ok else 1
+
+
+def _has_muscles(system) -> bool:
+    try:
+        from .muscles.muscle import Muscle
+    except ImportError:
+        return False
+    return any(isinstance(c, Muscle) for c in system.model.components_of())
+
+
+def _configure_simulate(parser: argparse.ArgumentParser) -> None:
+    _model_argument(parser)
+    parser.add_argument("--final-time", type=float, default=1.0, help="end time in s (default 1)")
+    parser.add_argument("--out", help="write an OpenSim states .sto file")
+    parser.add_argument("--solver", default="rkm", help="rkm (default), tsit5, dopri5, kvaerno5, rk4, "
+                        "semi_implicit_euler")
+    parser.add_argument("--accuracy", type=float, default=1e-5, help="integrator accuracy (default 1e-5)")
+    parser.add_argument("--dt", type=float, help="step size for the fixed-step solvers")
+    parser.add_argument("--controls", type=float, help="a constant control for every actuator "
+                        "(default: the model's controllers)")
+    parser.add_argument("--outputs", type=int, default=101, help="number of output times (default 101)")
+    parser.add_argument("--progress", action="store_true", help="print progress while integrating")
+    parser.add_argument("--skip-unsupported", action="store_true",
+                        help="skip content simjax does not model yet instead of failing")
+
+
+register_subcommand("simulate", "run a forward simulation of a model and print a report",
+                    _configure_simulate, _simulate)
 register_subcommand("info", "list a model's components, coordinates, actuators and state variables",
                     _configure_info, _info)
 register_subcommand("validate", "compare simjax with OpenSim on a model at random states",
