@@ -209,7 +209,9 @@ def _compile(model: Model) -> Topology:
             if hasattr(cls, method):
                 static = dict(cls.compile_group(build, tuple(paths)))
                 if role == "zdot":
-                    static["z_index"] = np.concatenate([np.arange(*z_slices[p]) for p in paths])
+                    # members without z variables (e.g. an optional state) are left out
+                    static["z_index"] = np.concatenate([np.zeros(0, np.int64)] + [np.arange(*z_slices[p]) for p in paths
+                                                                                    if p in z_slices])
                 roles.setdefault(role, []).append(Group(cls, tuple(paths), static))
     locked, pres_paths = [], []
     for p in coords:

@@ -25,3 +25,6 @@ __all__ = [
     "ComponentIO", "FunctionIO", "ReadContext", "WriteContext", "SkipComponent",
     "OsimError", "OsimWarning", "Unsupported", "UnsupportedContentError",
 ]
+
+# the physics packages register their component classes with the registry
+from .. import osim_forces  # noqa: E402,F401
