@@ -7,7 +7,6 @@ differentiable in the state, the controls and every property of the model.
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from . import spatial
@@ -17,7 +16,8 @@ from .state import State
 
 __all__ = ["forward_dynamics", "accelerations", "mass_matrix", "inverse_dynamics", "output", "outputs",
            "constraint_errors", "frame_transform", "station_location", "kinetic_energy", "potential_energy",
-           "momentum", "mass_center", "body_poses", "controls"]
+           "momentum", "mass_center", "body_poses", "controls", "assemble", "project", "frame_velocity",
+           "frame_acceleration", "frame_jacobian", "station_velocity", "station_acceleration", "station_jacobian"]
 
 
 @eqx.filter_jit
@@ -162,3 +162,104 @@ def mass_center(system, state: State):
     """``(total mass, mass center in Ground)``."""
     ctx = Context(system, state)
     return dyn.mass_center(ctx.params, ctx.pos)
+
+
+def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: int = 100, throw: bool = True,
+             return_info: bool = False):
+    """Satisfy all position and velocity constraints, keeping coordinates near ``state``'s.
+
+    Minimizes ``sum_i w_i (q_i - state.q_i)^2`` over the coordinates that are neither
+    locked nor prescribed, subject to every position constraint (constraint
+    components, locked/prescribed coordinates, loop closures, quaternion norms), then
+    projects ``u`` onto the velocity constraints. Differentiable (implicit function
+    theorem), jit-able and vmap-able.
+
+    **Arguments:** ``weights``: ``{coordinate: weight}`` or an array ``(nq,)``;
+    ``tol``: largest position error accepted; ``max_steps``; ``throw``: raise when
+    assembly fails (else check the info); ``return_info``: also return an
+    ``AssemblyInfo(success, max_qerr, max_uerr, steps)``.
+
+    **Returns:** the assembled ``State`` (or ``(state, info)``).
+    """
+    return _assemble(system, state, weights, tol, max_steps, throw, return_info)
+
+
+@eqx.filter_jit
+def _assemble(system, state, weights, tol, max_steps, throw, return_info):
+    from .mechanics import assembly
+
+    return assembly.assemble(system, state, weights=weights, tol=tol, max_steps=max_steps, throw=throw,
+                             return_info=return_info)
+
+
+@eqx.filter_jit
+def project(system, state: State, iterations: int = 2):
+    """Project ``q`` then ``u`` onto the constraint manifold from a nearby state
+    (Simbody ``project``: what the integrator does after each step).
+
+    **Arguments:** ``iterations``: Gauss-Newton steps for ``q``.
+
+    **Returns:** the projected ``State``.
+    """
+    from .mechanics import assembly
+
+    return assembly.project(system, state, iterations)
+
+
+@eqx.filter_jit
+def _frame_kinematics(system, state, path, controls):
+    ctx = Context(system, state, controls)
+    return ctx.frame_transform(path), ctx.frame_velocity(path), ctx.frame_acceleration(path)
+
+
+def frame_velocity(system, state: State, path: str):
+    """Spatial velocity ``(w, v)`` in Ground of the PhysicalFrame at ``path``: its angular
+    velocity and the velocity of its origin (OpenSim ``Frame::getVelocityInGround``)."""
+    return _frame_velocity(system, state, path)
+
+
+@eqx.filter_jit
+def _frame_velocity(system, state, path):
+    return Context(system, state).frame_velocity(path)
+
+
+def frame_acceleration(system, state: State, path: str, controls=None):
+    """Spatial acceleration ``(dw/dt, a)`` in Ground of the frame at ``path`` (its
+    origin's acceleration), from the forward dynamics (OpenSim
+    ``Frame::getAccelerationInGround``)."""
+    return _frame_kinematics(system, state, path, controls)[2]
+
+
+@eqx.filter_jit
+def _station_kinematics(system, state, frame, point, controls, order):
+    ctx = Context(system, state, controls)
+    m = ctx._frame_mob(frame)
+    r = spatial.transform_point(ctx.frame_transform(frame), jnp.asarray(point, state.q.dtype))
+    if order == 1:
+        V = ctx.vel.V[m]
+        return V[3:] + jnp.cross(V[:3], r)
+    A, V = ctx.body_accelerations()[m], ctx.vel.V[m]
+    return A[3:] + jnp.cross(A[:3], r) + jnp.cross(V[:3], V[3:] + jnp.cross(V[:3], r))
+
+
+def station_velocity(system, state: State, frame: str, point):
+    """Velocity in Ground of ``point`` fixed in ``frame`` (m/s)."""
+    return _station_kinematics(system, state, frame, point, None, 1)
+
+
+def station_acceleration(system, state: State, frame: str, point, controls=None):
+    """Acceleration in Ground of ``point`` fixed in ``frame`` (m/s^2), from the forward
+    dynamics."""
+    return _station_kinematics(system, state, frame, point, controls, 2)
+
+
+@eqx.filter_jit
+def frame_jacobian(system, state: State, path: str):
+    """``J (6, nu)`` of the frame at ``path``: ``(w, v_origin) = J u`` in Ground."""
+    return Context(system, state).frame_jacobian(path)
+
+
+@eqx.filter_jit
+def station_jacobian(system, state: State, frame: str, point):
+    """``J (3, nu)``: the velocity in Ground of ``point`` (fixed in ``frame``) is ``J u``."""
+    return Context(system, state).station_jacobian(frame, point)

@@ -21,13 +21,12 @@ import numpy as np
 from . import spatial
 from .component import ModelError
 from .function_bank import bank_eval, bank_params
-from .groups import Forces
 from .mechanics import dynamics as dyn
 from .mechanics.constraints import ConstraintRows, body_jacobians, weld_rows
-from .mechanics.tree import position_kinematics, qdot_from_u, tree_params, velocity_kinematics, _offset_transform
+from .mechanics.tree import frame_table_rows, position_kinematics, tree_params, velocity_kinematics
 from .state import State
 
-__all__ = ["Context", "Accelerations"]
+__all__ = ["Context", "Accelerations", "prescribed_motion", "quaternion_errors"]
 
 
 @jax.tree_util.register_dataclass
@@ -99,11 +98,10 @@ class Context:
 
     def frames_in_ground(self, frame_paths):
         """Poses in Ground of PhysicalFrames (static paths): ``(R (k,3,3), p (k,3))``."""
-        mobs = np.asarray([self.tree.body_paths.index(self.tree.frames[f][0]) for f in frame_paths], np.int32)
-        offs = [_offset_transform(self.model, self.tree.frames[f][1]) for f in frame_paths]
-        R_off = jnp.stack([o[0] for o in offs])
-        p_off = jnp.stack([o[1] for o in offs])
-        return spatial.compose((self.pos.R0[mobs], self.pos.p0[mobs]), (R_off, p_off))
+        rows = frame_table_rows(self.tree, frame_paths)
+        mobs = self.tree.frame_mob[rows]
+        return spatial.compose((self.pos.R0[mobs], self.pos.p0[mobs]),
+                               (self.params["frame_R"][rows], self.params["frame_p"][rows]))
 
     def frame_transform(self, path: str):
         """Pose ``(R, p)`` of one PhysicalFrame in Ground."""
@@ -111,7 +109,7 @@ class Context:
         return R[0], p[0]
 
     def _frame_mob(self, path: str) -> int:
-        return self.tree.body_paths.index(self.tree.frames[path][0])
+        return int(self.tree.frame_mob[self.tree.frame_rows[path]])
 
     def frame_velocity(self, path: str):
         """Spatial velocity ``(w, v_origin)`` of a frame in Ground."""
@@ -119,11 +117,23 @@ class Context:
         p = self.frame_transform(path)[1]
         return jnp.concatenate([V[:3], V[3:] + jnp.cross(V[:3], p)])
 
+    def frame_jacobian(self, path: str):
+        """``(6, nu)``: the frame's angular velocity and its origin's velocity (Ground) per speed."""
+        m = self._frame_mob(path)
+        J = jnp.asarray(self.tree.anc_dof[m], self.pos.S.dtype)[None, :] * self.pos.S.T
+        p = self.frame_transform(path)[1]
+        return jnp.concatenate([J[:3], J[3:] - spatial.skew(p) @ J[:3]])
+
+    def station_jacobian(self, frame: str, point):
+        """``(3, nu)``: velocity in Ground of ``point`` (fixed in ``frame``) per speed."""
+        m = self._frame_mob(frame)
+        J = jnp.asarray(self.tree.anc_dof[m], self.pos.S.dtype)[None, :] * self.pos.S.T
+        r = spatial.transform_point(self.frame_transform(frame), jnp.asarray(point, self.pos.S.dtype))
+        return J[3:] - spatial.skew(r) @ J[:3]
+
     def body_accelerations(self):
         """Spatial accelerations of all bodies ``(n_mob, 6)`` (Acceleration stage)."""
-        a_rel = jnp.zeros((self.tree.n_mob, 6), self.pos.S.dtype).at[self.tree.dof_mob].add(
-            self.pos.S * self.acc.udot[:, None])
-        return jnp.asarray(self.tree.anc, a_rel.dtype) @ a_rel + self.vel.C
+        return dyn.body_accelerations(self.tree, self.pos, self.vel, self.acc.udot)
 
     def frame_acceleration(self, path: str):
         """Spatial acceleration ``(dw/dt, a_origin)`` of a frame in Ground."""
@@ -248,7 +258,7 @@ class Context:
 
     @functools.cached_property
     def inertias(self):
-        """Spatial inertias of the bodies in Ground ``(n_mob, 6, 6)``."""
+        """Spatial inertias of the bodies in Ground (``dynamics.Inertias``)."""
         return dyn.spatial_inertias(self.params, self.pos)
 
     @functools.cached_property
@@ -259,9 +269,19 @@ class Context:
 
     @functools.cached_property
     def acc(self) -> Accelerations:
-        """Acceleration stage: ``udot``, multipliers, ``qdot``, ``zdot``."""
+        """Acceleration stage: ``udot``, multipliers, ``qdot``, ``zdot``.
+
+        Solves ``M udot + G^T lambda = f``, ``G udot = b`` through the Cholesky factor of
+        ``M``: ``lambda = (G M^-1 G^T)^+ (G M^-1 f - b)`` with a pseudo-inverse (relative
+        cutoff 1e-10), so redundant constraints (a planar loop closed by a 6-equation
+        weld) give the minimum-norm multipliers and the same ``udot``; inconsistent
+        acceleration constraints give the least-squares ``udot``, and
+        ``udot_err = G udot - b`` reports what is left.
+        """
         M = self.mass_matrix
-        f = self.generalized_applied - dyn.bias_forces(self.tree, self.params, self.pos, self.vel, self.inertias)
+        body, mob = self.applied
+        f = dyn.generalized_forces(self.tree, self.pos, body - dyn.inertial_forces(
+            self.tree, self.params, self.pos, self.vel, None, self.inertias)) + mob
         cho = jax.scipy.linalg.cho_factor(M)
         rows = self.constraints
         if rows.G.shape[0]:
@@ -323,20 +343,31 @@ def _builtin_constraint_rows(ctx: Context) -> list[ConstraintRows]:
     if len(locked):
         G = jnp.zeros((len(locked), tree.nu), dtype).at[np.arange(len(locked)), locked].set(1.0)
         rows.append(ConstraintRows(jnp.zeros(len(locked), dtype), u[locked], G, jnp.zeros(len(locked), dtype)))
-    pres = topo.prescribed
-    if pres is not None:
-        fns = [ctx.model.find(p).prescribed_function for p in pres["paths"]]
-        t = jnp.broadcast_to(ctx.state.t, (len(fns),))
-        f0, f1, f2 = bank_eval(pres["bank"], bank_params(pres["bank"], fns), t, orders=(0, 1, 2))
-        n = len(fns)
-        G = jnp.zeros((n, tree.nu), dtype).at[np.arange(n), pres["u"]].set(1.0)
-        rows.append(ConstraintRows(q[pres["q"]] - f0, u[pres["u"]] - f1, G, f2))
-    if tree.slave_welds:
-        master = np.asarray([m for m, _ in tree.slave_welds], np.int32)
-        slave = np.asarray([s for _, s in tree.slave_welds], np.int32)
-        R0, p0 = ctx.pos.R0, ctx.pos.p0
-        rows.append(weld_rows(ctx, master, slave, (R0[master], p0[master]), (R0[slave], p0[slave])))
+    pm = prescribed_motion(ctx.system, ctx.state.t)
+    if pm is not None:
+        qi, ui, f0, f1, f2 = pm
+        n = len(qi)
+        G = jnp.zeros((n, tree.nu), dtype).at[np.arange(n), ui].set(1.0)
+        rows.append(ConstraintRows(q[qi] - f0, u[ui] - f1, G, f2))
+    if tree.loop_welds:
+        m1, f1, m2, f2 = (np.asarray(c, np.int32) for c in zip(*tree.loop_welds))
+        R0, p0, fR, fp = ctx.pos.R0, ctx.pos.p0, ctx.params["frame_R"], ctx.params["frame_p"]
+        X1 = spatial.compose((R0[m1], p0[m1]), (fR[f1], fp[f1]))
+        X2 = spatial.compose((R0[m2], p0[m2]), (fR[f2], fp[f2]))
+        rows.append(weld_rows(ctx, m1, m2, X1, X2))
     return rows
+
+
+def prescribed_motion(system, t):
+    """Prescribed coordinates at time ``t``: ``(q index, u index, value, speed,
+    acceleration)`` (static indices, traced values), or ``None`` if there are none."""
+    pres = system.topology.prescribed
+    if pres is None:
+        return None
+    fns = [system.model.find(p).prescribed_function for p in pres["paths"]]
+    tt = jnp.broadcast_to(jnp.asarray(t), (len(fns),))
+    f0, f1, f2 = bank_eval(pres["bank"], bank_params(pres["bank"], fns), tt, orders=(0, 1, 2))
+    return pres["q"], pres["u"], f0, f1, f2
 
 
 def quaternion_errors(tree, q):

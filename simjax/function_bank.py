@@ -93,21 +93,26 @@ def bank_eval(bank: FunctionBank, params: dict, x, orders=(0,)):
 
     **Returns:** a tuple with one ``(n,)`` array per requested order.
     """
-    out = [jnp.zeros(bank.n, x.dtype) for _ in orders]
+    if bank.n == 0:
+        return tuple(jnp.zeros(0, x.dtype) for _ in orders)
+    # each kind evaluated at once, then put in place by one static gather (a scatter
+    # per kind is slow on CPU, above all under vmap)
+    parts = [[] for _ in orders]
     if len(bank.affine):
         i = bank.affine
         a, b = params["a"], params["b"]
         for k, order in enumerate(orders):
-            val = a * x[i] + b if order == 0 else (a if order == 1 else jnp.zeros_like(a))
-            out[k] = out[k].at[i].set(val)
+            parts[k].append(a * x[i] + b if order == 0 else (a if order == 1 else jnp.zeros_like(a)))
     if len(bank.pp):
         i = bank.pp
         for k, order in enumerate(orders):
-            out[k] = out[k].at[i].set(jax.vmap(lambda f, s, o=order: f.derivative(s, o))(params["pp"], x[i]))
-    for j, fn in zip(bank.other, params.get("other", ())):
+            parts[k].append(jax.vmap(lambda f, s, o=order: f.derivative(s, o))(params["pp"], x[i]))
+    if len(bank.other):
         for k, order in enumerate(orders):
-            out[k] = out[k].at[j].set(_scalar_derivative(fn, x[j], order))
-    return tuple(out)
+            parts[k].append(jnp.stack([_scalar_derivative(fn, x[j], order)
+                                       for j, fn in zip(bank.other, params["other"])]).astype(x.dtype))
+    perm = np.argsort(np.concatenate([bank.affine, bank.pp, bank.other]))
+    return tuple(jnp.concatenate(p)[perm] for p in parts)
 
 
 def _scalar_derivative(fn: Function, x, order: int):

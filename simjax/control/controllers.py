@@ -94,7 +94,7 @@ class PrescribedController(Controller):
 
     @classmethod
     def compile_group(cls, build, paths):
-        rows, fns, ctrl = [], [], []
+        fns, ctrl = [], []
         for p in paths:
             c = build.model.find(p)
             if not c.enabled:

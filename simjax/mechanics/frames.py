@@ -90,7 +90,8 @@ class Body(PhysicalFrame):
         """
         super().validate(path)
         if isinstance(self.inertia, np.ndarray):
-            I = np.asarray(spatial.inertia_matrix(self.inertia))
+            i = self.inertia
+            I = np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]], [i[4], i[5], i[2]]])
             if not np.allclose(I, I.T):
                 raise ModelError(path, "inertia matrix is not symmetric", prop="inertia", value=self.inertia)
             w = np.linalg.eigvalsh(I)

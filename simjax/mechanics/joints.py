@@ -8,8 +8,11 @@ a function of the joint's coordinates. Two kinematic kinds cover every joint:
   coordinate, with ``qdot = u``. CustomJoint is this directly; Pin, Slider,
   Universal, Gimbal, Planar and Weld are fixed instances of it (Simbody's
   conventions for those mobilizers coincide with this form).
-- *quaternion* joints: Ball (``q`` a unit quaternion, ``u`` the angular velocity of
-  M in F expressed in F) and Free (quaternion plus translation of M's origin in F).
+- *rotation* joints: Ball, Free and Ellipsoid, whose rotation is three body-fixed
+  XYZ angles (OpenSim's default) or a unit quaternion (``Model(use_quaternions=True)``),
+  with ``u`` the angular velocity of M in F expressed in F; Free adds the position of
+  M's origin in F (``u``: its velocity in F); Ellipsoid keeps M's origin on an
+  ellipsoid centred at F's origin (at ``radii * Mz``, as Simbody does).
 
 This module only declares the components; ``simjax.mechanics.tree`` compiles them
 into vectorized kinematics.
@@ -40,6 +43,7 @@ __all__ = [
     "CustomJoint",
     "BallJoint",
     "FreeJoint",
+    "EllipsoidJoint",
     "ROTATIONAL",
     "TRANSLATIONAL",
     "COUPLED",
@@ -350,3 +354,28 @@ class FreeJoint(Joint):
     coordinate_axes: ClassVar[tuple] = ((ROTATIONAL, (1.0, 0.0, 0.0)), (ROTATIONAL, (0.0, 1.0, 0.0)),
                                         (ROTATIONAL, (0.0, 0.0, 1.0)), (TRANSLATIONAL, (1.0, 0.0, 0.0)),
                                         (TRANSLATIONAL, (0.0, 1.0, 0.0)), (TRANSLATIONAL, (0.0, 0.0, 1.0)))
+
+
+class EllipsoidJoint(Joint):
+    """Three rotations with M's origin on an ellipsoid (Simbody's Ellipsoid mobilizer).
+
+    The orientation of M in F is parametrized as for a BallJoint (body-fixed XYZ angles
+    or a quaternion; ``u`` the angular velocity of M in F, in F). M's origin sits on the
+    ellipsoid ``(x/rx)^2 + (y/ry)^2 + (z/rz)^2 = 1`` centred on F's origin, at
+    ``p_FM = radii * Mz`` elementwise (``Mz`` M's z axis in F), exactly as Simbody's
+    Ellipsoid mobilizer places it (the surface normal there is along ``Mz`` only for a
+    sphere); at zero rotation M is displaced by ``rz`` along F's z axis.
+
+    **Fields:** ``radii_x_y_z``: the semi-axes along F's x, y, z (m).
+    """
+
+    kind: ClassVar[str] = "quaternion"
+    coordinate_axes: ClassVar[tuple] = ((ROTATIONAL, (1.0, 0.0, 0.0)), (ROTATIONAL, (0.0, 1.0, 0.0)),
+                                        (ROTATIONAL, (0.0, 0.0, 1.0)))
+
+    radii_x_y_z: np.ndarray = prop((1.0, 1.0, 1.0), doc="Semi-axes of the ellipsoid along F's x, y, z (m).",
+                                   shape=(3,), bounds=(0.0, None))
+
+    def __init__(self, name: str, parent: str = "", child: str = "", *, radii_x_y_z=(1.0, 1.0, 1.0), **kwargs):
+        super().__init__(name, parent, child, **kwargs)
+        self.radii_x_y_z = radii_x_y_z

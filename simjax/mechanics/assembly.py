@@ -1,0 +1,226 @@
+"""Assembly and projection onto the constraint manifold (Simbody's Assembler and project).
+
+A state satisfies its position constraints when ``qerr(q, t) = 0`` (constraint
+position errors, locked and prescribed coordinates, loop-closing welds, and the norm
+of every quaternion) and its velocity constraints when ``uerr = G u - c(t) = 0``.
+
+``assemble`` finds the ``q`` satisfying every position constraint that is nearest to
+the requested coordinates in the weighted norm ``sum_i w_i (q_i - q_req_i)^2``:
+locked coordinates keep their value and prescribed ones take their function's value;
+all others may move. It is the fixed point of a sequential-quadratic-programming
+iteration with an identity Hessian,
+
+``q <- q_req - W^-1 Gq^T (Gq W^-1 Gq^T)^+ (qerr(q) + Gq (q_req - q))``,
+
+(``Gq = d qerr / d q`` by forward-mode autodiff; the pseudo-inverse makes redundant
+constraints harmless) whose fixed points are exactly the first-order optimality
+conditions. It is solved by ``optimistix.fixed_point`` and differentiated by the
+implicit function theorem (exact derivatives of the assembled ``q`` with respect to
+the requested state and every model property, without unrolling the iterations).
+Then ``u`` is projected onto the velocity constraints.
+
+``project`` is the cheap, local version the integrator calls after each step
+(Simbody ``project``): a few Gauss-Newton steps in ``u``-space, ``dq = N(q) du`` with
+``G du = -qerr`` minimum-norm, quaternions renormalized, then the minimum-norm change
+of ``u`` that satisfies ``G u = c``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from ..state import State
+
+__all__ = ["AssemblyInfo", "assemble", "project", "project_u", "project_y", "position_errors", "fixed_coordinates"]
+
+#: relative singular-value cutoff of the pseudo-inverses (redundant constraints)
+PINV_RTOL = 1e-10
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class AssemblyInfo:
+    """How an assembly went: ``success`` (bool), ``max_qerr`` (largest position
+    error left), ``max_uerr`` (largest velocity error left), ``steps``."""
+
+    success: Any
+    max_qerr: Any
+    max_uerr: Any
+    steps: Any
+
+
+def _context(system, state, controls=None):
+    from ..forward import Context
+
+    return Context(system, state, controls)
+
+
+def position_errors(system, state: State):
+    """All position-level errors ``qerr (m,)``: constraint rows, then quaternion norms."""
+    from ..forward import quaternion_errors
+
+    ctx = _context(system, state)
+    return jnp.concatenate([ctx.constraints.perr, quaternion_errors(ctx.tree, state.q)])
+
+
+def fixed_coordinates(system, state: State):
+    """Static indices into ``q`` of locked and prescribed coordinates, and their values
+    (locked: the value in ``state``; prescribed: the function at ``state.t``)."""
+    from ..forward import prescribed_motion
+
+    topo = system.topology
+    tree = topo.tree
+    locked_q = np.asarray([info.q for info in tree.coordinates.values() if info.u in set(topo.locked_u.tolist())],
+                          np.int32)
+    idx, vals = [locked_q], [state.q[locked_q]]
+    pm = prescribed_motion(system, state.t)
+    if pm is not None:
+        idx.append(pm[0])
+        vals.append(pm[2])
+    return np.concatenate(idx).astype(np.int32), jnp.concatenate(vals)
+
+
+def _weights(system, weights, dtype):
+    nq = system.topology.nq
+    if weights is None:
+        return jnp.ones(nq, dtype)
+    if isinstance(weights, dict):
+        w = np.ones(nq)
+        for name, value in weights.items():
+            info = system.topology.tree.coordinates[system.coordinate_path(name)]
+            if info.q < 0:
+                raise KeyError(f"coordinate {name!r} is a rotation of a quaternion joint; weight q entries directly")
+            w[info.q] = value
+        return jnp.asarray(w, dtype)
+    w = jnp.asarray(weights, dtype)
+    if w.shape != (nq,):
+        raise ValueError(f"weights must be a dict of coordinates or an array of shape ({nq},), got {w.shape}")
+    return w
+
+
+def _sqp_map(q, args):
+    system, state, q_req, w_inv = args
+    f = lambda qq: position_errors(system, state.replace(q=qq))  # noqa: E731
+    perr = f(q)
+    Gq = jax.jacfwd(f)(q)
+    Gw = Gq * w_inv
+    A = Gw @ Gq.T
+    lam = jnp.linalg.pinv(A, rtol=PINV_RTOL, hermitian=True) @ (perr + Gq @ (q_req - q))
+    return q_req - Gw.T @ lam
+
+
+def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: int = 100, throw: bool = True,
+             return_info: bool = False):
+    """Satisfy the position and velocity constraints, keeping coordinates near ``state``'s.
+
+    **Arguments:**
+
+    - ``system``, ``state``: the requested coordinates are ``state.q``.
+    - ``weights``: how strongly each coordinate keeps its requested value, a dict
+      ``{coordinate name or path: weight}`` (others 1) or an array ``(nq,)``; larger
+      is stiffer. Locked and prescribed coordinates are always held.
+    - ``tol``: required largest position error (and fixed-point tolerance).
+    - ``max_steps``: iteration limit.
+    - ``throw``: raise (under jit: ``eqx.error_if``) when the constraints cannot be
+      satisfied to ``tol``; with ``throw=False`` check ``info.success``.
+    - ``return_info``: also return an ``AssemblyInfo``.
+
+    **Returns:** the assembled ``State`` (or ``(state, info)``).
+
+    Inconsistent constraints (no ``q`` satisfies them) fail; redundant ones are fine.
+    """
+    dtype = state.q.dtype
+    fixed, fixed_vals = fixed_coordinates(system, state)
+    q_req = state.q.at[fixed].set(fixed_vals)
+    w = _weights(system, weights, dtype)
+    w_inv = jnp.where(w > 0, 1.0 / jnp.maximum(w, 1e-12), 1e12)
+    w_inv = w_inv.at[fixed].set(0.0)
+    if position_errors(system, state).shape[0] == 0:
+        q = q_req
+        steps = jnp.asarray(0)
+    else:
+        sol = optx.fixed_point(_sqp_map, optx.FixedPointIteration(rtol=0.0, atol=tol * 1e-2), q_req,
+                               args=(system, state, q_req, w_inv), max_steps=max_steps, throw=False)
+        q = sol.value
+        steps = sol.stats["num_steps"]
+    # one realization at the assembled q gives qerr, G and the velocity errors
+    from ..forward import quaternion_errors
+
+    st = state.replace(q=q)
+    ctx = _context(system, st)
+    rows = ctx.constraints
+    qerr = jnp.concatenate([rows.perr, quaternion_errors(ctx.tree, q)])
+    uerr = rows.verr
+    if rows.G.shape[0]:
+        du = _min_norm_correction(rows.G, rows.verr)
+        st = st.replace(u=st.u - du)
+        uerr = rows.verr - rows.G @ du
+    max_q = jnp.max(jnp.abs(qerr), initial=0.0)
+    max_u = jnp.max(jnp.abs(uerr), initial=0.0)
+    ok = (max_q <= tol) & jnp.all(jnp.isfinite(st.q))
+    if throw:
+        st = eqx.error_if(st, ~ok, "assembly failed: the position constraints cannot be satisfied to the tolerance "
+                          "(inconsistent constraints, or a requested state too far from any assembled one)")
+    info = AssemblyInfo(success=ok, max_qerr=max_q, max_uerr=max_u, steps=steps)
+    return (st, info) if return_info else st
+
+
+def _min_norm_correction(G, err):
+    """The minimum-norm ``dx`` with ``G dx = err`` (least squares if inconsistent)."""
+    return G.T @ (jnp.linalg.pinv(G @ G.T, rtol=PINV_RTOL, hermitian=True) @ err)
+
+
+def project_u(system, state: State):
+    """The nearest ``u`` (least squares) satisfying the velocity constraints ``G u = c``."""
+    rows = _context(system, state).constraints
+    if rows.G.shape[0] == 0:
+        return state
+    return state.replace(u=state.u - _min_norm_correction(rows.G, rows.verr))
+
+
+def _normalize_quaternions(tree, q):
+    if not len(tree.quat_q):
+        return q
+    idx = tree.quat_q[:, None] + np.arange(4)
+    quats = q[idx]
+    return q.at[idx].set(quats / jnp.linalg.norm(quats, axis=-1, keepdims=True))
+
+
+def project(system, state: State, iterations: int = 2):
+    """Project ``q`` then ``u`` onto the constraint manifold (Simbody-style, local).
+
+    ``iterations`` Gauss-Newton steps ``dq = N(q) du`` with ``du`` the minimum-norm
+    solution of ``G du = -qerr`` (quaternions renormalized after each), then the
+    least-squares correction of ``u``. Meant for states already near the manifold (an
+    integrator step); use ``assemble`` from arbitrary states.
+    """
+    from ..mechanics.tree import qdot_from_u
+
+    tree = system.topology.tree
+    fixed, fixed_vals = fixed_coordinates(system, state)
+    q = state.q.at[fixed].set(fixed_vals)
+    q = _normalize_quaternions(tree, q)
+    st = state.replace(q=q)
+    if _context(system, st).constraints.G.shape[0]:
+        for _ in range(iterations):
+            rows = _context(system, st).constraints
+            du = -_min_norm_correction(rows.G, rows.perr)
+            q = _normalize_quaternions(tree, st.q + qdot_from_u(tree, st.q, du))
+            st = st.replace(q=q)
+    return project_u(system, st)
+
+
+def project_y(system, t, y, d):
+    """``project`` on an ODE state vector ``y = (q, u, z)`` (for the integrator)."""
+    tree = system.topology.tree
+    nq, nu = tree.nq, tree.nu
+    st = State(t=jnp.asarray(t, y.dtype), q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
+    st = project(system, st)
+    return jnp.concatenate([st.q, st.u, y[nq + nu:]])
