@@ -4,9 +4,10 @@ The public API is re-exported here by name; the modules behind it may change.
 """
 
 from . import spatial
-from .api import (accelerations, body_poses, constraint_errors, controls, forward_dynamics, frame_transform,
-                  inverse_dynamics, kinetic_energy, mass_center, mass_matrix, momentum, output, outputs,
-                  potential_energy, station_location)
+from .api import (accelerations, assemble, body_poses, constraint_errors, controls, forward_dynamics,
+                  frame_acceleration, frame_jacobian, frame_transform, frame_velocity, inverse_dynamics,
+                  kinetic_energy, mass_center, mass_matrix, momentum, output, outputs, potential_energy, project,
+                  station_acceleration, station_jacobian, station_location, station_velocity)
 from .component import Component, ModelError, Set, Stage
 from .control.controllers import Controller, PrescribedController
 from .forces.base import Actuator, CoordinateActuator, Force, PointActuator, TorqueActuator
@@ -16,17 +17,19 @@ from .functions import (Constant, Function, GCVSpline, LinearFunction, Multiplie
                         StepFunction)
 from .mechanics.constraints import CoordinateCouplerConstraint, Constraint, PointConstraint, WeldConstraint
 from .mechanics.frames import Body, Frame, Ground, Marker, PhysicalFrame, PhysicalOffsetFrame, Station
-from .mechanics.joints import (BallJoint, Coordinate, CustomJoint, FreeJoint, GimbalJoint, Joint, PinJoint,
-                               PlanarJoint, SliderJoint, SpatialTransform, TransformAxis, UniversalJoint, WeldJoint)
+from .mechanics.joints import (BallJoint, Coordinate, CustomJoint, EllipsoidJoint, FreeJoint, GimbalJoint, Joint,
+                               PinJoint, PlanarJoint, SliderJoint, SpatialTransform, TransformAxis, UniversalJoint,
+                               WeldJoint)
 from .model import Model, RemovalReport
 from .state import State
 from .system import System, Topology
 
 __all__ = [
     "spatial",
-    "accelerations", "body_poses", "constraint_errors", "controls", "forward_dynamics", "frame_transform",
+    "accelerations", "assemble", "body_poses", "constraint_errors", "controls", "forward_dynamics", "frame_transform",
     "inverse_dynamics", "kinetic_energy", "mass_center", "mass_matrix", "momentum", "output", "outputs",
-    "potential_energy", "station_location",
+    "potential_energy", "project", "station_location", "frame_velocity", "frame_acceleration", "frame_jacobian",
+    "station_velocity", "station_acceleration", "station_jacobian",
     "Component", "ModelError", "Set", "Stage",
     "Controller", "PrescribedController",
     "Actuator", "CoordinateActuator", "Force", "PointActuator", "TorqueActuator",
@@ -36,8 +39,8 @@ __all__ = [
     "StepFunction",
     "CoordinateCouplerConstraint", "Constraint", "PointConstraint", "WeldConstraint",
     "Body", "Frame", "Ground", "Marker", "PhysicalFrame", "PhysicalOffsetFrame", "Station",
-    "BallJoint", "Coordinate", "CustomJoint", "FreeJoint", "GimbalJoint", "Joint", "PinJoint", "PlanarJoint",
-    "SliderJoint", "SpatialTransform", "TransformAxis", "UniversalJoint", "WeldJoint",
+    "BallJoint", "Coordinate", "CustomJoint", "EllipsoidJoint", "FreeJoint", "GimbalJoint", "Joint", "PinJoint",
+    "PlanarJoint", "SliderJoint", "SpatialTransform", "TransformAxis", "UniversalJoint", "WeldJoint",
     "Model", "RemovalReport", "State", "System", "Topology",
 ]
 __version__ = "0.1.0"
@@ -45,3 +48,32 @@ __version__ = "0.1.0"
 from .simulate import ControlTable, Event, Trajectory, simulate, simulate_batch  # noqa: E402
 
 __all__ += ["ControlTable", "Event", "Trajectory", "simulate", "simulate_batch"]
+
+from . import models  # noqa: E402
+from .io.osim import load_osim, save_osim  # noqa: E402
+from .io.states import prescribe_motion, read_states, state_from_motion, states_table, write_states  # noqa: E402
+
+__all__ += ["models", "load_osim", "save_osim", "prescribe_motion", "read_states", "state_from_motion",
+            "states_table", "write_states"]
+
+# muscles, geometry paths, moment arms (issue 6)
+from .analysis.moment_arms import moment_arm, moment_arms  # noqa: E402
+from .io import osim_muscles  # noqa: E402,F401  (registers the .osim classes)
+from .muscles import (ConditionalPathPoint, DeGrooteFregly2016Muscle, GeometryPath, Millard2012EquilibriumMuscle,  # noqa: E402
+                      MovingPathPoint, Muscle, PathActuator, PathPoint, RigidTendonMuscle, Thelen2003Muscle,
+                      equilibrate_muscles)
+
+__all__ += ["moment_arm", "moment_arms", "ConditionalPathPoint", "DeGrooteFregly2016Muscle", "GeometryPath",
+            "Millard2012EquilibriumMuscle", "MovingPathPoint", "Muscle", "PathActuator", "PathPoint",
+            "RigidTendonMuscle", "Thelen2003Muscle", "equilibrate_muscles"]
+
+from .forces import (BushingForce, ContactGeometry, ContactHalfSpace, ContactMesh, ContactParameters,  # noqa: E402
+                     ContactSphere, CoordinateLimitForce, ElasticFoundationForce, ExpressionBasedCoordinateForce,
+                     ExternalForce, HuntCrossleyForce, PointToPointSpring, PrescribedForce,
+                     SmoothSphereHalfSpaceForce, SpringGeneralizedForce)
+from .mechanics.point_on_line import PointOnLineConstraint  # noqa: E402
+
+__all__ += ["BushingForce", "ContactGeometry", "ContactHalfSpace", "ContactMesh", "ContactParameters",
+            "ContactSphere", "CoordinateLimitForce", "ElasticFoundationForce", "ExpressionBasedCoordinateForce",
+            "ExternalForce", "HuntCrossleyForce", "PointToPointSpring", "PrescribedForce",
+            "SmoothSphereHalfSpaceForce", "SpringGeneralizedForce", "PointOnLineConstraint"]
