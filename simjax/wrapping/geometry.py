@@ -1,0 +1,607 @@
+"""Wrapping geometry: one straight path segment over one wrap object, as OpenSim computes it.
+
+Each ``wrap_<shape>`` function takes the two path points bracketing a segment,
+already expressed in the wrap object's frame, the object's dimensions and quadrant,
+and returns a ``WrapResult``: OpenSim's status code, whether the segment wraps, the
+tangent points ``r1`` (nearer ``p1``) and ``r2`` (nearer ``p2``) in the wrap frame, and
+the length of the path along the surface between them. The wrapped segment is
+``p1 -> r1`` (straight), the surface path (``length``), ``r2 -> p2`` (straight).
+
+The algorithms are OpenSim 4.6's (``WrapSphere``, ``WrapCylinder``, ``WrapEllipsoid``,
+``WrapTorus::wrapLine``), including their rules for when a segment does not wrap,
+their quadrant logic and their iterations with OpenSim's iteration counts and
+tolerances, so lengths agree with OpenSim to rounding. They are written with
+``where`` (every branch evaluated, then selected) so ``vmap`` evaluates a batch of
+segments at once, and ``quadrant`` (``wrap_axis``, ``wrap_sign``), ``method`` and
+``single_wrap`` may be traced arrays.
+
+When a segment does not wrap, ``r1 == r2 ==`` the midpoint of ``p1 p2`` and
+``length == 0``, so ``|p1 - r1| + length + |r2 - p2|`` is the straight length
+without a branch.
+
+Derivatives. Closed-form steps are differentiated directly; iterations whose result
+is the root of an equation (closest points on an ellipse or ellipsoid, the
+ellipsoid's tangent points, the torus's closest point) carry the implicit-function
+derivative of the exact root (the iteration itself is not differentiated); the
+cylinder's discrete tangent-point adjustment (paths with several wraps) is
+differentiated through its fixed-trip loop. Segments that do not wrap are computed
+on a substitute segment that does, so gradients are finite everywhere (inside
+points, coincident points, lines through the center, tangency).
+
+Moment arms. OpenSim's ``computeMomentArm`` is a virtual-work moment arm: unit
+tension along the straight parts, applied at the path points and at the tangent
+points fixed on the wrap object's body. Except for the sphere, OpenSim's tangent
+points are heuristics (not exactly tangent), so it differs from ``-d(length)/dq``
+of OpenSim's own length (by up to 1e-3 m for cylinders with quadrants, 1e-1 m for
+ellipsoids in our rigs). To reproduce it, differentiate the length with ``r1``,
+``r2`` and ``length`` held fixed in the wrap frame (``stop_gradient``), which is
+also what applying the tension at the tangent points gives.
+
+Where OpenSim is discontinuous: the status (wrap / no wrap) changes where the
+straight line starts to cross a sphere, ellipsoid or unconstrained cylinder (length
+continuous, derivative jumps, and with a quadrant the length jumps too); quadrant
+decisions (``DSIGN`` tests) and a cylinder's finite length switch between wrapping
+and not, jumping the length; inside the wrapping region, the ellipsoid's surface
+path is a polyline of ``int(chord / 1 mm)`` segments (steps of ~1e-8 m) and the
+multi-wrap cylinder adjustment is discrete. ``simjax.wrapping.smooth`` blends the
+length across the status changes. Where OpenSim returns NaN (an ellipsoid whose
+wrapping plane meets the ray-casting axis outside it), simjax returns a finite
+length.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from . import _wrapmath as wm
+
+__all__ = [
+    "WrapResult",
+    "NO_WRAP",
+    "INSIDE_RADIUS",
+    "WRAPPED",
+    "MANDATORY_WRAP",
+    "wrap_sphere",
+    "wrap_cylinder",
+    "wrap_ellipsoid",
+    "wrap_torus",
+    "no_wrap",
+]
+
+#: OpenSim ``WrapObject::WrapAction`` codes
+NO_WRAP, INSIDE_RADIUS, WRAPPED, MANDATORY_WRAP = 0, 1, 2, 3
+
+
+class WrapResult(NamedTuple):
+    """The wrapping of one segment over one wrap object (all in the wrap frame).
+
+    **Fields:**
+
+    - ``status``: OpenSim's WrapAction (``NO_WRAP``, ``INSIDE_RADIUS``, ``WRAPPED``,
+      ``MANDATORY_WRAP``), int32. ``MANDATORY_WRAP`` means the straight segment
+      crosses the object: OpenSim takes the first such segment of a path;
+      ``WRAPPED`` is a candidate that competes by the least length change.
+    - ``wraps``: bool, whether the segment is replaced by the wrapped path
+      (``status >= WRAPPED``).
+    - ``r1``, ``r2``: ``(3,)`` tangent points (the midpoint of ``p1 p2`` when not
+      wrapping).
+    - ``length``: length along the surface from ``r1`` to ``r2`` (m; 0 when not
+      wrapping). OpenSim's sphere returns a negative value for far-side wraps; so
+      does this.
+    """
+
+    status: jax.Array
+    wraps: jax.Array
+    r1: jax.Array
+    r2: jax.Array
+    length: jax.Array
+
+
+def no_wrap(p1, p2, status=NO_WRAP) -> WrapResult:
+    """The result of a segment that does not wrap."""
+    mid = 0.5 * (p1 + p2)
+    zero = jnp.zeros((), jnp.result_type(p1, float))
+    return WrapResult(jnp.asarray(status, jnp.int32), jnp.asarray(False), mid, mid, zero)
+
+
+def _finish(status, p1, p2, r1, r2, length) -> WrapResult:
+    wraps = status >= WRAPPED
+    mid = 0.5 * (p1 + p2)
+    return WrapResult(status.astype(jnp.int32), wraps, jnp.where(wraps, r1, mid), jnp.where(wraps, r2, mid),
+                      jnp.where(wraps, length, 0.0))
+
+
+def _quadrant(wrap_axis, wrap_sign):
+    return jnp.asarray(wrap_axis, jnp.int32), jnp.asarray(wrap_sign, jnp.int32)
+
+
+# -- sphere ---------------------------------------------------------------------------------
+
+
+def wrap_sphere(p1, p2, radius, wrap_axis=0, wrap_sign=0) -> WrapResult:
+    """Wrap segment ``p1 p2`` over a sphere of ``radius`` centered at the origin.
+
+    OpenSim's ``WrapSphere::wrapLine``: no wrap if either point is inside, or if the
+    straight segment does not cross the sphere (with or without a quadrant); the
+    tangent points lie in the plane through ``p1``, ``p2`` and the center; with a
+    quadrant, the candidates on the active side are chosen and far-side wraps
+    return ``-(2 pi - angle) radius`` (OpenSim's sign).
+
+    Where the line passes within 1e-5 (relative) of the center, OpenSim reuses the
+    previous call's tangent points; simjax uses the plane containing the line and
+    the coordinate axis least aligned with it.
+
+    **Arguments:**
+
+    - ``p1``, ``p2``: ``(3,)`` the segment's end points in the wrap frame (m).
+    - ``radius``: the sphere's radius (m).
+    - ``wrap_axis``, ``wrap_sign``: the quadrant (``parse_quadrant``); sign 0 = all.
+
+    **Returns:** a ``WrapResult``.
+    """
+    axis, sign = _quadrant(wrap_axis, wrap_sign)
+    r = jnp.asarray(radius, jnp.result_type(p1, float))
+    n1, n2 = wm.norm(p1), wm.norm(p2)
+    inside = (n1 < r) | (n2 < r)
+
+    ri = p1 - p2
+    mp = -p2
+    a = wm.dot(ri, ri)
+    b = -2.0 * wm.dot(mp, ri)
+    c = wm.dot(mp, mp) - r * r
+    disc = b * b - 4.0 * a * c
+    sq = wm.safe_sqrt(disc)
+    sa = jnp.where(a > 0, a, 1.0)
+    l1 = (-b + sq) / (2.0 * sa)
+    l2 = (-b - sq) / (2.0 * sa)
+    crosses = (disc >= 0.0) & (0.0 < l1) & (l1 < 1.0) & (0.0 < l2) & (l2 < 1.0) & ~(l1 < l2)
+
+    # quadrant logic (status)
+    constrained = sign != 0
+    s1 = wm.dsign(p1[axis]) == sign
+    s2 = wm.dsign(p2[axis]) == sign
+    mm, tt = wm.closest_point_on_line(jnp.zeros_like(p1), p1, wm.unit(p1 - p2))
+    tt = -tt
+    mandatory = (wm.dot(mm, mm) < r * r) & (tt > 0.0) & (tt < 1.0)
+    maybe = (wm.dsign(p1[axis]) != wm.dsign(p2[axis])) & (wm.dsign(mm[axis]) != sign)
+    either = s1 | s2
+    q_status = jnp.where(either, jnp.where(mandatory, MANDATORY_WRAP, jnp.where(maybe, WRAPPED, NO_WRAP)), WRAPPED)
+    status = jnp.where(constrained, q_status, WRAPPED)
+    status = jnp.where(crosses, status, NO_WRAP)
+    status = jnp.where(inside, INSIDE_RADIUS, status)
+
+    def tangents(p1, p2):
+        n1, n2 = wm.norm(p1), wm.norm(p2)
+        p1p2 = wm.unit(p1 - p2)
+        np2 = wm.unit(p2)
+        hp2 = jnp.cross(p1p2, np2)
+        degenerate = wm.norm(hp2) < 0.00001
+        fallback_axis = jnp.eye(3, dtype=p1.dtype)[jnp.argmin(jnp.abs(p1p2))]
+        n = wm.unit(jnp.where(degenerate, jnp.cross(p1p2, fallback_axis), hp2))
+
+        def candidates(p, pn):
+            y = wm.unit(-p)
+            z = jnp.cross(n, y)
+            ang = jnp.arcsin(jnp.where(pn > r, r / jnp.where(pn > r, pn, 1.0), 0.5))
+            ca, sa_ = jnp.cos(ang), jnp.sin(ang)
+            ra = p + (ca * y - sa_ * z) * pn * ca
+            rb = p + (ca * y + sa_ * z) * pn * ca
+            return ra, rb
+
+        r1a, r1b = candidates(p1, n1)
+        r2a, r2b = candidates(p2, n2)
+        r1am, r1bm, r2am, r2bm = wm.unit(r1a), wm.unit(r1b), wm.unit(r2a), wm.unit(r2b)
+        j1, j2, j3, j4 = wm.dot(r1am, r2am), wm.dot(r1am, r2bm), wm.dot(r1bm, r2am), wm.dot(r1bm, r2bm)
+        pick_aa = (j1 > j2) & (j1 > j3) & (j1 > j4)
+        pick_ab = ~pick_aa & (j2 > j3) & (j2 > j4)
+        pick_ba = ~pick_aa & ~pick_ab & (j3 > j4)
+        first_a = pick_aa | pick_ab
+        second_a = pick_aa | pick_ba
+        r1 = jnp.where(first_a, r1a, r1b)
+        r11 = jnp.where(first_a, r1b, r1a)
+        r2 = jnp.where(second_a, r2a, r2b)
+        r22 = jnp.where(second_a, r2b, r2a)
+
+        # quadrant logic
+        s1 = wm.dsign(p1[axis]) == sign
+        s2 = wm.dsign(p2[axis]) == sign
+        not_both = ~(s1 & s2)
+        wrapaxis = jnp.where(jnp.arange(3) == axis, sign.astype(p1.dtype), 0.0)
+        sum_musc = wm.unit(-p1 - p2)
+        c1a = wm.dot(r1am, sum_musc) > wm.dot(r1bm, sum_musc)
+        c2a = wm.dot(r2am, sum_musc) > wm.dot(r2bm, sum_musc)
+        q1 = jnp.where(c1a, r1a, r1b)
+        q11 = jnp.where(c1a, r1b, r1a)
+        q2 = jnp.where(c2a, r2a, r2b)
+        q22 = jnp.where(c2a, r2b, r2a)
+        flip = wm.dot(wm.unit((q1 - p1) + (q2 - p2)), wrapaxis) < 0.0
+        q1, q2 = jnp.where(flip, q11, q1), jnp.where(flip, q22, q2)
+        far_q = wm.dot(q1 + q2, (q1 - p1) + (q2 - p2)) < 0.0
+        use_q = constrained & not_both
+        r1 = jnp.where(use_q, q1, r1)
+        r2 = jnp.where(use_q, q2, r2)
+        far = use_q & far_q
+
+        angle = wm.angle_between(r1, r2)
+        angle = jnp.where(far, -(2.0 * jnp.pi - angle), angle)
+        length = r * angle
+
+        return r1, r2, length
+
+    # segments that do not wrap are replaced by one that does, so that no branch
+    # computes non-finite values (they would poison gradients through `where`)
+    wraps = status >= WRAPPED
+    d1 = jnp.stack([-2.0 * r, 0.5 * r, 0.0 * r])
+    d2 = jnp.stack([2.0 * r, 0.5 * r, 0.1 * r])
+    r1, r2, length = tangents(jnp.where(wraps, p1, d1), jnp.where(wraps, p2, d2))
+    return _finish(status, p1, p2, r1, r2, length)
+
+
+# -- cylinder -------------------------------------------------------------------------------
+
+_CYL_MAX_ITERATIONS = 100
+_TANGENCY_THRESHOLD = 0.1 * jnp.pi / 180.0
+_DN = (0.0, 0.0, 1.0)
+
+
+def _axis_point(p):
+    """The closest point on the cylinder axis (z) to ``p`` (OpenSim computes it through
+    a normalization, equal to rounding)."""
+    return jnp.stack([0.0 * p[2], 0.0 * p[2], p[2]])
+
+
+def _adjust_tangent_point(pt, r, w):
+    """``WrapCylinder::_adjust_tangent_point``: slide ``r`` along the axis direction
+    towards tangency of ``pt -> r`` with the spiral through ``w``.
+
+    **Returns:** ``(adjusted?, new r)``.
+    """
+    pr = wm.unit(r - pt)
+    rw = wm.unit(w - r)
+    alpha = wm.acos_raw(pr[2])
+    omega = wm.acos_raw(rw[2])
+    adjust = jnp.abs(alpha - omega) > _TANGENCY_THRESHOLD
+    p1a = jnp.stack([r[0], r[1], pt[2]])  # closest points on the line through r along z
+    w1a = jnp.stack([r[0], r[1], w[2]])
+    ok, _, _, int2, _ = wm.intersect_lines(pt, w, p1a, w1a)
+    # OpenSim leaves the intersection uninitialized for parallel lines; keep r there
+    new = r + 1.5 * (jnp.where(ok, int2, r) - r)
+    return adjust, jnp.where(adjust, new, r)
+
+
+def _spiral(r1, r2, radius, long_wrap):
+    """Angle, axial distance and length of the spiral from ``r1`` to ``r2``."""
+    dn = jnp.asarray(_DN, r1.dtype)
+    r1a, r2a = _axis_point(r1), _axis_point(r2)
+    axial = wm.dot(r2a - r1a, dn)
+    uu, vv = r1 - r1a, r2 - r2a
+    theta = jnp.arctan2(wm.dot(jnp.cross(uu, vv), dn), wm.dot(uu, vv))
+    theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
+    x = radius * theta
+    return theta, axial, wm.safe_sqrt(x * x + axial * axial)
+
+
+def _spiral_point(r1, theta, axial, sense, t):
+    return wm.rotate_about_z(r1, sense * t * theta) + jnp.asarray(_DN, r1.dtype) * (t * axial)
+
+
+def _make_spiral_path(p1, p2, r1, r2, radius, long_wrap, single_wrap):
+    """``WrapCylinder::_make_spiral_path``: the spiral's length, after OpenSim's
+    tangent-point adjustments (up to 100 restarts, only for paths with more than
+    one wrap).
+
+    **Returns:** ``(r1, r2, length)``.
+    """
+    sense = jnp.where(long_wrap, -1.0, 1.0)
+
+    def step(carry):
+        r1, r2, it, done = carry
+        theta, axial, length = _spiral(r1, r2, radius, long_wrap)
+        nseg = jnp.maximum(jnp.floor(length / 0.002), 1.0)
+        t = 1.0 / nseg
+        w = _spiral_point(r1, theta, axial, sense, t)
+        adj1, r1n = _adjust_tangent_point(p1, r1, w)
+        w2 = _spiral_point(r1n, theta, axial, sense, 1.0 - t)
+        adj2, r2n = _adjust_tangent_point(p2, r2, w2)
+        go = ~done & (nseg >= 2.0) & (it < _CYL_MAX_ITERATIONS) & ~single_wrap & (adj1 | adj2)
+        return (jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), it + go.astype(jnp.int32), done | ~go)
+
+    if isinstance(single_wrap, bool) and single_wrap:
+        r1f, r2f = r1, r2
+    else:
+        single_wrap = jnp.asarray(single_wrap)
+        carry = (r1, r2, jnp.zeros((), jnp.int32), jnp.asarray(False))
+        r1f, r2f, _, _ = jax.lax.fori_loop(0, _CYL_MAX_ITERATIONS, lambda i, c: step(c), carry)
+    _, _, length = _spiral(r1f, r2f, radius, long_wrap)
+    return r1f, r2f, length
+
+
+def wrap_cylinder(p1, p2, radius, length, wrap_axis=0, wrap_sign=0, single_wrap=True) -> WrapResult:
+    """Wrap segment ``p1 p2`` over a cylinder along z, centered at the origin.
+
+    OpenSim's ``WrapCylinder::wrapLine``: no wrap if either point is inside the
+    (infinite) cylinder; unconstrained, a wrap only where the straight segment
+    crosses the cylinder; with a quadrant, OpenSim's candidate choice (which may
+    wrap the long way round); the tangent points are slid along the axis onto the
+    plane through ``p1``, ``p2`` and the apex; no wrap if both lie beyond
+    ``length / 2``; the surface path is a helix of length ``sqrt((r theta)^2 + dz^2)``.
+
+    **Arguments:**
+
+    - ``p1``, ``p2``: ``(3,)`` the segment's end points in the wrap frame (m).
+    - ``radius``, ``length``: the cylinder's (m).
+    - ``wrap_axis``, ``wrap_sign``: the quadrant (``parse_quadrant``); sign 0 = all.
+    - ``single_wrap``: whether the path has a single PathWrap. OpenSim then skips its
+      iterative tangent-point adjustment (``WrapResult::singleWrap``); with several
+      wraps it adjusts the tangent points to within 0.1 degree of tangency. A Python
+      ``True`` skips the loop at trace time.
+
+    **Returns:** a ``WrapResult``.
+    """
+    dtype = jnp.result_type(p1, float)
+    r = jnp.asarray(radius, dtype)
+    early = _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, True, early=True)
+    # segments that do not wrap are replaced by one that does, so that no branch
+    # computes non-finite values (they would poison gradients through `where`)
+    ok = early >= WRAPPED
+    d1 = jnp.stack([-2.0 * r, 0.5 * r, 0.0 * r])
+    d2 = jnp.stack([2.0 * r, 0.5 * r, 0.1 * r])
+    status, r1, r2, arc = _cylinder(jnp.where(ok, p1, d1), jnp.where(ok, p2, d2), radius, length, wrap_axis,
+                                    wrap_sign, single_wrap)
+    return _finish(jnp.where(ok, status, early), p1, p2, r1, r2, arc)
+
+
+def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, single_wrap, early=False):
+    """``wrap_cylinder``'s algorithm: ``(status, r1, r2, arc)``, or with ``early`` only
+    the status from the tests made before the tangent points are computed."""
+    axis, sign = _quadrant(wrap_axis, wrap_sign)
+    dtype = jnp.result_type(p1, float)
+    r = jnp.asarray(radius, dtype)
+    half = 0.5 * jnp.asarray(length, dtype)
+    r_sq = r * r
+    dn = jnp.asarray(_DN, dtype)
+    constrained = sign != 0
+
+    inside = (p1[0] ** 2 + p1[1] ** 2 < r_sq) | (p2[0] ** 2 + p2[1] ** 2 < r_sq)
+
+    cyl_start = jnp.stack([0.0 * half, 0.0 * half, -half])
+    cyl_end = jnp.stack([0.0 * half, 0.0 * half, half])
+    ok, near12, t12, near00, _ = wm.intersect_lines(p1, p2, cyl_start, cyl_end)
+    d12 = near12 - near00
+    intersects = ok & (wm.dot(d12, d12) < r_sq) & (t12 > 0.0) & (t12 < 1.0)
+
+    p11, p22 = _axis_point(p1), _axis_point(p2)
+
+    def candidates(p, pax):
+        vv, pdist = wm.normalize_or_zero(p - pax)
+        sin_theta = r / jnp.where(pdist > 0, pdist, 1.0)
+        dist = r * sin_theta
+        pp = pax + dist * vv
+        dist = wm.safe_sqrt(r_sq - dist * dist)
+        uu = jnp.cross(dn, vv)
+        return pp + dist * uu, pp - dist * uu, pdist
+
+    r1a, r1b, p11_dist = candidates(p1, p11)
+    r2a, r2b, p22_dist = candidates(p2, p22)
+
+    # -- constrained choice of candidates
+    s1 = wm.dsign(p1[axis]) == sign
+    s2 = wm.dsign(p2[axis]) == sign
+    either = s1 | s2
+    maybe = (wm.dsign(p1[axis]) != wm.dsign(p2[axis])) & (wm.dsign(near12[axis]) != sign)
+    q_status = jnp.where(either, jnp.where(intersects, MANDATORY_WRAP, jnp.where(maybe, WRAPPED, NO_WRAP)),
+                         WRAPPED)
+    if early:
+        status = jnp.where(constrained, q_status, jnp.where(intersects, MANDATORY_WRAP, NO_WRAP))
+        return jnp.where(inside, INSIDE_RADIUS, status)
+    r1am, r1bm, r2am, r2bm = r1a - p11, r1b - p11, r2a - p22, r2b - p22
+    alpha = wm.acos_raw(wm.dot(r1am, r2bm) / (wm.norm(r1am) * wm.norm(r2bm)))
+    beta = wm.acos_raw(wm.dot(r1bm, r2am) / (wm.norm(r1bm) * wm.norm(r2am)))
+    a_gt_b = alpha > beta
+    sa1, sb1 = wm.dsign(r1a[axis]) == sign, wm.dsign(r1b[axis]) == sign
+    sa2, sb2 = wm.dsign(r2a[axis]) == sign, wm.dsign(r2b[axis]) == sign
+    # candidate pair A = (r1a, r2b), B = (r1b, r2a)
+    none_active = ~sa1 & ~sb1 & ~sa2 & ~sb2
+    choose_a = jnp.where(sa1 & sb1, ~sa2,
+                         jnp.where(sa1 & ~sb1, True,
+                                   jnp.where(~sa1 & sb1, False,
+                                             jnp.where(sa2, False, jnp.where(sb2, True, a_gt_b)))))
+    far_c = jnp.where(none_active, True, jnp.where(choose_a, a_gt_b, ~a_gt_b))
+    c_r1 = jnp.where(choose_a, r1a, r1b)
+    c_r2 = jnp.where(choose_a, r2b, r2a)
+    sum_musc = (c_r1 - p1) + (c_r2 - p2)
+    sum_r = (c_r1 - p11) + (c_r2 - p22)
+    long_c = wm.dot(sum_r, sum_musc) < 0.0
+
+    # -- unconstrained choice: the pair closest in angle
+    u1a, u1b, u2a, u2b = wm.unit(r1am), wm.unit(r1bm), wm.unit(r2am), wm.unit(r2bm)
+    d1, d2, d3, d4 = wm.dot(u1a, u2a), wm.dot(u1a, u2b), wm.dot(u1b, u2a), wm.dot(u1b, u2b)
+    pick_aa = (d1 > d2) & (d1 > d3) & (d1 > d4)
+    pick_ab = ~pick_aa & (d2 > d3) & (d2 > d4)
+    pick_ba = ~pick_aa & ~pick_ab & (d3 > d4)
+    u_r1 = jnp.where(pick_aa | pick_ab, r1a, r1b)
+    u_r2 = jnp.where(pick_aa | pick_ba, r2a, r2b)
+
+    r1 = jnp.where(constrained, c_r1, u_r1)
+    r2 = jnp.where(constrained, c_r2, u_r2)
+    far_side = constrained & far_c
+    long_wrap = constrained & long_c
+
+    # -- the apex: where the wrap plane meets the cylinder, on the chosen side
+    t = p11_dist / (p11_dist + p22_dist)
+    mpt = p1 + t * (p2 - p1)
+    axispt = _axis_point(mpt)
+    l1 = wm.unit(p1 - axispt)
+    l2 = wm.unit(p2 - axispt)
+    plane_normal = wm.unit(wm.unit(jnp.cross(l1, l2)))
+    vert1 = wm.unit(jnp.cross(dn, plane_normal))
+    vert2 = wm.unit(jnp.cross(plane_normal, dn))
+    apex1 = axispt + r * vert1
+    apex2 = axispt + r * vert2
+    dist1 = wm.dot(mpt - apex1, mpt - apex1)
+    dist2 = wm.dot(mpt - apex2, mpt - apex2)
+    near1 = dist1 < dist2
+    apex = jnp.where(far_side != near1, apex1, apex2)
+
+    # -- slide r1, r2 along the axis onto the plane through p1, p2 and the apex
+    uu = wm.unit(p1 - apex)
+    vv = wm.unit(p2 - apex)
+    plane_normal = wm.unit(jnp.cross(uu, vv))
+    d = -p1[0] * plane_normal[0] - p1[1] * plane_normal[1] - p1[2] * plane_normal[2]
+    inter1, r1p = wm.intersect_segment_plane(r1 - 10.0 * dn, r1 + 10.0 * dn, plane_normal, d)
+    inter2, r2p = wm.intersect_segment_plane(r2 - 10.0 * dn, r2 + 10.0 * dn, plane_normal, d)
+    c1 = wm.closest_point_on_line(r1p, p11, p22)[0]
+    use1 = inter1 & (wm.dot(c1 - p22, c1 - p22) < wm.dot(p11 - p22, p11 - p22))
+    c2 = wm.closest_point_on_line(r2p, p11, p22)[0]
+    use2 = inter2 & (wm.dot(c2 - p11, c2 - p11) < wm.dot(p22 - p11, p22 - p11))
+    r1 = jnp.where(use1, r1p, r1)
+    r2 = jnp.where(use2, r2p, r2)
+
+    beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
+
+    r1, r2, arc = _make_spiral_path(p1, p2, r1, r2, r, long_wrap, single_wrap)
+
+    status = jnp.where(constrained, q_status, jnp.where(intersects, MANDATORY_WRAP, NO_WRAP))
+    status = jnp.where((status >= WRAPPED) & beyond, NO_WRAP, status)
+    status = jnp.where(inside, INSIDE_RADIUS, status)
+    return status, r1, r2, arc
+
+
+# -- ellipsoid ------------------------------------------------------------------------------
+
+
+def wrap_ellipsoid(p1, p2, dimensions, wrap_axis=0, wrap_sign=0, method=0) -> WrapResult:
+    """Wrap segment ``p1 p2`` over an ellipsoid with semi-axes ``dimensions``.
+
+    OpenSim's ``WrapEllipsoid::wrapLine``: no wrap if either point is inside, if the
+    points are nearly collinear with the center, or if the straight segment does
+    not pierce the ellipsoid (with or without a quadrant); otherwise always a
+    mandatory wrap. The wrapping plane passes through ``p1``, ``p2`` and a surface
+    point ``c1`` chosen by ``method``; a quadrant mirrors ``c1`` onto the active
+    side; tangent points come from OpenSim's damped Gauss-Newton iteration and the
+    surface path is OpenSim's polyline (see ``simjax.wrapping._ellipsoid``).
+
+    **Arguments:**
+
+    - ``p1``, ``p2``: ``(3,)`` the segment's end points in the wrap frame (m).
+    - ``dimensions``: ``(3,)`` semi-axes along x, y, z (m).
+    - ``wrap_axis``, ``wrap_sign``: the quadrant (``parse_quadrant``); sign 0 = all.
+    - ``method``: ``HYBRID`` (0), ``MIDPOINT`` (1) or ``AXIAL`` (2). A Python int
+      other than ``HYBRID`` skips the 298-sample fan at trace time.
+
+    **Returns:** a ``WrapResult``.
+    """
+    from ._ellipsoid import wrap_ellipsoid_core  # noqa: PLC0415
+
+    axis, sign = _quadrant(wrap_axis, wrap_sign)
+    fan = not (isinstance(method, int) and method != 0)
+    method = jnp.asarray(method, jnp.int32)
+    status, r1, r2, length = wrap_ellipsoid_core(p1, p2, dimensions, axis, sign, method, fan=fan)
+    return _finish(status, p1, p2, r1, r2, length)
+
+
+# -- torus ----------------------------------------------------------------------------------
+
+_TORUS_CYL_LENGTH = 10000.0
+
+
+def _circle_residual(u, p1, p2, radius):
+    """``WrapTorus::calcCircleResids``: d/du of the squared distance from the point
+    ``p1 + u n`` of the line to the circle of ``radius`` in the z = 0 plane."""
+    d = p2 - p1
+    mag = jnp.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    n = d / mag
+    c2 = 2.0 * (p1[0] * n[0] + p1[1] * n[1] + p1[2] * n[2])
+    c3 = p1[0] * n[0] + p1[1] * n[1]
+    c4 = n[0] * n[0] + n[1] * n[1]
+    c5 = p1[0] * p1[0] + p1[1] * p1[1]
+    return c2 + 2.0 * u - 2.0 * radius * (2.0 * c4 * u + 2.0 * c3) / jnp.sqrt(u * u * c4 + 2.0 * c3 * u + c5)
+
+
+def _closest_on_line_to_circle(p1, p2, radius):
+    """One pass of ``WrapTorus::findClosestPoint``: OpenSim's Levenberg-Marquardt
+    search along the line from ``p1`` (value), with the derivative of the exact
+    stationary point (implicit function theorem).
+
+    **Returns:** ``(a, distance)``: the point of the line and its distance to the circle.
+    """
+    from ._minpack import lmdif_1d  # noqa: PLC0415
+
+    sg = jax.lax.stop_gradient
+    res = lambda u: _circle_residual(u, sg(p1), sg(p2), sg(radius))  # noqa: E731
+    u_os = lmdif_1d(res, jnp.zeros((), jnp.result_type(p1, float)))
+
+    def newton(u):
+        f, df = jax.jvp(lambda v: _circle_residual(v, p1, p2, radius), (u,), (jnp.ones_like(u),))
+        return u - f / jnp.where(df != 0.0, df, 1.0)
+
+    u_exact = u_os
+    for _ in range(4):  # polish the loosely converged root, for the derivative only
+        u_exact = sg(newton(u_exact))
+    step = newton(u_exact)
+    u = sg(u_os) + (step - sg(step))
+    d = p2 - p1
+    n = d / jnp.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    a = p1 + u * n
+    rxy = wm.safe_sqrt(a[0] * a[0] + a[1] * a[1])
+    dist = wm.safe_sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2] + radius * radius - 2.0 * radius * rxy)
+    return a, dist
+
+
+def wrap_torus(p1, p2, inner_radius, outer_radius, wrap_axis=0, wrap_sign=0, single_wrap=True) -> WrapResult:
+    """Wrap segment ``p1 p2`` over a torus about z (tube ``inner_radius`` around the
+    circle ``outer_radius`` in the xy plane).
+
+    OpenSim's ``WrapTorus::wrapLine``: find the point of the circle closest to the
+    line (two Levenberg-Marquardt searches, from either end; with a quadrant, the one
+    on the active side), then wrap over the cylinder of radius ``inner_radius`` tangent
+    to the circle there, constrained to the side facing the torus's axis (``+x`` of
+    that cylinder), with ``WrapCylinder``'s algorithm. OpenSim then reports WRAPPED
+    whatever the cylinder found; here the status is the cylinder's (a non-wrapping
+    cylinder means no wrap in OpenSim too).
+
+    **Arguments:** ``p1``, ``p2`` in the wrap frame (m); the radii (m); the quadrant;
+    ``single_wrap`` as for ``wrap_cylinder``.
+
+    **Returns:** a ``WrapResult``.
+    """
+    return _torus(p1, p2, inner_radius, outer_radius, wrap_axis, wrap_sign, single_wrap)[0]
+
+
+def _torus(p1, p2, inner_radius, outer_radius, wrap_axis, wrap_sign, single_wrap):
+    """``wrap_torus`` and its intermediates (the two closest points on the line, the
+    points in the cylinder frame, the cylinder's result), for ``smooth``."""
+    axis, sign = _quadrant(wrap_axis, wrap_sign)
+    dtype = jnp.result_type(p1, float)
+    R = jnp.asarray(outer_radius, dtype)
+    # degenerate segments would make the line search divide by zero
+    same = wm.norm(p2 - p1) == 0.0
+    q2 = jnp.where(same, p1 + jnp.asarray([1.0, 0.0, 0.0], dtype), p2)
+
+    # the two passes (from p1 towards p2, and back) in one batch
+    aa, dd = jax.vmap(_closest_on_line_to_circle, in_axes=(0, 0, None))(jnp.stack([p1, q2]), jnp.stack([q2, p1]), R)
+    a1, a2, dist1, dist2 = aa[0], aa[1], dd[0], dd[1]
+    ok1 = wm.dsign(a1[axis]) == sign
+    ok2 = wm.dsign(a2[axis]) == sign
+    constrained = sign != 0
+    first = jnp.where(constrained & ~(ok1 & ok2), ok1, dist1 < dist2)
+    found = ~constrained | ok1 | ok2
+    a = jnp.where(first, a1, a2)
+    mag = wm.safe_sqrt(a[0] * a[0] + a[1] * a[1])
+    mag = jnp.where(mag > 0.0, mag, 1.0)
+    c = jnp.stack([a[0] * R / mag, a[1] * R / mag, 0.0 * mag])
+
+    # the cylinder's frame: x towards the torus axis, y = -z, z along the circle
+    cx = wm.unit(-c)
+    cy = jnp.asarray([0.0, 0.0, -1.0], dtype)
+    cz = jnp.cross(cx, cy)
+    Rc = jnp.stack([cx, cy, cz])
+    to_cyl = lambda p: Rc @ (p - c)  # noqa: E731
+    res = wrap_cylinder(to_cyl(p1), to_cyl(p2), inner_radius, _TORUS_CYL_LENGTH, 0, 1, single_wrap)
+    r1 = Rc.T @ res.r1 + c
+    r2 = Rc.T @ res.r2 + c
+    status = jnp.where(found & ~same, res.status, NO_WRAP)
+    return _finish(status, p1, p2, r1, r2, res.length), (a1, a2, to_cyl(p1), to_cyl(p2), res)
