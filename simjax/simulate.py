@@ -144,7 +144,9 @@ class Trajectory(eqx.Module):
     **Fields:** ``t (n,)``, ``q (n, nq)``, ``u (n, nu)``, ``z (n, nz)``, ``d (nd,)``
     (discrete variables at the end), ``system``, ``controls`` (as given),
     ``result`` (Diffrax's result code: 0 = success), ``num_steps``, and
-    ``event_times`` (times at which events fired; ``inf`` padding).
+    ``event_times`` (times at which events fired; ``inf`` padding), and ``t_end``,
+    ``y_end``: the time and state where integration stopped (``t_final``, or a
+    terminating event's zero crossing).
     Samples past a terminating event are ``inf``; ``valid`` masks them.
     """
 
@@ -158,6 +160,8 @@ class Trajectory(eqx.Module):
     result: jax.Array
     num_steps: jax.Array
     event_times: jax.Array
+    t_end: jax.Array | None = None
+    y_end: jax.Array | None = None
 
     @property
     def y(self):
@@ -178,9 +182,13 @@ class Trajectory(eqx.Module):
 
     @property
     def final_state(self) -> State:
-        """The last reached state."""
-        i = jnp.sum(self.valid) - 1
-        return State(t=self.t[i], q=self.q[i], u=self.u[i], z=self.z[i], d=self.d)
+        """The state where integration stopped (at a terminating event, its zero crossing)."""
+        if self.t_end is None:
+            i = jnp.sum(self.valid) - 1
+            return State(t=self.t[i], q=self.q[i], u=self.u[i], z=self.z[i], d=self.d)
+        nq, nu = self.q.shape[-1], self.u.shape[-1]
+        y = self.y_end
+        return State(t=self.t_end, q=y[..., :nq], u=y[..., nq:nq + nu], z=y[..., nq + nu:], d=self.d)
 
     def output(self, spec: str):
         """An output evaluated at every sample: ``traj.output("/forceset/biceps|fiber_force")``."""
@@ -336,11 +344,12 @@ def _solve_with_handlers(system, state, t_final, controls, ts, terminal, handled
     ev[: len(event_times)] = event_times
     return Trajectory(t=jnp.asarray(t_out), q=jnp.asarray(q), u=jnp.asarray(u), z=jnp.asarray(z), d=state.d,
                       system=system, controls=controls, result=last.result,
-                      num_steps=sum(int(p.num_steps) for p in pieces), event_times=jnp.asarray(ev))
+                      num_steps=sum(int(p.num_steps) for p in pieces), event_times=jnp.asarray(ev),
+                      t_end=last.t_end, y_end=last.y_end)
 
 
 class _Segment(Trajectory):
-    event_index: jax.Array
+    event_index: jax.Array = None
 
 
 @eqx.filter_jit
@@ -359,7 +368,9 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
                                            step_ts=ts if (ts is not None and cls is RungeKuttaMerson) else None)
     else:
         controller = diffrax.ConstantStepSize()
-    saveat = diffrax.SaveAt(steps=True) if options["save_steps"] else diffrax.SaveAt(ts=ts)
+    if ts is not None:  # a segment after a handled event starts inside the output times
+        ts = jnp.clip(ts, state.t, t_final)
+    saveat = diffrax.SaveAt(steps=True, t1=True) if options["save_steps"] else diffrax.SaveAt(ts=ts, t1=True)
     event = None
     if events:
         def make(e):
@@ -380,8 +391,13 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
         throw=options["throw"],
         progress_meter=diffrax.TextProgressMeter() if options["progress"] else diffrax.NoProgressMeter(),
     )
-    ys = sol.ys
-    t = sol.ts
+    # Diffrax writes the t1 sample right after the last saved one (before the inf padding
+    # when an event stopped the solve early); take it out of the output samples
+    n_saved = jnp.sum(jnp.isfinite(sol.ts))
+    t_end, y_end = sol.ts[n_saved - 1], sol.ys[n_saved - 1]
+    keep = jnp.arange(sol.ts.shape[0] - 1) < n_saved - 1
+    t = jnp.where(keep, sol.ts[:-1], jnp.inf)
+    ys = jnp.where(keep[:, None], sol.ys[:-1], jnp.inf)
     ev_index = jnp.asarray(-1)
     if events:
         mask = sol.event_mask
@@ -391,7 +407,8 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
     return _Segment(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:], d=state.d, system=system,
                     controls=controls, result=jnp.asarray(sol.result._value if hasattr(sol.result, "_value")
                                                           else 0),
-                    num_steps=sol.stats["num_steps"], event_times=jnp.full(1, jnp.inf), event_index=ev_index)
+                    num_steps=sol.stats["num_steps"], event_times=jnp.full(1, jnp.inf), event_index=ev_index,
+                    t_end=t_end, y_end=y_end)
 
 
 def _root_finder(options):

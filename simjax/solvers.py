@@ -23,6 +23,13 @@ def _linear_interpolation(*, t0, t1, y0, y1, k=None, **kwargs):
     return diffrax.LocalLinearInterpolation(t0=t0, t1=t1, y0=y0, y1=y1)
 
 
+def _hermite_interpolation(*, t0, t1, y0, y1, k, **kwargs):
+    # cubic Hermite from the first stage (exact slope at t0) and the last one, which
+    # both RK4 and Merson evaluate at t1 (on a 3rd-order estimate of y1): a 3rd-order
+    # dense output, good enough for locating events and for off-step outputs
+    return diffrax.ThirdOrderHermitePolynomialInterpolation.from_k(t0=t0, t1=t1, y0=y0, y1=y1, k=k)
+
+
 _merson = ButcherTableau(
     a_lower=(np.array([1 / 3]), np.array([1 / 6, 1 / 6]), np.array([1 / 8, 0.0, 3 / 8]),
              np.array([1 / 2, 0.0, -3 / 2, 2.0])),
@@ -37,12 +44,13 @@ class RungeKuttaMerson(AbstractERK):
     """Runge–Kutta–Merson: 4th order, 5 stages, with Merson's error estimate.
 
     The method of Simbody's ``RungeKuttaMersonIntegrator`` (OpenSim's default). Its
-    last stage is not at the step's end point, so dense output is linear: ask for
-    output times and they become step boundaries (``simulate`` does this).
+    last stage is evaluated at the step's end point on a 3rd-order estimate, so dense
+    output is a 3rd-order cubic Hermite; ``simulate`` makes requested output times
+    step boundaries, so outputs are 4th-order like OpenSim's.
     """
 
     tableau: ClassVar[ButcherTableau] = _merson
-    interpolation_cls: ClassVar[Callable] = staticmethod(_linear_interpolation)
+    interpolation_cls: ClassVar[Callable] = staticmethod(_hermite_interpolation)
 
     def order(self, terms):
         return 4
@@ -60,7 +68,7 @@ class RK4(AbstractERK):
     """The classical 4th-order Runge–Kutta method (fixed steps; no error estimate)."""
 
     tableau: ClassVar[ButcherTableau] = _rk4
-    interpolation_cls: ClassVar[Callable] = staticmethod(_linear_interpolation)
+    interpolation_cls: ClassVar[Callable] = staticmethod(_hermite_interpolation)
 
     def order(self, terms):
         return 4

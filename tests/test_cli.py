@@ -2,6 +2,7 @@
 
 import pytest
 
+import simjax as sj
 from simjax import cli
 
 
@@ -15,12 +16,16 @@ def test_info_lists_components_coordinates_actuators_states(capsys):
     assert "State variables (4):\n  /jointset/pin1/q1/value\n  /jointset/pin1/q1/speed" in out
 
 
-def test_info_lists_skipped_content_and_strict_fails(capsys):
-    assert cli.main(["info", "arm26"]) == 0
+def test_info_lists_skipped_content_and_strict_fails(capsys, tmp_path):
+    text = open(sj.models.path("double_pendulum")).read()
+    text = text.replace('<CoordinateActuator name="Torq1">', '<McKibbenActuator name="mk"/><CoordinateActuator name="Torq1">')
+    path = tmp_path / "with_mckibben.osim"
+    path.write_text(text)
+    assert cli.main(["info", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "Skipped content simjax does not model yet (10):" in out
-    assert "Thelen2003Muscle at /forceset/BIClong" in out
-    assert cli.main(["info", "--strict", "arm26"]) == 1
+    assert "Skipped content simjax does not model yet (1):" in out
+    assert "McKibbenActuator at /forceset/mk" in out
+    assert cli.main(["info", "--strict", str(path)]) == 1
     assert "unsupported element(s)" in capsys.readouterr().err
 
 

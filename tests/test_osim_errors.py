@@ -142,16 +142,16 @@ def test_dangling_references():
 
 
 def test_unsupported_content_is_listed_once_and_skipped_on_request():
-    text = doc(force_extra='<Thelen2003Muscle name="m1"><max_isometric_force>10</max_isometric_force>'
-                           '</Thelen2003Muscle><Gizmo name="g"/>',
+    text = doc(force_extra='<McKibbenActuator name="m1"><max_isometric_force>10</max_isometric_force>'
+                           '</McKibbenActuator><Gizmo name="g"/>',
                body_extra="<colour>red</colour>", model_extra="<ProbeSet name='probeset'><objects>"
                                                             "<JointInternalPowerProbe name='p'/></objects></ProbeSet>")
     with pytest.raises(UnsupportedContentError) as info:
         load(text)
     items = info.value.items
-    assert [(u.what, u.path) for u in items] == [("<colour>", "/bodyset/b"), ("Thelen2003Muscle", "/forceset/m1"),
+    assert [(u.what, u.path) for u in items] == [("<colour>", "/bodyset/b"), ("McKibbenActuator", "/forceset/m1"),
                                                  ("Gizmo", "/forceset/g"), ("JointInternalPowerProbe", "/probeset/p")]
-    assert items[1].line == line_of(text, "Thelen2003Muscle")
+    assert items[1].line == line_of(text, "McKibbenActuator")
     message = str(info.value)
     for u in items:
         assert message.count(f" at {u.path}") == 1
@@ -180,11 +180,11 @@ def test_skipping_prunes_references_to_skipped_components():
         <FunctionSet name="ControlFunctions"><objects><Constant><value>1</value></Constant>
         <Constant><value>2</value></Constant></objects></FunctionSet></PrescribedController></objects>
         </ControllerSet>"""
-    text = doc(force_extra='<Thelen2003Muscle name="m1"/>', model_extra=ctrl)
+    text = doc(force_extra='<McKibbenActuator name="m1"/>', model_extra=ctrl)
     with pytest.warns(OsimWarning) as rec:
         model = load(text, strict=False)
     messages = " ".join(str(w.message) for w in rec)
-    assert "Thelen2003Muscle at /forceset/m1" in messages and "pruned /forceset/m1 from /controllerset/c" in messages
+    assert "McKibbenActuator at /forceset/m1" in messages and "pruned /forceset/m1 from /controllerset/c" in messages
     c = model.find("/controllerset/c")
     assert c.actuators == ("/forceset/a",)
     assert [float(f.value) for f in c.control_functions] == [1.0]

@@ -2,7 +2,6 @@
 
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import simjax as sj
 from simjax.control.reporters import ConsoleReporter, TableReporter, format_console_table, report

@@ -120,7 +120,7 @@ def test_gradients_match_finite_differences(solver, adjoint):
         return jnp.sum(traj.q[-1] ** 2) + traj.u[-1, 1]
 
     q0 = jnp.array([0.5, -0.4])
-    gsys, gq = eqx.filter_grad(loss)(system, q0)
+    gsys, gq = eqx.filter_grad(lambda args: loss(*args))((system, q0))
     h = 1e-6
     fd = np.array([(loss(system, q0.at[i].add(h)) - loss(system, q0.at[i].add(-h))) / (2 * h) for i in range(2)])
     np.testing.assert_allclose(gq, fd, rtol=1e-5)

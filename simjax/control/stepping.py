@@ -245,15 +245,16 @@ class Simulation:
                     tb = nxt
         return tb
 
-    def _apply(self, agents, ta, tb, at_end_only=False):
-        scaling = 1.0
+    def _apply(self, agents, ta, tb, at_end_only=False) -> StepAdjustment:
+        """Apply the agents; return the most restrictive of their adjustments."""
+        worst = StepAdjustment(1.0)
         for a in agents:
             if not a.active or not a.in_window(tb if at_end_only else ta):
                 continue
             adj = a.apply(self, ta, tb)
-            if adj is not None:
-                scaling = min(scaling, adj.scaling)
-        return scaling
+            if adj is not None and adj.scaling < worst.scaling:
+                worst = adj
+        return worst
 
     def _model_advance(self, ta, tb) -> StepAdjustment:
         new, result = _advance(self.system, self.state, jnp.asarray(ta, self.state.t.dtype),
@@ -278,9 +279,10 @@ class Simulation:
             saved = (self.state, self.system)
             while True:
                 self._apply(self.input_probes, ta, tb, at_end_only=True)
-                s = self._apply(self.controllers, ta, tb)
-                adj = self._model_advance(ta, tb) if s >= 1 else StepAdjustment(s, "a controller asked")
-                s = min(s, adj.scaling)
+                adj = self._apply(self.controllers, ta, tb)
+                if adj.scaling >= 1:
+                    adj = self._model_advance(ta, tb)
+                s = adj.scaling
                 if s >= 1:
                     break
                 self.steps_rejected += 1
