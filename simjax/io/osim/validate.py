@@ -9,8 +9,10 @@ off in OpenSim too (forces stop applying, constraints stop being enforced), so t
 comparison is of the same physics.
 
 Checks are a registry, extended as simjax models more: ``register_check(Check(
-"muscle forces", simjax=..., opensim=..., applies=...))``. Today: ``mass matrix``
-and ``accelerations``.
+"muscle forces", simjax=..., opensim=..., applies=...))``. Today: ``mass matrix``,
+``accelerations``, and for models with muscles ``path lengths``, ``lengthening
+speeds``, ``tendon forces`` and ``moment arms`` (muscle states at their defaults in
+both engines).
 
 Needs the ``opensim`` Python package (imported on first use).
 """
@@ -18,6 +20,7 @@ Needs the ``opensim`` Python package (imported on first use).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -261,6 +264,64 @@ def _sj_accelerations(system, states, oracle):
 
 register_check(Check("mass matrix", _sj_mass_matrix, Oracle.mass_matrix))
 register_check(Check("accelerations", _sj_accelerations, Oracle.accelerations))
+
+
+# -- muscles --------------------------------------------------------------------------------
+
+def _osim_muscles(oracle):
+    muscles = oracle.model.getMuscles()
+    return [muscles.get(i) for i in range(muscles.getSize())]
+
+
+def _has_muscles(system, oracle) -> bool:
+    return len(_osim_muscles(oracle)) > 0
+
+
+@functools.partial(jax.jit, static_argnames=("paths", "name"))
+def _batched_muscle_output(system, states, paths, name):
+    from ...forward import Context
+
+    def one(st):
+        ctx = Context(system, st)
+        return jnp.stack([ctx.group_output(p, name) for p in paths])
+
+    return jax.vmap(one)(states)
+
+
+@functools.partial(jax.jit, static_argnames=("paths", "coordinates"))
+def _batched_moment_arms(system, states, paths, coordinates):
+    from ...analysis.moment_arms import moment_arms
+
+    return jax.vmap(lambda st: moment_arms(system, st, paths, coordinates))(states)
+
+
+def _muscle_check(name, getter, rtol):
+    def mine(system, states, oracle):
+        paths = tuple(m.getAbsolutePathString() for m in _osim_muscles(oracle))
+        return _batched_muscle_output(system, states, paths, name)
+
+    def theirs(oracle):
+        oracle.model.realizeDynamics(oracle.state)
+        return np.array([getattr(m, getter)(oracle.state) for m in _osim_muscles(oracle)])
+
+    return Check(name.replace("_", " ") + "s" if name != "length" else "path lengths", mine, theirs, rtol=rtol,
+                 applies=_has_muscles)
+
+
+def _sj_moment_arms(system, states, oracle):
+    paths = tuple(m.getAbsolutePathString() for m in _osim_muscles(oracle))
+    return _batched_moment_arms(system, states, paths, tuple(oracle.coordinates))
+
+
+def _osim_moment_arms(oracle):
+    oracle.model.realizePosition(oracle.state)
+    return np.array([[m.computeMomentArm(oracle.state, c) for c in oracle._coords] for m in _osim_muscles(oracle)])
+
+
+register_check(_muscle_check("length", "getLength", 1e-9))
+register_check(_muscle_check("lengthening_speed", "getLengtheningSpeed", 1e-9))
+register_check(_muscle_check("tendon_force", "getTendonForce", 1e-6))
+register_check(Check("moment arms", _sj_moment_arms, _osim_moment_arms, rtol=1e-8, applies=_has_muscles))
 
 
 def validate(path, n_states: int = 50, seed: int = 0, checks=None) -> list[CheckResult]:
