@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 import simjax as sj  # noqa: E402
 import simjax.io.osim_forces  # noqa: E402,F401  (registers forces and contact with the .osim reader)
 
-MODEL = os.environ.get("SIMJAX_BOUNCING_BLOCK", "/work/shared/models/bouncing_block.osim")
+MODEL = os.environ.get("SIMJAX_BOUNCING_BLOCK", str(sj.models.path("bouncing_block")))
 
 
 def _best(fn, repeat=5, number=1):

@@ -1,0 +1,196 @@
+"""Measurements shared by the benchmark scripts: simjax next to OpenSim 4.6, same run.
+
+Each function measures one thing on one model and returns plain numbers (seconds
+unless named otherwise), so the scripts can print them and ``python -m benchmarks``
+can gather them into a report. Compile times are always measured separately from
+run times; run times are the best of a few repeats after compilation.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+import warnings
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import simjax as sj  # noqa: E402
+from simjax.io.osim import OsimWarning  # noqa: E402
+
+
+def best(fn, repeat: int = 3) -> float:
+    """Best wall time of ``repeat`` calls of ``fn()`` (s)."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def timed(fn):
+    """``(result, seconds)`` of one call of ``fn()`` (blocking on JAX arrays)."""
+    t = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - t
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory of this process so far (MB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def load_simjax(name: str):
+    """The shipped model ``name`` loaded and built in simjax (no OpenSim needed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OsimWarning)
+        return sj.load_osim(sj.models.path(name)).build()
+
+
+def load(name: str):
+    """The shipped model ``name`` in simjax (built) and OpenSim, from the same file.
+
+    **Returns:** ``(system, opensim_model)``.
+    """
+    import opensim
+
+    system = load_simjax(name)
+    om = opensim.Model(str(sj.models.path(name)))
+    om.setUseVisualizer(False)
+    om.initSystem()
+    return system, om
+
+
+def initial_state(system):
+    """The default state, with muscles equilibrated when the model has any."""
+    state = system.default_state()
+    if state.z.size:
+        state = sj.equilibrate_muscles(system, state)
+    return state
+
+
+def opensim_simulation(om, t_final: float, accuracy: float, repeat: int = 3) -> dict:
+    """OpenSim's Manager (Runge-Kutta-Merson) from the default, equilibrated state.
+
+    **Returns:** ``{"wall": s, "steps": n, "q": final coordinate values by path}``.
+    """
+    import opensim
+
+    def run():
+        s = om.initSystem()
+        if om.getMuscles().getSize():
+            om.equilibrateMuscles(s)
+        man = opensim.Manager(om)
+        man.setIntegratorMethod(opensim.Manager.IntegratorMethod_RungeKuttaMerson)
+        man.setIntegratorAccuracy(accuracy)
+        man.initialize(s)
+        return man, man.integrate(t_final)
+
+    wall = best(run, repeat)
+    man, s = run()
+    cs = om.getCoordinateSet()
+    q = {cs.get(i).getAbsolutePathString(): cs.get(i).getValue(s) for i in range(cs.getSize())}
+    return {"wall": wall, "steps": int(man.getStatesTable().getNumRows()) - 1, "q": q}
+
+
+def simjax_simulation(system, state, t_final: float, accuracy: float, repeat: int = 3) -> dict:
+    """``sj.simulate`` (RKM) at the same accuracy.
+
+    **Returns:** ``{"wall": s, "compile": s (first call), "steps": n, "q": final values by
+    coordinate path}``.
+    """
+    def run():
+        return sj.simulate(system, state, t_final, accuracy=accuracy, n_outputs=2)
+
+    traj, first = timed(run)
+    wall = best(lambda: jax.block_until_ready(run().q), repeat)
+    tree = system.topology.tree
+    q = {p: float(traj.q[-1, c.q]) for p, c in tree.coordinates.items() if c.q >= 0}
+    return {"wall": wall, "compile": max(first - wall, 0.0), "steps": int(traj.num_steps), "q": q}
+
+
+def opensim_rhs(om, n: int = 2000) -> float:
+    """One ``realizeAcceleration`` after changing the time (so nothing is cached) (s)."""
+    s = om.initSystem()
+    if om.getMuscles().getSize():
+        om.equilibrateMuscles(s)
+
+    def run():
+        for i in range(n):
+            s.setTime(1e-6 * i)
+            om.realizeAcceleration(s)
+
+    return best(run, 3) / n
+
+
+def simjax_rhs(system, state, n: int = 2000) -> dict:
+    """The right-hand side (udot and zdot) per evaluation: one jitted call from Python,
+    and ``n`` evaluations inside one jitted loop (the cost inside a simulation).
+
+    **Returns:** ``{"call": s, "in_jit": s}``.
+    """
+    @jax.jit
+    def one(system, state):
+        acc = sj.accelerations(system, state)
+        return acc.udot, acc.zdot
+
+    @jax.jit
+    def loop(system, state):
+        def body(i, carry):
+            st = state.replace(t=state.t + 1e-9 * i, u=state.u + 1e-12 * carry[0][: state.u.size])
+            udot, zdot = one(system, st)
+            return udot, zdot
+        return jax.lax.fori_loop(0, n, body, one(system, state))
+
+    jax.block_until_ready(one(system, state))
+    jax.block_until_ready(loop(system, state))
+    call = best(lambda: jax.block_until_ready(one(system, state)), 5)
+    in_jit = best(lambda: jax.block_until_ready(loop(system, state)), 3) / n
+    return {"call": call, "in_jit": in_jit}
+
+
+def perturbed_states(system, state, n: int, scale: float = 0.05, seed: int = 0):
+    """``n`` copies of ``state`` with speeds perturbed by ``scale`` (a batch of worlds)."""
+    rng = np.random.default_rng(seed)
+    batch = jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + a.shape), state)
+    return batch.replace(u=batch.u + scale * jnp.asarray(rng.standard_normal(batch.u.shape)))
+
+
+def simjax_batch(system, state, n: int, t_final: float, accuracy: float) -> dict:
+    """A vmapped batch of ``n`` worlds simulated for ``t_final``.
+
+    **Returns:** ``{"wall": s, "compile": s, "per_world": s, "throughput": world-seconds
+    simulated per wall second, "world_steps_per_s": integrator steps of all worlds per
+    wall second}``.
+    """
+    states = perturbed_states(system, state, n)
+
+    def one(st):
+        traj = sj.simulate(system, st, t_final, accuracy=accuracy, n_outputs=2)
+        return traj.q[-1], traj.num_steps
+
+    run = jax.jit(jax.vmap(one))
+    (_, steps), first = timed(lambda: run(states))
+    wall = best(lambda: jax.block_until_ready(run(states)), 1 if n > 64 else 3)
+    return {"wall": wall, "compile": max(first - wall, 0.0), "per_world": wall / n,
+            "throughput": n * t_final / wall, "world_steps_per_s": float(np.sum(np.asarray(steps))) / wall}
+
+
+def simjax_gradient(system, state, t_final: float, accuracy: float) -> dict:
+    """Reverse-mode gradient of a loss of the final state w.r.t. the initial state.
+
+    **Returns:** ``{"wall": s, "compile": s}``.
+    """
+    def loss(q0):
+        traj = sj.simulate(system, state.replace(q=q0), t_final, accuracy=accuracy, n_outputs=2)
+        return jnp.sum(traj.q[-1] ** 2) + jnp.sum(traj.u[-1] ** 2)
+
+    grad = jax.jit(jax.grad(loss))
+    _, first = timed(lambda: grad(state.q))
+    wall = best(lambda: jax.block_until_ready(grad(state.q)), 2)
+    return {"wall": wall, "compile": max(first - wall, 0.0)}
