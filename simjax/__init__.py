@@ -71,9 +71,11 @@ from .forces import (BushingForce, ContactGeometry, ContactHalfSpace, ContactMes
                      ContactSphere, CoordinateLimitForce, ElasticFoundationForce, ExpressionBasedCoordinateForce,
                      ExternalForce, HuntCrossleyForce, PointToPointSpring, PrescribedForce,
                      SmoothSphereHalfSpaceForce, SpringGeneralizedForce)
+from .forces.path_forces import Ligament, PathSpring, default_ligament_curve  # noqa: E402
 from .mechanics.point_on_line import PointOnLineConstraint  # noqa: E402
 
 __all__ += ["BushingForce", "ContactGeometry", "ContactHalfSpace", "ContactMesh", "ContactParameters",
             "ContactSphere", "CoordinateLimitForce", "ElasticFoundationForce", "ExpressionBasedCoordinateForce",
             "ExternalForce", "HuntCrossleyForce", "PointToPointSpring", "PrescribedForce",
-            "SmoothSphereHalfSpaceForce", "SpringGeneralizedForce", "PointOnLineConstraint"]
+            "SmoothSphereHalfSpaceForce", "SpringGeneralizedForce", "PointOnLineConstraint", "Ligament", "PathSpring",
+            "default_ligament_curve"]

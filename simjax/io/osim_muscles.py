@@ -2,7 +2,7 @@
 ``simjax.io.osim.registry`` for the mapping rules).
 
 Importing this module registers: PathPoint, ConditionalPathPoint, MovingPathPoint,
-GeometryPath, PathActuator, Millard2012EquilibriumMuscle, Thelen2003Muscle,
+GeometryPath, PathActuator, PathSpring, Ligament, Millard2012EquilibriumMuscle, Thelen2003Muscle,
 DeGrooteFregly2016Muscle and RigidTendonMuscle.
 
 Mapping details:
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..forces.path_forces import Ligament, PathSpring
 from ..muscles import curves as C
 from ..muscles.degroote import DeGrooteFregly2016Muscle
 from ..muscles.millard import Millard2012EquilibriumMuscle
@@ -169,3 +170,10 @@ register("DeGrooteFregly2016Muscle", DeGrooteFregly2016Muscle,
 register("RigidTendonMuscle", RigidTendonMuscle,
          order=_MUSCLE + ("active_force_length_curve", "passive_force_length_curve", "force_velocity_curve"),
          skip_fields=("path",), skippable=False, **_PATH_HOOKS)
+
+# -- passive path forces -------------------------------------------------------------------------
+
+register("PathSpring", PathSpring, order=("components", "appliesForce", "GeometryPath", "resting_length", "stiffness",
+                                          "dissipation"), skip_fields=("path",), skippable=False, **_PATH_HOOKS)
+register("Ligament", Ligament, order=("components", "appliesForce", "GeometryPath", "resting_length", "pcsa_force",
+                                      "force_length_curve"), skip_fields=("path",), skippable=False, **_PATH_HOOKS)

@@ -337,6 +337,9 @@ def validate(path, n_states: int = 50, seed: int = 0, checks=None) -> list[Check
 
     **Returns:** a ``CheckResult`` per check, in ``CHECKS`` order.
     """
+    if not jax.config.jax_enable_x64:
+        raise ValueError("validate compares the engines in float64: call "
+                         "jax.config.update('jax_enable_x64', True) first")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OsimWarning)
         model, report = read_osim(path, strict=False)
