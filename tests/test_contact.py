@@ -525,3 +525,19 @@ def test_hunt_crossley_landing_gradient_is_finite():
     p = jnp.array([1.0, 1e6])
     g = jax.grad(loss)(p)
     assert np.all(np.isfinite(np.asarray(g))) and float(loss(p)) > 50
+
+
+@pytest.mark.parametrize("kind", ["hc", "smooth"])
+def test_touchdown_event_stops_at_contact_onset(kind):
+    """Penetration outputs are witnesses: a terminating event on one stops a drop at
+    touchdown (sphere of radius 0.05 m released with its centre at 0.16 m)."""
+    system = _drop_model(kind).build()
+    witness = "/forceset/contact|" + ("max_penetration" if kind == "hc" else "indentation")
+    touch = sj.Event(lambda sys_, st: sj.output(sys_, st, witness), direction=1)
+    traj = sj.simulate(system, system.default_state(), 1.0, events=[touch], accuracy=1e-10, n_outputs=11)
+    end = traj.final_state
+    t_touch = np.sqrt(2 * (0.16 - 0.05) / 9.80665)
+    # the smooth model pushes slightly before touching (its force is smoothed across
+    # zero indentation), so its ball arrives a little later than free fall says
+    assert float(end.t) == pytest.approx(t_touch, abs=1e-7 if kind == "hc" else 2e-4)
+    assert float(end.q[2]) == pytest.approx(0.05, abs=1e-7)
