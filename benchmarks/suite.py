@@ -142,7 +142,9 @@ def simjax_rhs(system, state, n: int = 2000) -> dict:
     @jax.jit
     def loop(system, state):
         def body(i, carry):
-            st = state.replace(t=state.t + 1e-9 * i, u=state.u + 1e-12 * carry[0][: state.u.size])
+            # every stage's input changes each iteration, so nothing is hoisted out of the loop
+            eps = 1e-12 * carry[0][0]
+            st = state.replace(t=state.t + 1e-9 * i, q=state.q + eps, u=state.u + eps, z=state.z + eps)
             udot, zdot = one(system, st)
             return udot, zdot
         return jax.lax.fori_loop(0, n, body, one(system, state))

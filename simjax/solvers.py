@@ -119,6 +119,14 @@ class Projected(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
 
     solver: diffrax.AbstractSolver
     project: Callable = eqx.field(static=True)
+    # Diffrax's adjoints set ``scan_kind`` on Runge-Kutta solvers (forward-mode support);
+    # it is passed on to the wrapped solver
+    scan_kind: str | None = None
+
+    def _inner(self):
+        if self.scan_kind is None or not hasattr(self.solver, "scan_kind"):
+            return self.solver
+        return eqx.tree_at(lambda s: s.scan_kind, self.solver, self.scan_kind, is_leaf=lambda x: x is None)
 
     @property
     def term_structure(self):
@@ -145,8 +153,8 @@ class Projected(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
         return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        y1, y_error, dense_info, solver_state, result = self.solver.step(terms, t0, t1, y0, args, solver_state,
-                                                                         made_jump)
+        y1, y_error, dense_info, solver_state, result = self._inner().step(terms, t0, t1, y0, args, solver_state,
+                                                                           made_jump)
         y1 = self.project(t1, y1, args)
         if "y1" in dense_info:
             dense_info = dict(dense_info, y1=y1)

@@ -1,0 +1,97 @@
+"""The benchmark suite (issue 10): ``python -m benchmarks [--models a,b] [--batches 1,64,1024]``.
+
+For each shipped model, measured in one run on this machine next to OpenSim 4.6:
+
+- a 1 s forward simulation after compilation, simjax vs OpenSim (Runge-Kutta-Merson at
+  the same accuracy), their ratio, and the largest difference of the final coordinates;
+- one right-hand-side evaluation (udot and zdot) vs OpenSim's ``realizeAcceleration``;
+- batched throughput (worlds x simulated seconds per wall second) at several batch
+  sizes, on whatever device JAX uses;
+- compile time of ``simulate`` and of its reverse-mode gradient, and the gradient's
+  wall time relative to the forward run;
+- the process's peak memory.
+
+Writes ``benchmarks/results/report.json`` and ``report.md`` (with the machine's
+description) and prints the summary table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+
+import jax
+
+from benchmarks import suite
+
+MODELS = ("double_pendulum", "arm26", "gait10dof18musc", "Tug_of_War_Millard", "bouncing_block")
+
+
+def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
+    """Every measurement of one model. **Returns:** a dict of figures (s unless named)."""
+    system, om = suite.load(name)
+    state = suite.initial_state(system)
+    os_run = suite.opensim_simulation(om, 1.0, accuracy)
+    sj_run = suite.simjax_simulation(system, state, 1.0, accuracy)
+    dq = max(abs(sj_run["q"][p] - os_run["q"][p]) for p in os_run["q"] if p in sj_run["q"])
+    rhs = suite.simjax_rhs(system, state)
+    grad = suite.simjax_gradient(system, state, 1.0, accuracy)
+    batch = {n: suite.simjax_batch(system, state, n, batch_time, accuracy) for n in batches}
+    return {"model": name, "dof": len(system.coordinate_names), "muscles_or_z": int(system.topology.nz),
+            "opensim_1s": os_run["wall"], "simjax_1s": sj_run["wall"], "ratio": sj_run["wall"] / os_run["wall"],
+            "steps_opensim": os_run["steps"], "steps_simjax": sj_run["steps"], "final_q_diff": dq,
+            "opensim_rhs": suite.opensim_rhs(om), "simjax_rhs_call": rhs["call"], "simjax_rhs_in_jit": rhs["in_jit"],
+            "compile_simulate": sj_run["compile"], "compile_gradient": grad["compile"],
+            "gradient_over_forward": grad["wall"] / sj_run["wall"],
+            "batch": {str(n): {"throughput": b["throughput"], "per_world": b["per_world"],
+                               "world_steps_per_s": b["world_steps_per_s"]} for n, b in batch.items()},
+            "peak_memory_mb": suite.peak_memory_mb()}
+
+
+def markdown(rows, machine) -> str:
+    """The report as a Markdown table."""
+    lines = [f"# simjax benchmarks\n\nMachine: {machine}\n",
+             "| model | dof | OpenSim 1 s | simjax 1 s | ratio | RHS OpenSim | RHS simjax (in jit) | compile | "
+             "grad compile | grad/fwd | best batch world-s/s | peak MB |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        best = max(r["batch"].items(), key=lambda kv: kv[1]["throughput"])
+        lines.append(f"| {r['model']} | {r['dof']} | {r['opensim_1s'] * 1e3:.1f} ms | {r['simjax_1s'] * 1e3:.1f} ms | "
+                     f"{r['ratio']:.2f} | {r['opensim_rhs'] * 1e6:.1f} us | {r['simjax_rhs_in_jit'] * 1e6:.1f} us | "
+                     f"{r['compile_simulate']:.1f} s | {r['compile_gradient']:.1f} s | "
+                     f"{r['gradient_over_forward']:.1f} | {best[1]['throughput']:.1f} (batch {best[0]}) | "
+                     f"{r['peak_memory_mb']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    """Run the suite, write the reports, print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--batches", default="1,64,1024")
+    ap.add_argument("--batch-time", type=float, default=0.1, help="simulated seconds per world in batches")
+    ap.add_argument("--accuracy", type=float, default=1e-5)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    args = ap.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    machine = f"{platform.platform()}, {os.cpu_count()} CPUs, JAX {jax.__version__} on {jax.devices()[0]}"
+    rows = []
+    for name in args.models.split(","):
+        print(f"measuring {name} ...", flush=True)
+        try:
+            rows.append(measure(name, batches, args.accuracy, args.batch_time))
+        except Exception as e:  # a model simjax cannot load yet is reported, not fatal
+            print(f"  {name}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "report.json"), "w") as f:
+        json.dump({"machine": machine, "accuracy": args.accuracy, "models": rows}, f, indent=1)
+    text = markdown(rows, machine)
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
