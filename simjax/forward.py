@@ -276,7 +276,10 @@ class Context:
         cutoff 1e-10), so redundant constraints (a planar loop closed by a 6-equation
         weld) give the minimum-norm multipliers and the same ``udot``; inconsistent
         acceleration constraints give the least-squares ``udot``, and
-        ``udot_err = G udot - b`` reports what is left.
+        ``udot_err = G udot - b`` reports what is left. When the rows are independent
+        by construction (only locked and prescribed coordinates, each its own speed),
+        ``G M^-1 G^T`` is positive definite and a Cholesky solve replaces the
+        pseudo-inverse (same result, a fraction of the cost).
         """
         M = self.mass_matrix
         body, mob = self.applied
@@ -288,7 +291,11 @@ class Context:
             MinvGt = jax.scipy.linalg.cho_solve(cho, rows.G.T)
             A = rows.G @ MinvGt
             Minvf = jax.scipy.linalg.cho_solve(cho, f)
-            lam = jnp.linalg.pinv(A, rtol=1e-10, hermitian=True) @ (rows.G @ Minvf - rows.b)
+            rhs = rows.G @ Minvf - rows.b
+            if _rows_independent(self.topology):
+                lam = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(A), rhs)
+            else:
+                lam = jnp.linalg.pinv(A, rtol=1e-10, hermitian=True) @ rhs
             udot = Minvf - MinvGt @ lam
             err = rows.G @ udot - rows.b
         else:
@@ -332,6 +339,15 @@ def _check_control_bounds(ctx: Context, controls):
     bad = (controls < lo) | (controls > hi)
     msgs = [f"control of {p} is outside [min_control, max_control]" for p in paths]
     return eqx.branched_error_if(controls, jnp.any(bad), jnp.argmax(bad), msgs)
+
+
+def _rows_independent(topo) -> bool:
+    """Whether every constraint row is a locked or prescribed coordinate, no two on the
+    same speed (then ``G`` selects distinct speeds and has full row rank)."""
+    if topo.role_groups("constraints") or topo.tree.loop_welds:
+        return False
+    speeds = list(topo.locked_u) + (list(topo.prescribed["u"]) if topo.prescribed is not None else [])
+    return len(set(speeds)) == len(speeds)
 
 
 def _builtin_constraint_rows(ctx: Context) -> list[ConstraintRows]:
