@@ -9,7 +9,7 @@ from .api import (accelerations, assemble, body_poses, constraint_errors, contro
                   kinetic_energy, mass_center, mass_matrix, momentum, output, outputs, potential_energy, project,
                   station_acceleration, station_jacobian, station_location, station_velocity)
 from .component import Component, ModelError, Set, Stage
-from .control.controllers import Controller, PrescribedController
+from .control.controllers import Controller, PolicyController, PrescribedController
 from .forces.base import Actuator, CoordinateActuator, Force, PointActuator, TorqueActuator
 from .forward import Accelerations
 from .functions import (Constant, Function, GCVSpline, LinearFunction, MultiplierFunction, NaturalCubicSpline,
@@ -31,7 +31,7 @@ __all__ = [
     "potential_energy", "project", "station_location", "frame_velocity", "frame_acceleration", "frame_jacobian",
     "station_velocity", "station_acceleration", "station_jacobian",
     "Component", "ModelError", "Set", "Stage",
-    "Controller", "PrescribedController",
+    "Controller", "PolicyController", "PrescribedController",
     "Actuator", "CoordinateActuator", "Force", "PointActuator", "TorqueActuator",
     "Accelerations",
     "Constant", "Function", "GCVSpline", "LinearFunction", "MultiplierFunction", "NaturalCubicSpline",

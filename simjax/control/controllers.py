@@ -8,7 +8,7 @@ bypasses the controllers.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from ..component import Component, ModelError, flag, socket
 from ..function_bank import FunctionBank, bank_eval, bank_params
 
-__all__ = ["Controller", "PrescribedController"]
+__all__ = ["Controller", "PrescribedController", "PolicyController"]
 
 
 class Controller(Component):
@@ -121,3 +121,52 @@ class PrescribedController(Controller):
             return out
         (vals,) = bank_eval(s["bank"], params, jnp.broadcast_to(ctx.state.t, (s["n"],)))
         return out.at[s["control"]].add(vals)
+
+
+class PolicyController(Controller):
+    """Controls from any callable pytree ``policy(t, state) -> (n_actuators,)``, e.g. an
+    Equinox MLP: its arrays are leaves of the model, so gradients reach them.
+
+    **Fields:** ``actuators`` (the policy's outputs, in order) and ``policy``.
+
+    Policies of different controllers have different structures, so a model's
+    policies are evaluated one after the other (a model has a handful of
+    controllers, not thousands).
+    """
+
+    policy: Any = None
+
+    def __init__(self, name: str, policy, actuators: tuple = (), enabled: bool = True, components: tuple = ()):
+        self.name = name
+        self.policy = policy
+        self.actuators = tuple(actuators)
+        self.enabled = enabled
+        self.components = components
+
+    def validate(self, path: str) -> None:
+        """Check the policy is callable."""
+        super().validate(path)
+        if not callable(self.policy):
+            raise ModelError(path, "the policy must be callable as policy(t, state)", prop="policy",
+                             value=type(self.policy).__name__)
+
+    @classmethod
+    def compile_group(cls, build, paths):
+        members = [(i, np.asarray([build.control_index(a) for a in build.socket(p, "actuators")], np.int32))
+                   for i, p in enumerate(paths) if build.model.find(p).enabled]
+        return {"members": members}
+
+    @classmethod
+    def group_params(cls, model, group):
+        return {"policies": [model.find(group.paths[i]).policy for i, _ in group.static["members"]]}
+
+    @classmethod
+    def group_controls(cls, group, params, ctx):
+        out = jnp.zeros(len(ctx.topology.actuators), ctx.state.t.dtype)
+        for (i, control), policy in zip(group.static["members"], params["policies"]):
+            vals = jnp.asarray(policy(ctx.state.t, ctx.state), out.dtype)
+            if vals.shape != (len(control),):
+                raise ModelError(group.paths[i], f"the policy returned shape {vals.shape}; expected "
+                                 f"({len(control)},), one control per actuator", prop="policy")
+            out = out.at[control].add(vals)
+        return out
