@@ -231,5 +231,5 @@ def test_program_size_does_not_grow_with_bodies():
     deep = [_hlo_ops(_chain(n)) for n in (5, 20, 40)]
     steps = [3, 5, 6]  # ceil(log2(depth))
     per_step = (deep[1] - deep[0]) / (steps[1] - steps[0])
-    assert per_step < 20
+    assert per_step < 40  # one compose of the (R, p) arrays, written elementwise
     assert deep[2] - deep[1] == pytest.approx(per_step * (steps[2] - steps[1]))
