@@ -10,7 +10,7 @@
 3. A vmapped batch of 1024 drops from random heights and orientations (time per
    world).
 
-Run: ``python benchmarks/contact.py [--accuracy 1e-5] [--batch 1024] [--skip-batch]``.
+Run: ``python -m benchmarks.contact [--accuracy 1e-5] [--batch 1024] [--skip-batch]``.
 Compile times are reported separately and excluded from the timings.
 """
 

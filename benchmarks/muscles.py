@@ -9,7 +9,7 @@
    evaluated inside one jitted loop (no Python dispatch) next to OpenSim's
    ``realizeAcceleration`` after setting a state (goal: faster).
 
-Run: ``python benchmarks/muscles.py [--accuracy 1e-5] [--batch 1024] [--skip-batch]``.
+Run: ``python -m benchmarks.muscles [--accuracy 1e-5] [--batch 1024] [--skip-batch]``.
 """
 
 from __future__ import annotations
@@ -27,23 +27,14 @@ jax.config.update("jax_enable_x64", True)
 
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 import simjax as sj  # noqa: E402
+from benchmarks.suite import best as _best  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import bicep_curl  # noqa: E402
 
-GAIT = os.environ.get("SIMJAX_GAIT10DOF", "/work/shared/models/gait10dof18musc.osim")
-
-
-def _best(fn, repeat=3):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+GAIT = os.environ.get("SIMJAX_GAIT10DOF", str(sj.models.path("gait10dof18musc")))
 
 
 def opensim_bicep_curl(t_final, accuracy):

@@ -1,4 +1,4 @@
-"""Wrapping geometry against OpenSim 4.6 (sphere and cylinder): single-muscle rigs with and
+"""Wrapping geometry against OpenSim 4.6 (sphere, cylinder, ellipsoid, torus): single-muscle rigs with and
 without quadrants, wrapping and not wrapping (see ``tests/_wrapping_rigs.py``).
 
 Moment arms: OpenSim's ``computeMomentArm`` is the virtual-work moment arm (unit
@@ -23,7 +23,7 @@ from _wrapping_rigs import H, N_Q, RIGS, _compare, _params, _simjax, _sweep, fd_
 from simjax.wrapping import (MANDATORY_WRAP, NO_WRAP, WRAPPED, PathWrap, WrapCylinder, WrapEllipsoid,  # noqa: E402
                              WrapSphere, WrapTorus, parse_quadrant)
 
-KINDS = ("sphere", "cylinder")
+KINDS = ("sphere", "cylinder", "ellipsoid", "torus")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -53,7 +53,7 @@ def test_quadrants_and_statuses_are_exercised(kind):
         assert WRAPPED in seen  # quadrant-constrained wraps that do not cross the object
 
 
-@pytest.mark.parametrize("kind, tol", [("sphere", 1e-6), ("cylinder", 1e-6)])
+@pytest.mark.parametrize("kind, tol", [("sphere", 1e-6), ("cylinder", 1e-6), ("torus", 1e-6), ("ellipsoid", 2e-3)])
 def test_length_gradient_matches_finite_differences(kind, tol):
     """d(length)/dq by autodiff vs central differences of the same (OpenSim-exact)
     length, away from status changes. The ellipsoid's length is only piecewise
