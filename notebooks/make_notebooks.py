@@ -1,0 +1,224 @@
+"""Write the notebooks of this folder from the cells below (outputs stripped).
+
+Run ``python notebooks/make_notebooks.py`` after editing a notebook's cells here, so
+the committed ``.ipynb`` files and this source stay the same. Each notebook reads
+``SIMJAX_CI=1`` to run at a small size (the test suite executes them that way).
+"""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+SETUP = '''import os, sys
+import numpy as np
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import matplotlib
+import matplotlib.pyplot as plt
+import simjax as sj
+from simjax import plot
+
+CI = os.environ.get("SIMJAX_CI") == "1"   # small sizes when the test suite runs this notebook
+try:
+    import opensim
+except ImportError:
+    opensim = None
+print("simjax", sj.__version__, "| OpenSim:", opensim.__version__ if opensim else "not installed")'''
+
+BICEP_CURL = [
+    ("md", """# 01 · The bicep curl
+
+The OpenSim API guide's first example, written with simjax: two 1 kg links on pin joints,
+a `Millard2012EquilibriumMuscle("biceps", 200, 0.6, 0.55, 0)`, a `PrescribedController`
+whose excitation steps from 0.3 to 1 between 0.5 s and 3 s, the shoulder locked, the elbow
+starting at 90°, the muscle equilibrated. We simulate it, print OpenSim's reporter table,
+plot the elbow angle, fiber force and activation, and run the same model in OpenSim when
+it is installed."""),
+    ("code", SETUP),
+    ("code", '''sys.path.insert(0, os.path.join(os.getcwd(), "..", "examples"))
+import bicep_curl
+
+T = 2.0 if CI else 10.0
+system = bicep_curl.build_model().build()
+state = bicep_curl.initial_state(system)
+times = jnp.linspace(0.0, T, int(T * 20) + 1)
+traj = sj.simulate(system, state, T, ts=times, accuracy=1e-7)
+print(f"{int(traj.num_steps)} steps, result code {int(traj.result)}")'''),
+    ("md", "The guide's reporter table: fiber force and elbow angle every second."),
+    ("code", '''fiber_force = np.asarray(traj.output("/forceset/biceps|fiber_force"))
+elbow = np.asarray(traj.output("/jointset/elbow/elbow_coord_0|value"))
+print(f"{'time':>8} | {'fiber_force':>12} | {'elbow_angle':>12}")
+for k in range(0, len(times), 20):
+    print(f"{float(times[k]):8.2f} | {fiber_force[k]:12.4f} | {elbow[k]:12.4f}")'''),
+    ("code", '''fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+plot.plot_outputs(traj, ["/jointset/elbow/elbow_coord_0|value"], ax=axes[0])
+plot.plot_outputs(traj, ["/forceset/biceps|fiber_force"], ax=axes[1])
+plot.plot_outputs(traj, ["/forceset/biceps|activation", "/forceset/biceps|excitation"], ax=axes[2])
+fig.tight_layout()'''),
+    ("md", "The same model in OpenSim 4.6 (written by `sj.save_osim`), side by side."),
+    ("code", '''if opensim is not None:
+    path = "bicep_curl_written_by_simjax.osim"
+    sj.save_osim(system.model, path)
+    om = opensim.Model(path)
+    s = om.initSystem()
+    om.getCoordinateSet().get("elbow_coord_0").setValue(s, 0.5 * np.pi)
+    om.equilibrateMuscles(s)
+    manager = opensim.Manager(om)
+    manager.setIntegratorAccuracy(1e-7)
+    manager.initialize(s)
+    biceps = om.getMuscles().get("biceps")
+    elbow_c = om.getCoordinateSet().get("elbow_coord_0")
+    ref = []
+    for t in np.asarray(times):
+        if t > 0:
+            s = manager.integrate(float(t))
+        om.realizeDynamics(s)
+        ref.append((biceps.getFiberForce(s), elbow_c.getValue(s)))
+    ref = np.asarray(ref)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    axes[0].plot(times, fiber_force, label="simjax"); axes[0].plot(times, ref[:, 0], "--", label="OpenSim")
+    axes[0].set_title("fiber force (N)"); axes[0].legend()
+    axes[1].plot(times, elbow, label="simjax"); axes[1].plot(times, ref[:, 1], "--", label="OpenSim")
+    axes[1].set_title("elbow angle (rad)"); axes[1].legend()
+    first = np.asarray(times) <= 1.0
+    rel = np.abs(np.stack([fiber_force, elbow], 1)[first] - ref[first]) / np.abs(ref[first])
+    print(f"largest relative difference over [0, 1] s: {rel.max():.2e}")
+    assert rel.max() < 0.01'''),
+    ("md", "A stick figure of the two links (projected on the x-y plane)."),
+    ("code", '''from IPython.display import HTML
+anim = plot.animate(traj, plane="xy", stride=4 if CI else 2)
+HTML(anim.to_jshtml())'''),
+]
+
+OPENSIM_MODELS = [
+    ("md", """# 05 · OpenSim models
+
+Load `gait10dof18musc.osim` (10 degrees of freedom, 18 Millard muscles), inspect its
+components and outputs, compute moment-arm curves over a knee sweep next to OpenSim's,
+run a short forward simulation and write an OpenSim states file."""),
+    ("code", SETUP),
+    ("code", '''model = sj.load_osim(sj.models.path("gait10dof18musc"))
+system = model.build()
+print(model.name)
+print("bodies:", [p for p, c in model.walk() if isinstance(c, sj.Body)])
+print("coordinates:", system.coordinate_names)
+print("muscles:", system.actuator_names)
+print("state variables:", len(system.q_names) + len(system.u_names) + len(system.z_names))
+muscle = model.find("/forceset/vasti_r")
+print("outputs of a muscle:", sorted(muscle.output_specs())[:12], "...")'''),
+    ("md", "Moment arms of the right-leg muscles about the knee, over its range."),
+    ("code", '''knee = "knee_angle_r"
+muscles = ["/forceset/hamstrings_r", "/forceset/bifemsh_r", "/forceset/rect_fem_r", "/forceset/vasti_r",
+           "/forceset/gastroc_r"]
+angles = np.linspace(-2.0, 0.1, 11 if CI else 41)
+base = system.default_state()
+states = jax.vmap(lambda a: system.set_coordinates(base, {knee: a}))(jnp.asarray(angles))
+arms = jax.jit(jax.vmap(lambda st: sj.moment_arms(system, st, muscles, [knee])[:, 0]))(states)
+reference = None
+if opensim is not None:
+    om = opensim.Model(str(sj.models.path("gait10dof18musc")))
+    s = om.initSystem()
+    coord = om.getCoordinateSet().get(knee)
+    reference = []
+    for a in angles:
+        coord.setValue(s, float(a))
+        reference.append([om.getMuscles().get(m.split("/")[-1]).computeMomentArm(s, coord) for m in muscles])
+    reference = np.asarray(reference)
+    print(f"largest difference from OpenSim: {np.abs(np.asarray(arms) - reference).max():.2e} m")
+    assert np.abs(np.asarray(arms) - reference).max() < 1e-9
+plot.plot_moment_arms(angles, arms, [m.split("/")[-1] for m in muscles], reference, xlabel="knee angle (rad)");'''),
+    ("md", "A forward simulation with constant excitations, and a states file OpenSim reads."),
+    ("code", '''T = 0.1 if CI else 0.5
+controls = jnp.full(len(system.actuator_names), 0.2)
+state = sj.equilibrate_muscles(system, system.default_state(), controls)
+traj = sj.simulate(system, state, T, controls, n_outputs=51)
+plot.plot_trajectory(traj, ["hip_flexion_r", "knee_angle_r", "ankle_angle_r"])
+traj.write_states("gait_states.sto")
+if opensim is not None:
+    table = opensim.TimeSeriesTable("gait_states.sto")
+    print("OpenSim read", table.getNumRows(), "rows and", table.getNumColumns(), "columns")
+    assert table.getNumRows() == 51'''),
+]
+
+BATCHED = [
+    ("md", """# 04 · Batched simulation
+
+A Monte-Carlo sensitivity study of the bicep curl: many worlds with different excitation
+levels and maximum isometric forces, simulated at once with `jax.vmap` (in chunks, to
+bound memory). We check that batched results equal single runs, and measure throughput
+against a Python loop of single runs, on the CPU and on a GPU when JAX has one."""),
+    ("code", SETUP),
+    ("code", '''sys.path.insert(0, os.path.join(os.getcwd(), "..", "examples"))
+import bicep_curl, time, equinox as eqx
+
+print("devices:", jax.devices())
+T = 1.0
+N = 64 if CI else 2048
+system = bicep_curl.build_model().build()
+state = bicep_curl.initial_state(system)
+rng = np.random.default_rng(0)
+levels = jnp.asarray(rng.uniform(0.2, 1.0, N))          # constant excitation of each world
+forces = jnp.asarray(rng.uniform(150.0, 250.0, N))      # the biceps' max isometric force
+
+def final_elbow(level, f_max):
+    sys_ = eqx.tree_at(lambda s: s.model.find("/forceset/biceps").max_isometric_force, system, f_max)
+    traj = sj.simulate(sys_, state, T, jnp.reshape(level, (1,)), solver="rk4", dt=2e-3, n_outputs=2)
+    return traj.q[-1, 1]
+
+batched = jax.jit(jax.vmap(final_elbow))
+single = jax.jit(final_elbow)'''),
+    ("code", '''def in_chunks(fn, *args, chunk=1024):
+    """Evaluate a vmapped function chunk by chunk (bounded memory)."""
+    n = args[0].shape[0]
+    return jnp.concatenate([fn(*(a[i:i + chunk] for a in args)) for i in range(0, n, chunk)])
+
+jax.block_until_ready(batched(levels[:min(N, 1024)], forces[:min(N, 1024)]))   # compile
+t0 = time.perf_counter()
+angles = jax.block_until_ready(in_chunks(batched, levels, forces))
+t_batch = time.perf_counter() - t0
+
+jax.block_until_ready(single(levels[0], forces[0]))                              # compile
+n_loop = 8 if CI else 64
+t0 = time.perf_counter()
+loop = [float(single(levels[i], forces[i])) for i in range(n_loop)]
+t_loop = (time.perf_counter() - t0) / n_loop * N
+
+np.testing.assert_allclose(np.asarray(angles[:n_loop]), loop, rtol=1e-10)
+print(f"{N} worlds x {T} s: batched {t_batch:.2f} s; a Python loop of single runs would take {t_loop:.2f} s")
+print(f"throughput {N * T / t_batch:.0f} world-seconds per wall second; speed-up over the loop {t_loop / t_batch:.1f}x")'''),
+    ("code", '''fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
+axes[0].hist(np.asarray(angles), bins=30)
+axes[0].set_xlabel("elbow angle at 1 s (rad)"); axes[0].set_ylabel("worlds")
+sc = axes[1].scatter(np.asarray(levels), np.asarray(angles), c=np.asarray(forces), s=6)
+axes[1].set_xlabel("excitation"); axes[1].set_ylabel("elbow angle at 1 s (rad)")
+fig.colorbar(sc, ax=axes[1], label="max isometric force (N)")
+fig.tight_layout()'''),
+    ("md", "Sensitivities of the outcome for many worlds at once: gradients through the batch."),
+    ("code", '''grads = jax.jit(jax.vmap(jax.grad(final_elbow, argnums=(0, 1))))(levels[:16], forces[:16])
+print("d angle / d excitation:", np.round(np.asarray(grads[0][:4]), 4))
+print("d angle / d max force: ", np.round(np.asarray(grads[1][:4]), 6))
+assert np.all(np.isfinite(np.asarray(grads[0]))) and np.all(np.isfinite(np.asarray(grads[1])))'''),
+]
+
+NOTEBOOKS = {"01_bicep_curl.ipynb": BICEP_CURL, "04_batched_simulation.ipynb": BATCHED,
+             "05_opensim_models.ipynb": OPENSIM_MODELS}
+
+
+def write(name: str, cells) -> None:
+    """Write one notebook from ``(kind, source)`` cells."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
+                for kind, src in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, os.path.join(HERE, name))
+
+
+if __name__ == "__main__":
+    for name, cells in NOTEBOOKS.items():
+        write(name, cells)
+        print("wrote", name)
