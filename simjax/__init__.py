@@ -59,6 +59,7 @@ __all__ += ["models", "load_osim", "save_osim", "prescribe_motion", "read_states
 # muscles, geometry paths, moment arms (issue 6)
 from .analysis.moment_arms import moment_arm, moment_arms  # noqa: E402
 from .io import osim_muscles  # noqa: E402,F401  (registers the .osim classes)
+from .io import osim_wrapping  # noqa: E402,F401
 from .muscles import (ConditionalPathPoint, DeGrooteFregly2016Muscle, GeometryPath, Millard2012EquilibriumMuscle,  # noqa: E402
                       MovingPathPoint, Muscle, PathActuator, PathPoint, RigidTendonMuscle, Thelen2003Muscle,
                       equilibrate_muscles)

@@ -31,16 +31,14 @@ where a moving point's neighbour is on the same body (OpenSim then applies no
 correction). Moment arms (``simjax.analysis.moment_arms``) are exact derivatives
 ``-dL/dq`` by forward-mode autodiff.
 
-**Wrapping seam (issue 7).** Segment geometry is computed by ``straight_segments``,
-which returns a ``Segments`` record (length, unit direction leaving the start point,
-unit direction arriving at the end point, whether the segment applies force). A path
-wrap engine replaces it, for the segments its wrap objects may touch, by providing
-``simjax.wrapping.paths`` with ``compile_wrapping(build, topology) -> static`` and
-``wrap_segments(ctx, static, topology, points, nxt, valid, segments) -> Segments``
-(lengths including the arc over the surface; ``dir_start``/``dir_end`` pointing to
-and from the tangent points; ``extra_body`` body forces per unit tension on the
-wrap objects' bodies and ``extra_speed`` for their motion). Nothing else changes:
-lengths, speeds and forces are all written in terms of ``Segments``.
+**Wrapping.** Segment geometry is computed by ``straight_segments``, which returns a
+``Segments`` record (length, unit direction leaving the start point, unit direction
+arriving at the end point, whether each end applies force). For paths with PathWraps,
+``simjax.wrapping.paths.wrap_segments`` replaces the records of their segments by the
+wrapped geometry (the arcs over the surfaces included, directions to and from the
+tangent points) and adds the tangent points (``TangentPoints``: stations of the wrap
+objects' bodies with their force and speed directions). Lengths, speeds and forces
+are all written in terms of ``Segments``.
 """
 
 from __future__ import annotations
@@ -502,18 +500,18 @@ class Segments:
 
     ``length (P,)``; ``dir_start (P, 3)``: unit direction leaving point ``j``;
     ``dir_end (P, 3)``: unit direction arriving at ``next(j)``; ``applies (P,)``:
-    whether a tension produces forces on this segment (its ends are on different
-    bodies, as OpenSim requires); ``extra_body``: body forces per unit tension of
-    each path ``(n_paths, n_mob, 6)`` or ``None``; ``extra_speed``: lengthening-speed
-    terms per segment ``(P,)`` or ``None`` (both from wrapping).
+    whether a tension produces a force at the start (the first piece joins different
+    bodies, as OpenSim requires); ``applies_end (P,)``: the same at the end (``None``:
+    as ``applies``); ``tangent``: the wrap points of wrapped paths
+    (``simjax.wrapping.paths.TangentPoints``) or ``None``.
     """
 
     length: Any
     dir_start: Any
     dir_end: Any
     applies: Any
-    extra_body: Any = None
-    extra_speed: Any = None
+    applies_end: Any = None
+    tangent: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -653,7 +651,7 @@ def _geometry(ctx, topo: PathTopology) -> PathGeometry:
     if topo.wrap is not None:
         from ..wrapping import paths as wrapping
 
-        seg = wrapping.wrap_segments(ctx, topo.wrap, topo, points, nxt, valid, seg)
+        seg = wrapping.wrap_segments(ctx, topo.wrap, topo, points, active, seg)
     length = jax.ops.segment_sum(jnp.where(valid, seg.length, 0.0), topo.path_id, num_segments=topo.n_paths)
     return PathGeometry(topology=topo, points=points, local=local, R=R, active=active, nxt=nxt, valid=valid,
                         segments=seg, length=length, dlocal=dlocal)
@@ -710,10 +708,13 @@ def path_speeds(ctx):
         dv2 = jnp.sum(dv * dv, -1)
         coincident = seg.length < _EPS
         rate = jnp.where(coincident, jnp.sqrt(jnp.where(dv2 > 0, dv2, 1.0)) * (dv2 > 0), rate)
-        if seg.extra_speed is not None:
-            rate = rate + seg.extra_speed
-        cache["speed"] = jax.ops.segment_sum(jnp.where(geo.valid, rate, 0.0), topo.path_id,
-                                             num_segments=topo.n_paths)
+        speed = jax.ops.segment_sum(jnp.where(geo.valid, rate, 0.0), topo.path_id, num_segments=topo.n_paths)
+        if seg.tangent is not None:
+            tp = seg.tangent
+            V = ctx.vel.V[tp.mob]
+            v_tp = V[:, 3:] + jnp.cross(V[:, :3], tp.points)
+            speed = speed - jax.ops.segment_sum(jnp.sum(v_tp * tp.speed_dir, -1), tp.row, num_segments=topo.n_paths)
+        cache["speed"] = speed
     return cache["speed"]
 
 
@@ -730,14 +731,16 @@ def path_forces(ctx, rows, tension):
     dtype = geo.points.dtype
     T_path = jnp.zeros(topo.n_paths, dtype).at[rows].set(tension)
     T = T_path[topo.path_id]
-    on = geo.valid & seg.applies
-    f_start = jnp.where(on, T, 0.0)[:, None] * seg.dir_start
-    f_end = jnp.where(on, T, 0.0)[:, None] * seg.dir_end
+    applies_end = seg.applies if seg.applies_end is None else seg.applies_end
+    f_start = jnp.where(geo.valid & seg.applies, T, 0.0)[:, None] * seg.dir_start
+    f_end = jnp.where(geo.valid & applies_end, T, 0.0)[:, None] * seg.dir_end
     P = topo.n_points
     F = f_start - jnp.zeros((P + 1, 3), dtype).at[geo.nxt].add(f_end)[:P]
     body = point_force_on_bodies(ctx.tree.n_mob, topo.mob, geo.points, F, dtype)
-    if seg.extra_body is not None:
-        body = body + jnp.einsum("n,nmk->mk", T_path, seg.extra_body)
+    if seg.tangent is not None:
+        tp = seg.tangent
+        body = body + point_force_on_bodies(ctx.tree.n_mob, tp.mob, tp.points, T_path[tp.row][:, None] * tp.force_dir,
+                                            dtype)
     mobility = jnp.zeros(ctx.tree.nu, dtype)
     if len(topo.moving):
         Fm = jnp.einsum("mij,mi->mj", geo.R[topo.moving], F[topo.moving])  # force in the point's frame

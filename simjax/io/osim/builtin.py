@@ -6,8 +6,9 @@ its SpatialTransform); Weld, Point and CoordinateCoupler constraints; the
 Coordinate, Point and Torque actuators; PrescribedController; the Function family.
 
 Property orders are those OpenSim 4.6 writes. Display content (frame geometry,
-attached meshes, empty wrap-object sets) is kept verbatim in ``extras``; a wrap
-object is physics simjax does not model yet and is reported as unsupported.
+attached meshes) is kept verbatim in ``extras``. A frame's ``<WrapObjectSet>`` holds
+wrap objects (``simjax.io.osim_wrapping`` registers their classes), which simjax keeps
+as subcomponents of the frame (``/bodyset/r_humerus/TRI``, OpenSim's path too).
 """
 
 from __future__ import annotations
@@ -55,20 +56,67 @@ def keep_geometry(node: Node, rc: ReadContext, path: str) -> bool:
     return True
 
 
-def keep_empty_wrap_set(node: Node, rc: ReadContext, path: str) -> bool:
-    """Keep an empty ``WrapObjectSet``; report the wrap objects of a non-empty one."""
-    objects = node.find("objects")
-    items = objects.children if objects is not None else []
-    for obj in items:
-        name = obj.attrib.get("name", "<unnamed>")
-        rc.unsupported_content(obj, obj.tag, f"{path}/wrapobjectset/{name}", "wrap objects are not modelled yet")
-        rc.skipped[f"{path}/wrapobjectset/{name}"] = obj.tag
-    return not items
-
-
 #: display content of every PhysicalFrame
-FRAME_KEEP = {"FrameGeometry": True, "attached_geometry": keep_geometry, "WrapObjectSet": keep_empty_wrap_set}
+FRAME_KEEP = {"FrameGeometry": True, "attached_geometry": keep_geometry}
 _FRAME_ORDER = ("components", "FrameGeometry", "attached_geometry", "WrapObjectSet")
+_WRAPS = "__wrap_objects__"
+
+
+def _is_wrap_object(comp) -> bool:
+    from ...wrapping.objects import WrapObject  # noqa: PLC0415
+
+    return isinstance(comp, WrapObject)
+
+
+def _read_wrap_set(io, node, rc, path):
+    objects = node.find("objects")
+    items = []
+    for c in objects.children if objects is not None else []:
+        comp = rc.read_component(c, path, True)
+        if comp is not None:
+            items.append(comp)
+    return {_WRAPS: tuple(items)}
+
+
+def _write_wrap_set(io, comp, wc, path):
+    node = Node("WrapObjectSet", {"name": "wrapobjectset"})
+    objects = node.append(Node("objects"))
+    for c in comp.components:
+        if _is_wrap_object(c):
+            objects.append(io.write_child(c, wc, path))
+    node.append(Node("groups"))
+    return [node]
+
+
+class FrameIO(ComponentIO):
+    """PhysicalFrames: their ``<WrapObjectSet>`` objects are subcomponents in simjax,
+    written back into the set."""
+
+    def __init__(self, osim_class: str, cls: type, skippable: bool = False, **options):
+        super().__init__(osim_class, cls, keep=FRAME_KEEP, skippable=skippable,
+                         read_hooks={"WrapObjectSet": _read_wrap_set}, write_hooks={"WrapObjectSet": _write_wrap_set},
+                         skip_fields=("components",), **options)
+
+    def build(self, node, rc, path, values):
+        """Append the wrap objects to the frame's subcomponents."""
+        wraps = values.pop(_WRAPS, ())
+        if wraps:
+            values["components"] = tuple(values.get("components", ())) + wraps
+        return super().build(node, rc, path, values)
+
+    def write(self, comp, wc, path):
+        """The frame, its wrap objects inside ``<WrapObjectSet>``."""
+        node = super().write(comp, wc, path)
+        others = tuple(c for c in comp.components if not _is_wrap_object(c))
+        if others:
+            listed = self.write_field(comp.replace(components=others), "components", wc, path)
+            node.children = listed + node.children
+        return node
+
+    def write_child(self, child, wc, path):
+        from .registry import write_component  # noqa: PLC0415
+
+        return write_component(child, wc, ("" if path == "/" else path) + "/" + child.name)
 
 
 # -- references by name ------------------------------------------------------------------
@@ -78,6 +126,11 @@ def _name_for(wc: WriteContext, path: str, ref: str, field: str, kind: str, tag:
     if not ref:
         return ""
     full, comp = wc.target(path, ref, field)
+    if kind == "wrap_object":
+        if not _is_wrap_object(comp):
+            raise wc.error(path, f"<{tag}> must name a wrap object, but {full!r} is a {type(comp).__name__}",
+                           prop=field, value=ref)
+        return comp.name
     if kind == "coordinate":
         if not isinstance(comp, Coordinate):
             raise wc.error(path, f"<{tag}> must name a Coordinate, but {full!r} is a {type(comp).__name__}",
@@ -99,8 +152,9 @@ def name_reference(tag: str, field: str, kind: str):
     socket path.
 
     **Arguments:** ``tag``: the XML property; ``field``: the simjax socket; ``kind``:
-    ``"coordinate"`` (a coordinate name), ``"body"`` (a BodySet name) or ``"frame"``
-    (a BodySet name or a path from the model root).
+    ``"coordinate"`` (a coordinate name), ``"body"`` (a BodySet name), ``"frame"``
+    (a BodySet name or a path from the model root) or ``"wrap_object"`` (the name of
+    a wrap object on any frame).
 
     **Returns:** ``(read_hook, write_hook)`` for ``register(read_hooks=...,
     write_hooks=...)``.
@@ -130,11 +184,10 @@ def _hooks(*refs):
 
 # -- frames and points --------------------------------------------------------------------------
 
-register("Ground", Ground, order=_FRAME_ORDER, keep=FRAME_KEEP, skippable=False)
-register("Body", Body, order=_FRAME_ORDER + ("mass", "mass_center", "inertia"), keep=FRAME_KEEP,
-         required=("mass",), skippable=False)
-register("PhysicalOffsetFrame", PhysicalOffsetFrame,
-         order=_FRAME_ORDER + ("socket_parent", "translation", "orientation"), keep=FRAME_KEEP)
+register(FrameIO("Ground", Ground, order=_FRAME_ORDER))
+register(FrameIO("Body", Body, order=_FRAME_ORDER + ("mass", "mass_center", "inertia"), required=("mass",)))
+register(FrameIO("PhysicalOffsetFrame", PhysicalOffsetFrame,
+                 order=_FRAME_ORDER + ("socket_parent", "translation", "orientation"), skippable=True))
 register("Station", Station, order=("components", "socket_parent_frame", "location"))
 register("Marker", Marker, order=("components", "socket_parent_frame", "location", "fixed"))
 

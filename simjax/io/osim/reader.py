@@ -23,9 +23,10 @@ import os
 
 from ...component import Component, ModelError, Set, check_name, component_class
 from ...forces.base import Actuator
-from ...mechanics.frames import Body, Marker
+from ...mechanics.frames import Body, Marker, PhysicalFrame
 from ...mechanics.joints import Coordinate, Joint
 from ...model import Model, resolve_path
+from ...wrapping.objects import WrapObject, wrap_frame_path
 from ._xml import Node, XMLSyntaxError, parse, serialize
 from .errors import OsimError, UnsupportedContentError, warn
 from .registry import ReadContext
@@ -288,19 +289,22 @@ def _name_index(model: Model):
     coords: dict[str, list[str]] = {}
     acts: dict[str, list[str]] = {}
     act_order: list[str] = []
+    wraps: dict[str, list[str]] = {}
     for p, c in model.walk():
+        if isinstance(c, WrapObject) and isinstance(model.find(wrap_frame_path(p)), PhysicalFrame):
+            wraps.setdefault(c.name, []).append(p)
         if isinstance(c, Coordinate):
             coords.setdefault(c.name, []).append(p)
         if isinstance(c, Actuator):
             acts.setdefault(c.name, []).append(p)
             act_order.append(p)
-    return coords, acts, act_order
+    return coords, acts, act_order, wraps
 
 
 def _resolve_names(model: Model, rc: ReadContext) -> Model:
     if not rc.deferred:
         return model
-    coords, acts, act_order = _name_index(model)
+    coords, acts, act_order, wraps = _name_index(model)
     skipped_by_name: dict[str, str] = {}
     for p in rc.skipped:
         skipped_by_name.setdefault(p.rsplit("/", 1)[-1], p)
@@ -318,6 +322,8 @@ def _resolve_names(model: Model, rc: ReadContext) -> Model:
                 as_path = resolve_path(name, "/") if not name.startswith("..") else ""
                 hits = [as_path] if as_path and model.has(as_path) else (
                     [f"/bodyset/{name}"] if model.has(f"/bodyset/{name}") else [])
+            elif d.kind == "wrap_object":
+                hits = wraps.get(name, [])
             elif d.kind == "actuator":
                 if name.upper() == "ALL":
                     resolved.extend(act_order)

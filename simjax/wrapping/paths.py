@@ -1,0 +1,610 @@
+"""The path wrapping engine: OpenSim's ``GeometryPath::applyWrapObjects``, vectorized.
+
+A GeometryPath with PathWraps is wrapped as OpenSim wraps it. Its *current path* starts
+as its active points; then, for each PathWrap in order, the wrap object's two wrap
+points are removed from the current path, every segment of the current path inside the
+PathWrap's ``range`` (skipping the surface between two wrap points of one object) is
+wrapped over the object (``simjax.wrapping.geometry``), and the first *mandatory* wrap
+(the segment crosses the object), else the wrap that lengthens the path least, inserts
+the two tangent points into the current path. A path with one PathWrap does this once;
+with several, up to 8 passes until the length changes by less than 0.5 mm, swapping
+the first two PathWraps after the first pass if the first did not wrap and the second
+found an end point inside its object. The length sums straight pieces and the arcs
+over the surfaces.
+
+Vectorization. All wrapped paths are padded to a common number of points ``N`` and of
+PathWraps ``W`` and evaluated together: the current path is a fixed-length array of
+node ids (points ``0..N-1``, then wrap ``w``'s points ``N+2w``, ``N+2w+1``) edited by
+masked compaction and insertion; every candidate segment of a PathWrap is wrapped at
+once. Paths with one PathWrap and paths with several are two batches (the first needs
+one pass, the second a ``fori_loop`` of 8). Within a pass the PathWraps are taken slot
+by slot (at most ``W`` slots, with one geometry call per wrap-object type present in a
+slot), so the program grows with ``W`` and the number of shapes, never with the
+number of paths or points.
+
+Forces and speeds. The tangent points are stations of the wrap object's body while
+the tension acts: each straight piece between points of different bodies pulls its
+two ends towards each other (OpenSim ``GeometryPath::produceForces``), and the
+lengthening speed sums the relative velocities along the straight pieces
+(``calcSpeedBetween``). The result is the ``Segments`` record of
+``simjax.muscles.path`` for the path's original segments, plus the tangent points
+(``TangentPoints``) with their force and speed directions.
+
+Derivatives. ``hold_tangents=True`` (what ``path_geometry`` uses) evaluates the
+geometry on ``stop_gradient`` of the segment ends in the wrap frame: the tangent points
+and arcs are fixed on the wrap object's body as the coordinates move, so the
+derivative of the length with respect to the coordinates is OpenSim's virtual-work
+moment arm (``computeMomentArm``), the one consistent with the forces applied.
+Derivatives with respect to the wrap objects' properties (radii, poses) are kept.
+``hold_tangents=False`` gives the derivative of the length itself (the tangent points'
+motion included); the two differ where OpenSim's tangent points are not exactly
+tangent (see ``simjax.wrapping.geometry``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import spatial
+from ..component import ModelError
+from . import geometry as G
+from .objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapObject, WrapSphere, WrapTorus, parse_method, \
+    parse_quadrant, wrap_frame_path
+
+__all__ = ["compile_wrapping", "wrap_segments", "WrapStatic", "TangentPoints", "SPHERE", "CYLINDER", "ELLIPSOID",
+           "TORUS"]
+
+SPHERE, CYLINDER, ELLIPSOID, TORUS = 0, 1, 2, 3
+_KINDS = ((WrapSphere, SPHERE), (WrapCylinder, CYLINDER), (WrapEllipsoid, ELLIPSOID), (WrapTorus, TORUS))
+_MAX_PASSES = 8  # OpenSim's iteration limit for paths with several PathWraps
+_CONVERGED = 0.0005  # m: OpenSim's test between passes
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TangentPoints:
+    """The wrap points of all wrapped paths, as stations of the wrap objects' bodies.
+
+    ``points (K, 3)`` in Ground; ``mob (K,)`` (static) their bodies; ``row (K,)``
+    (static) their paths' rows; ``force_dir (K, 3)``: the force on the point per unit
+    tension (the unit directions to its neighbours on other bodies, summed);
+    ``speed_dir (K, 3)``: the same over all straight neighbours (lengthening speed
+    ``-= v . speed_dir``). Wrap points not in the current path have zero directions.
+    """
+
+    points: jax.Array
+    force_dir: jax.Array
+    speed_dir: jax.Array
+    mob: np.ndarray = dataclasses.field(metadata=dict(static=True))
+    row: np.ndarray = dataclasses.field(metadata=dict(static=True))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Batch:
+    """Wrapped paths padded to ``N`` points and ``W`` PathWraps (static numpy).
+
+    ``rows (G,)`` path rows; ``pt (G, N)`` flat point indices (``P`` pads);
+    ``pt_ok (G, N)``; ``obj (G, W)`` wrap-object index; ``kind``, ``start``, ``end``,
+    ``axis``, ``sign``, ``method (G, W)``; ``on (G, W)``: the PathWrap exists and its
+    object is active; ``node_mob``, ``node_obj (G, N + 2W)``: body and wrap object
+    (``-1``: none) of every node; ``plan``: per slot, ``(kind, paths, method)`` for each
+    wrap-object type the slot may meet.
+    """
+
+    rows: np.ndarray
+    pt: np.ndarray
+    pt_ok: np.ndarray
+    obj: np.ndarray
+    kind: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    axis: np.ndarray
+    sign: np.ndarray
+    method: np.ndarray
+    on: np.ndarray
+    node_mob: np.ndarray
+    node_obj: np.ndarray
+    plan: tuple
+    several: bool
+
+    @property
+    def n_points(self) -> int:
+        return self.pt.shape[1]
+
+    @property
+    def n_wraps(self) -> int:
+        return self.obj.shape[1]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WrapStatic:
+    """Static data of the wrapping engine for one model (``compile_wrapping``).
+
+    ``objects``: wrap-object component paths; ``frames``: the PhysicalFrames they
+    are fixed to; ``obj_frame``, ``obj_mob``, ``obj_kind (O,)``; ``batches``: the
+    paths with one PathWrap and those with several.
+    """
+
+    objects: tuple
+    frames: tuple
+    obj_frame: np.ndarray
+    obj_mob: np.ndarray
+    obj_kind: np.ndarray
+    batches: tuple
+
+
+def _kind_of(obj, where: str) -> int:
+    for cls, code in _KINDS:
+        if isinstance(obj, cls):
+            return code
+    raise ModelError(where, f"wrap object type {type(obj).__name__} is not supported", prop="wrap_object",
+                     value=type(obj).__name__)
+
+
+def compile_wrapping(build, topology) -> WrapStatic:
+    """Static data of the wrapping engine (called once per build by the path subsystem).
+
+    **Arguments:** ``build``: the ``BuildInfo``; ``topology``: the ``PathTopology``.
+
+    **Returns:** a ``WrapStatic``.
+
+    **Raises:** ``ModelError`` naming the PathWrap for a wrap object that is missing,
+    not a WrapObject, or not on a PhysicalFrame, and for a ``range`` outside the path.
+    """
+    model, tree = build.model, build.tree
+    objects, obj_index = [], {}
+    frames, frame_index = [], {}
+    obj_frame, obj_mob, obj_kind = [], [], []
+    entries = []  # (row, [(obj, kind, start, end, axis, sign, method, on)])
+    for row, gp_path in enumerate(topology.paths):
+        gp = model.find(gp_path)
+        if not gp.wraps:
+            continue
+        n = len(gp.points)
+        wraps = []
+        for pw in gp.wraps:
+            pw_path = f"{gp_path}/{pw.name}"
+            if not isinstance(pw, PathWrap):
+                raise ModelError(pw_path, "is not a PathWrap", prop="PathWrapSet", value=type(pw).__name__)
+            target = build.socket(pw_path, "wrap_object") or pw.wrap_object
+            wo = model.find(target) if target else None
+            if not isinstance(wo, WrapObject):
+                raise ModelError(pw_path, "names no wrap object", prop="socket_wrap_object", value=pw.wrap_object)
+            fpath = wrap_frame_path(target)
+            if fpath not in tree.frames:
+                raise ModelError(target, "a wrap object must belong to a PhysicalFrame", prop="frame", value=fpath)
+            if target not in obj_index:
+                if fpath not in frame_index:
+                    frame_index[fpath] = len(frames)
+                    frames.append(fpath)
+                obj_index[target] = len(objects)
+                objects.append(target)
+                obj_frame.append(frame_index[fpath])
+                obj_mob.append(build.frame_mob(fpath))
+                obj_kind.append(_kind_of(wo, target))
+            lo, hi = pw.range
+            start = lo - 1 if lo >= 1 else 0
+            end = hi - 1 if hi >= 1 else n - 1
+            if start >= n or end >= n:
+                raise ModelError(pw_path, f"range points past the path's {n} points", prop="range", value=pw.range)
+            axis, sign = parse_quadrant(wo.quadrant, target)
+            wraps.append((obj_index[target], obj_kind[obj_index[target]], start, end, axis, sign,
+                          parse_method(pw.method, pw_path), bool(wo.active)))
+        entries.append((row, wraps))
+    obj_mob = np.asarray(obj_mob, np.int32)
+    batches = tuple(_batch([e for e in entries if (len(e[1]) > 1) == several], topology, obj_mob, several)
+                    for several in (False, True))
+    return WrapStatic(objects=tuple(objects), frames=tuple(frames), obj_frame=np.asarray(obj_frame, np.int32),
+                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32),
+                      batches=tuple(b for b in batches if b is not None))
+
+
+def _batch(entries, topology, obj_mob, several: bool):
+    if not entries:
+        return None
+    P = topology.n_points
+    starts = {}
+    for j, r in enumerate(topology.path_id):
+        starts.setdefault(int(r), j)
+    n_pts = [int(topology.end[starts[r]] - starts[r]) for r, _ in entries]
+    Gn, N, W = len(entries), max(n_pts), max(len(w) for _, w in entries)
+    pt = np.full((Gn, N), P, np.int32)
+    pt_ok = np.zeros((Gn, N), bool)
+    cols = {k: np.zeros((Gn, W), np.int32) for k in ("obj", "kind", "start", "end", "axis", "sign", "method")}
+    on = np.zeros((Gn, W), bool)
+    node_mob = np.full((Gn, N + 2 * W), -1, np.int32)
+    node_obj = np.full((Gn, N + 2 * W), -1, np.int32)
+    for g, ((row, wraps), n) in enumerate(zip(entries, n_pts)):
+        pt[g, :n] = np.arange(starts[row], starts[row] + n)
+        pt_ok[g, :n] = True
+        node_mob[g, :n] = topology.mob[pt[g, :n]]
+        for w, (obj, kind, start, end, axis, sign, method, active) in enumerate(wraps):
+            for k, v in zip(("obj", "kind", "start", "end", "axis", "sign", "method"),
+                            (obj, kind, start, end, axis, sign, method)):
+                cols[k][g, w] = v
+            on[g, w] = active
+            node_mob[g, N + 2 * w:N + 2 * w + 2] = obj_mob[obj]
+            node_obj[g, N + 2 * w:N + 2 * w + 2] = obj
+    exists = np.zeros((Gn, W), bool)
+    for g, (_, wraps) in enumerate(entries):
+        exists[g, :len(wraps)] = True
+    plan = []
+    for s in range(W):
+        # after the first pass the first two PathWraps may trade places
+        slots = (0, 1) if several and s < 2 else (s,)
+        groups = []
+        for kind in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
+            hit = np.zeros(Gn, bool)
+            methods = set()
+            for t in slots:
+                m = exists[:, t] & on[:, t] & (cols["kind"][:, t] == kind)
+                hit |= m
+                methods |= set(cols["method"][m, t].tolist())
+            if hit.any():
+                method = methods.pop() if len(methods) == 1 else None
+                groups.append((kind, np.flatnonzero(hit).astype(np.int32), method))
+        plan.append(tuple(groups))
+    return _Batch(rows=np.asarray([r for r, _ in entries], np.int32), pt=pt, pt_ok=pt_ok, on=on & exists,
+                  node_mob=node_mob, node_obj=node_obj, plan=tuple(plan), several=several, **cols)
+
+
+# -- evaluation ------------------------------------------------------------------------------
+
+
+def _wrap_one(kind: int, method, single: bool):
+    """The geometry function of one wrap-object type: ``(p1, p2, dims, axis, sign,
+    method) -> WrapResult`` (``dims``: radius / radius, length / semi-axes / inner,
+    outer radius)."""
+    if kind == SPHERE:
+        return lambda p1, p2, d, ax, sg, m: G.wrap_sphere(p1, p2, d[0], ax, sg)
+    if kind == CYLINDER:
+        return lambda p1, p2, d, ax, sg, m: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, single)
+    if kind == ELLIPSOID:
+        return lambda p1, p2, d, ax, sg, m: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
+    return lambda p1, p2, d, ax, sg, m: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, single)
+
+
+def wrap_object_params(model, static: WrapStatic) -> dict:
+    """Traced parameters of the wrap objects: ``R (O, 3, 3)``, ``p (O, 3)`` (pose in
+    their frames) and ``dims (O, 3)`` (the shape's sizes, m)."""
+    dtype = jnp.result_type(float)
+    Rs, ps, dims = [], [], []
+    for path in static.objects:
+        wo = model.find(path)
+        R, p = wo.transform()
+        Rs.append(jnp.asarray(R, dtype))
+        ps.append(jnp.asarray(p, dtype))
+        if isinstance(wo, WrapSphere):
+            d = (wo.radius, 0.0, 0.0)
+        elif isinstance(wo, WrapCylinder):
+            d = (wo.radius, wo.length, 0.0)
+        elif isinstance(wo, WrapTorus):
+            d = (wo.inner_radius, wo.outer_radius, 0.0)
+        else:
+            d = tuple(wo.dimensions[i] for i in range(3))
+        dims.append(jnp.stack([jnp.asarray(x, dtype).reshape(()) for x in d]))
+    return {"R": jnp.stack(Rs), "p": jnp.stack(ps), "dims": jnp.stack(dims)}
+
+
+def _norm(v):
+    sq = jnp.sum(v * v, -1)
+    return jnp.sqrt(jnp.where(sq > 0.0, sq, 1.0)) * (sq > 0.0)
+
+
+def _unit(v):
+    n = _norm(v)
+    return v / jnp.where(n > 0.0, n, 1.0)[..., None]
+
+
+def _gather_nodes(nodes, seq):
+    """Positions ``(G, L, 3)`` of the nodes of ``seq`` (padding reads node 0)."""
+    return jnp.take_along_axis(nodes, jnp.maximum(seq, 0)[..., None], axis=1)
+
+
+def _remove(seq, ids):
+    """``seq`` without the node ids ``ids (G, k)``, compacted (``-1`` pads the end)."""
+    keep = (seq >= 0) & ~jnp.any(seq[..., None] == ids[:, None, :], -1)
+    pos = jnp.where(keep, jnp.cumsum(keep, -1) - 1, seq.shape[-1])
+    out = jnp.full_like(seq, -1)
+    return jax.vmap(lambda o, p, s: o.at[p].set(s, mode="drop"))(out, pos, seq)
+
+
+def _insert_pair(seq, at, a, b, do):
+    """Insert nodes ``a``, ``b`` at position ``at`` of each row where ``do``."""
+    L = seq.shape[-1]
+    k = jnp.arange(L)
+    at = at[:, None]
+    shifted = jnp.take_along_axis(seq, jnp.maximum(k[None, :] - 2, 0) * jnp.ones_like(seq), axis=1)
+    new = jnp.where(k < at, seq, jnp.where(k == at, a[:, None], jnp.where(k == at + 1, b[:, None], shifted)))
+    return jnp.where(do[:, None], new, seq)
+
+
+class _Pass:
+    """One batch's data and one pass over its PathWraps (closures over static data)."""
+
+    def __init__(self, batch: _Batch, static: WrapStatic, X_obj, dims, orig, hold: bool):
+        self.b, self.static = batch, static
+        self.R_obj, self.o_obj = X_obj
+        self.dims = dims
+        self.orig = orig  # (G, N, 3) the path points in Ground
+        self.hold = hold
+        N, W = batch.n_points, batch.n_wraps
+        self.node_ids = np.arange(N + 2 * W)
+        self.node_wrap = np.concatenate([np.full(N, -1), np.repeat(np.arange(W), 2)]).astype(np.int32)
+        self.node_second = np.concatenate([np.zeros(N, bool), np.tile([False, True], W)])
+
+    def nodes(self, wpos):
+        G_ = self.orig.shape[0]
+        return jnp.concatenate([self.orig, wpos.reshape(G_, -1, 3)], 1)
+
+    def length(self, seq, wgnd, warc, lever=None):
+        """Length of the current paths ``(G,)`` and its pieces.
+
+        **Arguments:** ``seq (G, L)`` the current paths; ``wgnd (G, W, 2, 3)`` the
+        wrap points' positions in Ground for straight pieces (``_in_ground``); ``warc
+        (G, W)`` the arcs; ``lever``: zero-valued offsets of the wrap points giving
+        pieces between different bodies the derivative of the latest wrap points
+        (``_lever``), or None.
+
+        **Returns:** ``(length, piece, surface, differ, ok, pts)``: per piece
+        ``(G, L-1)`` its length, whether it is an arc, whether its ends are on
+        different bodies, whether it exists; ``pts (G, L, 3)`` the nodes.
+        """
+        pts = _gather_nodes(self.nodes(wgnd), seq)
+        a, b = seq[:, :-1], seq[:, 1:]
+        ok = (a >= 0) & (b >= 0)
+        obj_a = jnp.take_along_axis(jnp.asarray(self.b.node_obj), jnp.maximum(a, 0), 1)
+        obj_b = jnp.take_along_axis(jnp.asarray(self.b.node_obj), jnp.maximum(b, 0), 1)
+        surface = ok & (obj_a >= 0) & (obj_a == obj_b)
+        mob = jnp.take_along_axis(jnp.asarray(self.b.node_mob), jnp.maximum(seq, 0), 1)
+        differ = ok & (mob[:, :-1] != mob[:, 1:])
+        bw = jnp.asarray(self.node_wrap)[jnp.maximum(b, 0)]
+        arc = jnp.where(jnp.asarray(self.node_second)[jnp.maximum(b, 0)],
+                        jnp.take_along_axis(warc, jnp.maximum(bw, 0), 1), 0.0)
+        vec = pts[:, 1:] - pts[:, :-1]
+        if lever is not None:
+            G_ = self.orig.shape[0]
+            off = _gather_nodes(jnp.concatenate([jnp.zeros_like(self.orig), lever.reshape(G_, -1, 3)], 1), seq)
+            vec = vec + jnp.where(differ[..., None], off[:, 1:] - off[:, :-1], 0.0)
+        piece = jnp.where(surface, arc, _norm(vec))
+        piece = jnp.where(ok, piece, 0.0)
+        return jnp.sum(piece, -1), piece, surface, differ, ok, pts
+
+    def slot(self, s: int, carry, active):
+        """Apply the PathWrap in slot ``s`` of every path's order."""
+        b = self.b
+        seq, wpos, warc, order, result, halted, wgnd, cached = carry
+        G_, N = self.orig.shape[0], b.n_points
+        rows = jnp.arange(G_)
+        w = order[:, s]
+        ids = jnp.stack([N + 2 * w, N + 2 * w + 1], -1)
+        # (a path whose earlier PathWrap had no active point in range stops there)
+        seq = jnp.where(halted[:, None], seq, _remove(seq, ids))
+        on = jnp.asarray(b.on)[rows, w] & ~halted
+        # the first and last active original points in the PathWrap's range
+        start, end = jnp.asarray(b.start)[rows, w], jnp.asarray(b.end)[rows, w]
+        j = jnp.arange(N)
+        inr = active & (j[None] >= start[:, None]) & (j[None] <= end[:, None])
+        any_in = jnp.any(inr, -1)
+        halted = halted | (on & ~any_in)
+        on = on & any_in
+        smp = jnp.argmax(inr, -1)
+        emp = N - 1 - jnp.argmax(inr[:, ::-1], -1)
+        k_start = jnp.argmax(seq == smp[:, None], -1)
+        k_end = jnp.argmax(seq == emp[:, None], -1)
+        # candidate segments (seq[k], seq[k+1]) for k_start <= k < k_end
+        L = seq.shape[-1]
+        k = jnp.arange(L - 1)
+        a, c = seq[:, :-1], seq[:, 1:]
+        node_obj = jnp.asarray(b.node_obj)
+        oa = jnp.take_along_axis(node_obj, jnp.maximum(a, 0), 1)
+        oc = jnp.take_along_axis(node_obj, jnp.maximum(c, 0), 1)
+        cand = on[:, None] & (k[None] >= k_start[:, None]) & (k[None] < k_end[:, None]) & (c >= 0) \
+            & ~((oa >= 0) & (oa == oc))
+        pts = _gather_nodes(self.nodes(wpos), seq)
+        pts_g = _gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), seq)
+        obj = jnp.asarray(b.obj)[rows, w]
+        R, o = self.R_obj[obj], self.o_obj[obj]
+        to_w = lambda p: jnp.einsum("gji,gkj->gki", R, p - o[:, None, :])  # noqa: E731
+        p1w, p2w = to_w(pts[:, :-1]), to_w(pts[:, 1:])
+        g1w, g2w = to_w(pts_g[:, :-1]), to_w(pts_g[:, 1:])
+        if self.hold:
+            p1w, p2w = jax.lax.stop_gradient(p1w), jax.lax.stop_gradient(p2w)
+        status = jnp.zeros((G_, L - 1), jnp.int32)
+        r1 = jnp.zeros((G_, L - 1, 3), p1w.dtype)
+        r2, arc = r1, jnp.zeros((G_, L - 1), p1w.dtype)
+        kind = jnp.asarray(b.kind)[rows, w]
+        for code, idx, method in b.plan[s]:
+            fn = jax.vmap(jax.vmap(_wrap_one(code, method, not b.several), (0, 0, None, None, None, None)))
+            wi = w[idx]
+            res = fn(p1w[idx], p2w[idx], self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi],
+                     jnp.asarray(b.sign)[idx, wi], jnp.asarray(b.method)[idx, wi])
+            mine = (kind[idx] == code)[:, None]
+            status = status.at[idx].set(jnp.where(mine, res.status, status[idx]))
+            r1 = r1.at[idx].set(jnp.where(mine[..., None], res.r1, r1[idx]))
+            r2 = r2.at[idx].set(jnp.where(mine[..., None], res.r2, r2[idx]))
+            arc = arc.at[idx].set(jnp.where(mine, res.length, arc[idx]))
+        mandatory = cand & (status == G.MANDATORY_WRAP)
+        wrapped = cand & (status == G.WRAPPED)
+        change = _norm(g1w - r1) + arc + _norm(r2 - g2w) - _norm(g2w - g1w)
+        has_mandatory = jnp.any(mandatory, -1)
+        best = jnp.where(has_mandatory, jnp.argmax(mandatory, -1),
+                         jnp.argmin(jnp.where(wrapped, change, jnp.inf), -1))
+        chosen = has_mandatory | jnp.any(wrapped, -1)
+        last = L - 2 - jnp.argmax(cand[:, ::-1], -1)
+        res_status = jnp.where(has_mandatory, G.MANDATORY_WRAP,
+                               jnp.where(jnp.any(cand, -1), status[rows, last], G.NO_WRAP))
+        result = result.at[:, s].set(res_status)
+        # the tangent points, back in Ground, become wrap points of the current path
+        to_g = lambda r: jnp.einsum("gij,gj->gi", R, r) + o  # noqa: E731
+        new = jnp.stack([to_g(r1[rows, best]), to_g(r2[rows, best])], 1)
+        wpos = wpos.at[rows, w].set(jnp.where(chosen[:, None, None], new, wpos[rows, w]))
+        warc = warc.at[rows, w].set(jnp.where(chosen, arc[rows, best], 0.0))
+        seq = _insert_pair(seq, best + 1, ids[:, 0], ids[:, 1], chosen)
+        return seq, wpos, warc, order, result, halted, wgnd, cached
+
+    def run(self, carry, active):
+        for s in range(self.b.n_wraps):
+            carry = self.slot(s, carry, active)
+        return carry
+
+
+def _in_ground(wpos, wgnd, cached):
+    """The wrap points' positions in Ground as OpenSim uses them for straight pieces.
+
+    OpenSim caches a point's location in Ground the first time it is asked for in a
+    realization (``Point::getLocationInGround``), and moving a wrap point
+    (``PathWrapPoint::setLocation``) does not invalidate that cache. So a wrap point
+    keeps the Ground position ``wgnd`` of the end of the first pass that put it on the
+    path (``cached``): later passes re-wrap from its latest position ``wpos``, but
+    straight lengths, the length change that chooses a segment, the path length and
+    the force directions use the cached one. (Forces still act at the latest
+    position: see ``_lever``.)
+    """
+    return jnp.where(cached[..., None, None], wgnd, wpos)
+
+
+def _lever(wpos, wgnd, cached):
+    """Zero offsets whose derivative moves a cached wrap point from its cached to its
+    latest position, both stations of the wrap object's body.
+
+    Added to the ends of pieces between different bodies, they make the derivative of
+    the length OpenSim's moment arm, in which the unit tension pulls along the cached
+    directions at the latest positions (``GeometryPath::produceForces``); pieces on
+    one body keep a zero derivative, as OpenSim applies no force along them.
+    """
+    sg = jax.lax.stop_gradient
+    return jnp.where(cached[..., None, None], (wpos - sg(wpos)) - (wgnd - sg(wgnd)), 0.0)
+
+
+def _wrap_batch(batch: _Batch, static: WrapStatic, X_obj, dims, points, active, hold: bool):
+    """The final current paths of one batch: ``(seq, wpos, warc, wgnd, lever, step)``,
+    with ``wgnd`` the wrap points' positions in Ground for straight pieces
+    (``_in_ground``) and ``lever`` their offsets (``_lever``)."""
+    pts_ext = jnp.concatenate([points, points[-1:]])
+    orig = pts_ext[jnp.asarray(batch.pt)]
+    act_ext = jnp.concatenate([jnp.asarray(active), jnp.zeros(1, bool)])
+    act = act_ext[jnp.asarray(batch.pt)] & jnp.asarray(batch.pt_ok)
+    Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
+    L = N + 2 * W
+    # the active points, compacted
+    pos = jnp.where(act, jnp.cumsum(act, -1) - 1, L)
+    seq = jax.vmap(lambda p, v: jnp.full(L, -1, jnp.int32).at[p].set(v, mode="drop"))(
+        pos, jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), (Gn, N)))
+    dtype = points.dtype
+    zeros_w = jnp.zeros((Gn, W, 2, 3), dtype)
+    carry = (seq, zeros_w, jnp.zeros((Gn, W), dtype), jnp.broadcast_to(jnp.arange(W, dtype=jnp.int32), (Gn, W)),
+             jnp.zeros((Gn, W), jnp.int32), jnp.zeros(Gn, bool), zeros_w, jnp.zeros((Gn, W), bool))
+    step = _Pass(batch, static, X_obj, dims, orig, hold)
+    if not batch.several:
+        carry = step.run(carry, act)
+    else:
+        wrap_nodes = jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))
+
+        def one_pass(kk, state):
+            carry, last, done = state
+            seq, wpos, warc, order, result, halted, wgnd, cached = step.run(carry, act)
+            # the end-of-pass length asks every point on the path for its Ground position
+            on_path = jnp.any(seq[:, None, :] == wrap_nodes[None, :, None], -1)
+            wgnd = jnp.where((on_path & ~cached)[..., None, None], wpos, wgnd)
+            cached = cached | on_path
+            new = (seq, wpos, warc, order, result, halted, wgnd, cached)
+            length = step.length(seq, _in_ground(wpos, wgnd, cached), warc)[0]
+            carry = jax.tree.map(lambda n, o: jnp.where(_bcast(done, n), o, n), new, carry)
+            converged = jnp.abs(length - last) < _CONVERGED
+            last = jnp.where(done, last, length)
+            seq, wpos, warc, order, result, halted, wgnd, cached = carry
+            # after the first pass: if the first PathWrap did not wrap and the second found
+            # a point inside its object, the two trade places (and the first's points go)
+            swap = (kk == 0) & ~done & ~converged & (result[:, 0] == G.NO_WRAP) & (result[:, 1] == G.INSIDE_RADIUS)
+            order = jnp.where(swap[:, None], order.at[:, 0].set(1).at[:, 1].set(0), order)
+            seq = jnp.where(swap[:, None], _remove(seq, jnp.full((Gn, 2), N, jnp.int32)
+                                                   + jnp.asarray([0, 1], jnp.int32)), seq)
+            done = done | converged | halted
+            return (seq, wpos, warc, order, result, halted, wgnd, cached), last, done
+
+        def maybe(kk, state):
+            return jax.lax.cond(jnp.all(state[2]), lambda s: s, lambda s: one_pass(kk, s), state)
+
+        state = (carry, jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
+        carry = jax.lax.fori_loop(0, _MAX_PASSES, maybe, state)[0]
+    seq, wpos, warc, _, _, _, wgnd, cached = carry
+    return seq, wpos, warc, _in_ground(wpos, wgnd, cached), _lever(wpos, wgnd, cached), step
+
+
+def _bcast(mask, x):
+    return mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
+
+
+def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments, hold_tangents: bool = True):
+    """Replace the segments of wrapped paths by their wrapped geometry.
+
+    **Arguments:** ``ctx``: the ``Context``; ``static``: from ``compile_wrapping``;
+    ``topology``: the ``PathTopology``; ``points (P, 3)`` in Ground; ``active (P,)``:
+    the active points; ``segments``: the straight ``Segments``;
+    ``hold_tangents``: see the module docstring.
+
+    **Returns:** ``Segments`` whose entries for the wrapped paths' segments give the
+    length with the arcs, the directions leaving and reaching each original point (to
+    and from tangent points), whether each end applies force, and the tangent points.
+    """
+    from ..muscles.path import Segments, _cache
+
+    cache = _cache(ctx)
+    params = cache.get("wrap_params")
+    if params is None:
+        params = cache["wrap_params"] = wrap_object_params(ctx.model, static)
+    R_f, p_f = ctx.frames_in_ground(static.frames)
+    R_obj, o_obj = spatial.compose((R_f[static.obj_frame], p_f[static.obj_frame]), (params["R"], params["p"]))
+    P = topology.n_points
+    length, dir_start, dir_end = segments.length, segments.dir_start, segments.dir_end
+    applies = segments.applies
+    applies_end = segments.applies if segments.applies_end is None else segments.applies_end
+    tp_pts, tp_force, tp_speed, tp_mob, tp_row = [], [], [], [], []
+    for batch in static.batches:
+        seq, wpos, warc, wgnd, lever, step = _wrap_batch(batch, static, (R_obj, o_obj), params["dims"], points,
+                                                         active, hold_tangents)
+        _, piece, surface, differ, ok, pts = step.length(seq, wgnd, warc, lever)
+        Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
+        L = seq.shape[-1]
+        k = jnp.arange(L)
+        is_orig = (seq >= 0) & (seq < N)
+        owner_pos = jax.lax.cummax(jnp.where(is_orig, k[None], -1), axis=1)
+        owner = jnp.take_along_axis(seq, jnp.maximum(owner_pos, 0), 1)  # original node owning each piece
+        seg_len = jax.vmap(lambda o, p: jnp.zeros(N, p.dtype).at[o].add(p, mode="drop"))(owner[:, :-1], piece)
+        d = _unit(pts[:, 1:] - pts[:, :-1])  # (G, L-1, 3) piece directions
+        # leaving original node seq[k]: piece k; reaching original node seq[k+1]: piece k
+        leave_at = jnp.where(is_orig[:, :-1] & ok, seq[:, :-1], N)
+        reach_owner = jnp.where(is_orig[:, 1:] & ok, owner[:, :-1], N)
+        put = jax.vmap(lambda idx, v: jnp.zeros((N,) + v.shape[1:], v.dtype).at[idx].set(v, mode="drop"))
+        ds, de = put(leave_at, d), put(reach_owner, d)
+        a_s, a_e = put(leave_at, differ), put(reach_owner, differ)
+        flat = jnp.asarray(np.where(batch.pt_ok, batch.pt, P))
+        length = length.at[flat].set(seg_len, mode="drop")
+        dir_start = dir_start.at[flat].set(ds, mode="drop")
+        dir_end = dir_end.at[flat].set(de, mode="drop")
+        applies = jnp.asarray(applies).at[flat].set(a_s, mode="drop")
+        applies_end = jnp.asarray(applies_end).at[flat].set(a_e, mode="drop")
+        # wrap points: directions to their neighbours. The speed sums every pair of
+        # neighbours, arcs included (zero unless the cached positions make it not so)
+        wrap_pos = jnp.where(seq >= N, seq - N, 2 * W)  # (G, L) slot of each wrap node
+        z = jnp.zeros((Gn, L, 3), d.dtype)
+        to_next = z.at[:, :-1].set(jnp.where(ok[..., None], d, 0.0))
+        to_prev = z.at[:, 1:].set(jnp.where(ok[..., None], -d, 0.0))
+        f_next = z.at[:, :-1].set(jnp.where(differ[..., None], d, 0.0))
+        f_prev = z.at[:, 1:].set(jnp.where(differ[..., None], -d, 0.0))
+        put_w = jax.vmap(lambda idx, v: jnp.zeros((2 * W, 3), v.dtype).at[idx].set(v, mode="drop"))
+        tp_speed.append(put_w(wrap_pos, to_next + to_prev).reshape(-1, 3))
+        tp_force.append(put_w(wrap_pos, f_next + f_prev).reshape(-1, 3))
+        tp_pts.append(wpos.reshape(-1, 3))
+        tp_mob.append(batch.node_mob[:, N:].reshape(-1))
+        tp_row.append(np.repeat(batch.rows, 2 * W))
+    tangent = TangentPoints(points=jnp.concatenate(tp_pts), force_dir=jnp.concatenate(tp_force),
+                            speed_dir=jnp.concatenate(tp_speed), mob=np.concatenate(tp_mob),
+                            row=np.concatenate(tp_row))
+    return Segments(length=length, dir_start=dir_start, dir_end=dir_end, applies=applies, applies_end=applies_end,
+                    tangent=tangent)
