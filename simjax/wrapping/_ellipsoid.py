@@ -353,6 +353,20 @@ def _pierce(p1, p2, a):
     return p1e, p2e, inside, collinear, crosses, p2 + l1 * p1p2, p2 + l2 * p1p2
 
 
+def wrap_ellipsoid_status(P1, P2, dimensions):
+    """The status ``wrap_ellipsoid_core`` returns, without the wrap (cheap).
+
+    An ellipsoid either does not wrap a segment or wraps it mandatorily, so a path
+    takes the first segment with a mandatory wrap and only that one needs solving.
+    """
+    from .geometry import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP  # noqa: PLC0415
+
+    dims = jnp.asarray(dimensions, P1.dtype)
+    factor = 3.0 / jnp.sum(dims)
+    _, _, inside, collinear, crosses, _, _ = _pierce(P1 * factor, P2 * factor, dims * factor)
+    return jnp.where(inside, INSIDE_RADIUS, jnp.where(collinear | ~crosses, NO_WRAP, MANDATORY_WRAP)).astype(jnp.int32)
+
+
 def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True):
     """``WrapEllipsoid::wrapLine`` (see ``geometry.wrap_ellipsoid``).
 

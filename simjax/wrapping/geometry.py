@@ -291,21 +291,26 @@ def _spiral_point(r1, theta, axial, sense, t):
 def _make_spiral_path(p1, p2, r1, r2, radius, long_wrap, single_wrap):
     """``WrapCylinder::_make_spiral_path``: the spiral's length, after OpenSim's
     tangent-point adjustments (up to 100 restarts, only for paths with more than
-    one wrap).
+    one wrap). The adjustments run as a ``while_loop`` on constants; the adjusted
+    points take the derivative of the unadjusted ones (they differ by less than
+    OpenSim's 0.1 degree tolerance, and the adjustment itself is discrete).
 
     **Returns:** ``(r1, r2, length)``.
     """
-    sense = jnp.where(long_wrap, -1.0, 1.0)
+    sg = jax.lax.stop_gradient
+
+    c1, c2, c_radius, c_long = sg(p1), sg(p2), sg(radius), sg(long_wrap)
 
     def step(carry):
         r1, r2, it, done = carry
-        theta, axial, length = _spiral(r1, r2, radius, long_wrap)
+        sense = jnp.where(c_long, -1.0, 1.0)
+        theta, axial, length = _spiral(r1, r2, c_radius, c_long)
         nseg = jnp.maximum(jnp.floor(length / 0.002), 1.0)
         t = 1.0 / nseg
         w = _spiral_point(r1, theta, axial, sense, t)
-        adj1, r1n = _adjust_tangent_point(p1, r1, w)
+        adj1, r1n = _adjust_tangent_point(c1, r1, w)
         w2 = _spiral_point(r1n, theta, axial, sense, 1.0 - t)
-        adj2, r2n = _adjust_tangent_point(p2, r2, w2)
+        adj2, r2n = _adjust_tangent_point(c2, r2, w2)
         go = ~done & (nseg >= 2.0) & (it < _CYL_MAX_ITERATIONS) & ~single_wrap & (adj1 | adj2)
         return (jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), it + go.astype(jnp.int32), done | ~go)
 
@@ -313,8 +318,9 @@ def _make_spiral_path(p1, p2, r1, r2, radius, long_wrap, single_wrap):
         r1f, r2f = r1, r2
     else:
         single_wrap = jnp.asarray(single_wrap)
-        carry = (r1, r2, jnp.zeros((), jnp.int32), jnp.asarray(False))
-        r1f, r2f, _, _ = jax.lax.fori_loop(0, _CYL_MAX_ITERATIONS, lambda i, c: step(c), carry)
+        carry = (sg(r1), sg(r2), jnp.zeros((), jnp.int32), jnp.asarray(False))
+        r1f, r2f, _, _ = jax.lax.while_loop(lambda c: ~c[3], step, carry)
+        r1f, r2f = r1f + (r1 - sg(r1)), r2f + (r2 - sg(r2))
     _, _, length = _spiral(r1f, r2f, radius, long_wrap)
     return r1f, r2f, length
 

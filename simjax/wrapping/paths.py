@@ -16,29 +16,38 @@ Vectorization. All wrapped paths are padded to a common number of points ``N`` a
 PathWraps ``W`` and evaluated together: the current path is a fixed-length array of
 node ids (points ``0..N-1``, then wrap ``w``'s points ``N+2w``, ``N+2w+1``) edited by
 masked compaction and insertion; every candidate segment of a PathWrap is wrapped at
-once. Paths with one PathWrap and paths with several are two batches (the first needs
-one pass, the second a ``fori_loop`` of 8). Within a pass the PathWraps are taken slot
-by slot (at most ``W`` slots, with one geometry call per wrap-object type present in a
-slot), so the program grows with ``W`` and the number of shapes, never with the
-number of paths or points.
+once (for an ellipsoid, whose wraps are all mandatory, only a path's first crossing
+segment is solved). The passes are a ``while_loop`` (paths with one PathWrap are done
+after the first); within a pass the PathWraps are taken slot by slot in a
+``fori_loop``, with one geometry call per wrap-object type, so the program grows
+with the number of shapes, never with the number of paths, points or PathWraps.
+
+OpenSim's cached positions. OpenSim caches a point's location in Ground when it is
+first asked for (``Point::getLocationInGround``), and moving a wrap point does not
+invalidate it. A wrap point therefore keeps, for straight pieces, the Ground position
+it had at the end of the first pass that put it on the path, while later passes
+re-wrap from its latest position. simjax reproduces this (``_in_ground``), which is
+what makes paths with several PathWraps (``TRIlong`` of ``arm26``) agree to rounding.
 
 Forces and speeds. The tangent points are stations of the wrap object's body while
 the tension acts: each straight piece between points of different bodies pulls its
 two ends towards each other (OpenSim ``GeometryPath::produceForces``), and the
-lengthening speed sums the relative velocities along the straight pieces
-(``calcSpeedBetween``). The result is the ``Segments`` record of
+lengthening speed sums the relative velocities of all consecutive points projected
+on their directions (``calcSpeedBetween``). The result is the ``Segments`` record of
 ``simjax.muscles.path`` for the path's original segments, plus the tangent points
 (``TangentPoints``) with their force and speed directions.
 
-Derivatives. ``hold_tangents=True`` (what ``path_geometry`` uses) evaluates the
-geometry on ``stop_gradient`` of the segment ends in the wrap frame: the tangent points
-and arcs are fixed on the wrap object's body as the coordinates move, so the
-derivative of the length with respect to the coordinates is OpenSim's virtual-work
-moment arm (``computeMomentArm``), the one consistent with the forces applied.
-Derivatives with respect to the wrap objects' properties (radii, poses) are kept.
-``hold_tangents=False`` gives the derivative of the length itself (the tangent points'
-motion included); the two differ where OpenSim's tangent points are not exactly
-tangent (see ``simjax.wrapping.geometry``).
+Derivatives. The passes run on constants (``stop_gradient``); they return, for each
+wrap, the segment ends in the wrap frame, from which ``_rewrap`` evaluates the
+geometry once more, differentiably in the wrap objects' poses and sizes but with the
+ends held fixed in the wrap frame. So the tangent points and arcs move with the wrap
+object's body as the coordinates change, and the derivative of the length with
+respect to the coordinates is OpenSim's virtual-work moment arm (``computeMomentArm``),
+the one consistent with the forces applied. (OpenSim's tangent points are not exactly
+tangent, so this differs slightly from the derivative of the length itself: see
+``simjax.wrapping.geometry``.) Forward and reverse mode both work; the wrap status is
+piecewise constant, so derivatives do not see wrap onset (``simjax.wrapping.smooth``
+has a smoothed length for that).
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import numpy as np
 from .. import spatial
 from ..component import ModelError
 from . import geometry as G
+from ._ellipsoid import wrap_ellipsoid_status
 from .objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapObject, WrapSphere, WrapTorus, parse_method, \
     parse_quadrant, wrap_frame_path
 
@@ -91,8 +101,9 @@ class _Batch:
     ``pt_ok (G, N)``; ``obj (G, W)`` wrap-object index; ``kind``, ``start``, ``end``,
     ``axis``, ``sign``, ``method (G, W)``; ``on (G, W)``: the PathWrap exists and its
     object is active; ``node_mob``, ``node_obj (G, N + 2W)``: body and wrap object
-    (``-1``: none) of every node; ``plan``: per slot, ``(kind, paths, method)`` for each
-    wrap-object type the slot may meet.
+    (``-1``: none) of every node; ``groups``: ``(kind, paths, method)`` for each
+    wrap-object type (``method`` None where its PathWraps differ); ``single (G,)``:
+    the path has one PathWrap.
     """
 
     rows: np.ndarray
@@ -108,8 +119,8 @@ class _Batch:
     on: np.ndarray
     node_mob: np.ndarray
     node_obj: np.ndarray
-    plan: tuple
-    several: bool
+    groups: tuple
+    single: np.ndarray
 
     @property
     def n_points(self) -> int:
@@ -125,8 +136,8 @@ class WrapStatic:
     """Static data of the wrapping engine for one model (``compile_wrapping``).
 
     ``objects``: wrap-object component paths; ``frames``: the PhysicalFrames they
-    are fixed to; ``obj_frame``, ``obj_mob``, ``obj_kind (O,)``; ``batches``: the
-    paths with one PathWrap and those with several.
+    are fixed to; ``obj_frame``, ``obj_mob``, ``obj_kind (O,)``; ``batch``: the
+    wrapped paths.
     """
 
     objects: tuple
@@ -134,7 +145,7 @@ class WrapStatic:
     obj_frame: np.ndarray
     obj_mob: np.ndarray
     obj_kind: np.ndarray
-    batches: tuple
+    batch: _Batch
 
 
 def _kind_of(obj, where: str) -> int:
@@ -196,16 +207,11 @@ def compile_wrapping(build, topology) -> WrapStatic:
                           parse_method(pw.method, pw_path), bool(wo.active)))
         entries.append((row, wraps))
     obj_mob = np.asarray(obj_mob, np.int32)
-    batches = tuple(_batch([e for e in entries if (len(e[1]) > 1) == several], topology, obj_mob, several)
-                    for several in (False, True))
     return WrapStatic(objects=tuple(objects), frames=tuple(frames), obj_frame=np.asarray(obj_frame, np.int32),
-                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32),
-                      batches=tuple(b for b in batches if b is not None))
+                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32), batch=_batch(entries, topology, obj_mob))
 
 
-def _batch(entries, topology, obj_mob, several: bool):
-    if not entries:
-        return None
+def _batch(entries, topology, obj_mob):
     P = topology.n_points
     starts = {}
     for j, r in enumerate(topology.path_id):
@@ -232,40 +238,31 @@ def _batch(entries, topology, obj_mob, several: bool):
     exists = np.zeros((Gn, W), bool)
     for g, (_, wraps) in enumerate(entries):
         exists[g, :len(wraps)] = True
-    plan = []
-    for s in range(W):
-        # after the first pass the first two PathWraps may trade places
-        slots = (0, 1) if several and s < 2 else (s,)
-        groups = []
-        for kind in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
-            hit = np.zeros(Gn, bool)
-            methods = set()
-            for t in slots:
-                m = exists[:, t] & on[:, t] & (cols["kind"][:, t] == kind)
-                hit |= m
-                methods |= set(cols["method"][m, t].tolist())
-            if hit.any():
-                method = methods.pop() if len(methods) == 1 else None
-                groups.append((kind, np.flatnonzero(hit).astype(np.int32), method))
-        plan.append(tuple(groups))
+    groups = []
+    for kind in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
+        m = exists & on & (cols["kind"] == kind)
+        if m.any():
+            methods = set(cols["method"][m].tolist())
+            method = methods.pop() if len(methods) == 1 else None
+            groups.append((kind, np.flatnonzero(m.any(1)).astype(np.int32), method))
     return _Batch(rows=np.asarray([r for r, _ in entries], np.int32), pt=pt, pt_ok=pt_ok, on=on & exists,
-                  node_mob=node_mob, node_obj=node_obj, plan=tuple(plan), several=several, **cols)
+                  node_mob=node_mob, node_obj=node_obj, groups=tuple(groups), single=exists.sum(1) == 1, **cols)
 
 
 # -- evaluation ------------------------------------------------------------------------------
 
 
-def _wrap_one(kind: int, method, single: bool):
+def _wrap_one(kind: int, method):
     """The geometry function of one wrap-object type: ``(p1, p2, dims, axis, sign,
-    method) -> WrapResult`` (``dims``: radius / radius, length / semi-axes / inner,
-    outer radius)."""
+    method, single) -> WrapResult`` (``dims``: radius / radius, length / semi-axes /
+    inner, outer radius)."""
     if kind == SPHERE:
-        return lambda p1, p2, d, ax, sg, m: G.wrap_sphere(p1, p2, d[0], ax, sg)
+        return lambda p1, p2, d, ax, sg, m, one: G.wrap_sphere(p1, p2, d[0], ax, sg)
     if kind == CYLINDER:
-        return lambda p1, p2, d, ax, sg, m: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, single)
+        return lambda p1, p2, d, ax, sg, m, one: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, one)
     if kind == ELLIPSOID:
-        return lambda p1, p2, d, ax, sg, m: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
-    return lambda p1, p2, d, ax, sg, m: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, single)
+        return lambda p1, p2, d, ax, sg, m, one: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
+    return lambda p1, p2, d, ax, sg, m, one: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, one)
 
 
 def wrap_object_params(model, static: WrapStatic) -> dict:
@@ -326,12 +323,11 @@ def _insert_pair(seq, at, a, b, do):
 class _Pass:
     """One batch's data and one pass over its PathWraps (closures over static data)."""
 
-    def __init__(self, batch: _Batch, static: WrapStatic, X_obj, dims, orig, hold: bool):
-        self.b, self.static = batch, static
+    def __init__(self, batch: _Batch, X_obj, dims, orig):
+        self.b = batch
         self.R_obj, self.o_obj = X_obj
         self.dims = dims
         self.orig = orig  # (G, N, 3) the path points in Ground
-        self.hold = hold
         N, W = batch.n_points, batch.n_wraps
         self.node_ids = np.arange(N + 2 * W)
         self.node_wrap = np.concatenate([np.full(N, -1), np.repeat(np.arange(W), 2)]).astype(np.int32)
@@ -374,10 +370,10 @@ class _Pass:
         piece = jnp.where(ok, piece, 0.0)
         return jnp.sum(piece, -1), piece, surface, differ, ok, pts
 
-    def slot(self, s: int, carry, active):
-        """Apply the PathWrap in slot ``s`` of every path's order."""
+    def slot(self, s, carry, active):
+        """Apply the PathWrap in slot ``s`` (traced) of every path's order."""
         b = self.b
-        seq, wpos, warc, order, result, halted, wgnd, cached = carry
+        seq, wpos, warc, order, result, halted, wgnd, cached, wends = carry
         G_, N = self.orig.shape[0], b.n_points
         rows = jnp.arange(G_)
         w = order[:, s]
@@ -412,17 +408,25 @@ class _Pass:
         to_w = lambda p: jnp.einsum("gji,gkj->gki", R, p - o[:, None, :])  # noqa: E731
         p1w, p2w = to_w(pts[:, :-1]), to_w(pts[:, 1:])
         g1w, g2w = to_w(pts_g[:, :-1]), to_w(pts_g[:, 1:])
-        if self.hold:
-            p1w, p2w = jax.lax.stop_gradient(p1w), jax.lax.stop_gradient(p2w)
         status = jnp.zeros((G_, L - 1), jnp.int32)
         r1 = jnp.zeros((G_, L - 1, 3), p1w.dtype)
         r2, arc = r1, jnp.zeros((G_, L - 1), p1w.dtype)
         kind = jnp.asarray(b.kind)[rows, w]
-        for code, idx, method in b.plan[s]:
-            fn = jax.vmap(jax.vmap(_wrap_one(code, method, not b.several), (0, 0, None, None, None, None)))
+        for code, idx, method in b.groups:
             wi = w[idx]
-            res = fn(p1w[idx], p2w[idx], self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi],
-                     jnp.asarray(b.sign)[idx, wi], jnp.asarray(b.method)[idx, wi])
+            args = (self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi], jnp.asarray(b.sign)[idx, wi],
+                    jnp.asarray(b.method)[idx, wi], jnp.asarray(b.single)[idx])
+            fn = _wrap_one(code, method)
+            if code == ELLIPSOID:
+                # every ellipsoid wrap is mandatory: only a path's first one is solved
+                st = jax.vmap(jax.vmap(wrap_ellipsoid_status, (0, 0, None)))(p1w[idx], p2w[idx], args[0])
+                first = jnp.argmax(cand[idx] & (st == G.MANDATORY_WRAP), -1)
+                at = jnp.arange(len(idx))
+                one = jax.vmap(fn)(p1w[idx, first], p2w[idx, first], *args)
+                put = lambda v: jnp.zeros(st.shape + v.shape[1:], v.dtype).at[at, first].set(v)  # noqa: E731
+                res = G.WrapResult(st, None, put(one.r1), put(one.r2), put(one.length))
+            else:
+                res = jax.vmap(jax.vmap(fn, (0, 0) + (None,) * 5))(p1w[idx], p2w[idx], *args)
             mine = (kind[idx] == code)[:, None]
             status = status.at[idx].set(jnp.where(mine, res.status, status[idx]))
             r1 = r1.at[idx].set(jnp.where(mine[..., None], res.r1, r1[idx]))
@@ -444,13 +448,14 @@ class _Pass:
         new = jnp.stack([to_g(r1[rows, best]), to_g(r2[rows, best])], 1)
         wpos = wpos.at[rows, w].set(jnp.where(chosen[:, None, None], new, wpos[rows, w]))
         warc = warc.at[rows, w].set(jnp.where(chosen, arc[rows, best], 0.0))
+        ends = jnp.stack([p1w[rows, best], p2w[rows, best]], 1)
+        wends = wends.at[rows, w].set(jnp.where(chosen[:, None, None], ends, wends[rows, w]))
         seq = _insert_pair(seq, best + 1, ids[:, 0], ids[:, 1], chosen)
-        return seq, wpos, warc, order, result, halted, wgnd, cached
+        return seq, wpos, warc, order, result, halted, wgnd, cached, wends
 
     def run(self, carry, active):
-        for s in range(self.b.n_wraps):
-            carry = self.slot(s, carry, active)
-        return carry
+        """One pass: every path's PathWraps in its order."""
+        return jax.lax.fori_loop(0, self.b.n_wraps, lambda s, c: self.slot(s, c, active), carry)
 
 
 def _in_ground(wpos, wgnd, cached):
@@ -481,10 +486,20 @@ def _lever(wpos, wgnd, cached):
     return jnp.where(cached[..., None, None], (wpos - sg(wpos)) - (wgnd - sg(wgnd)), 0.0)
 
 
-def _wrap_batch(batch: _Batch, static: WrapStatic, X_obj, dims, points, active, hold: bool):
-    """The final current paths of one batch: ``(seq, wpos, warc, wgnd, lever, step)``,
-    with ``wgnd`` the wrap points' positions in Ground for straight pieces
-    (``_in_ground``) and ``lever`` their offsets (``_lever``)."""
+def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
+    """Run OpenSim's passes on constants: ``(seq, wends, cached)``.
+
+    **Arguments:** ``X_obj``: the wrap objects' rotations and origins in Ground;
+    ``dims (O, 3)``; ``points (P, 3)`` in Ground; ``active (P,)``.
+
+    **Returns:** the final current paths ``seq (G, L)``; ``wends (G, W, 2, 2, 3)``:
+    for each wrap, the segment ends (wrap frame) of its latest wrap and of the wrap
+    whose tangent points OpenSim cached (``_in_ground``); ``cached (G, W)``: whether
+    the wrap points were cached. Nothing here is differentiated (``_rewrap`` re-derives
+    the tangent points from these ends), so the passes run as a ``while_loop``.
+    """
+    sg = jax.lax.stop_gradient
+    X_obj, dims, points = sg(X_obj), sg(dims), sg(points)
     pts_ext = jnp.concatenate([points, points[-1:]])
     orig = pts_ext[jnp.asarray(batch.pt)]
     act_ext = jnp.concatenate([jnp.asarray(active), jnp.zeros(1, bool)])
@@ -498,55 +513,86 @@ def _wrap_batch(batch: _Batch, static: WrapStatic, X_obj, dims, points, active, 
     dtype = points.dtype
     zeros_w = jnp.zeros((Gn, W, 2, 3), dtype)
     carry = (seq, zeros_w, jnp.zeros((Gn, W), dtype), jnp.broadcast_to(jnp.arange(W, dtype=jnp.int32), (Gn, W)),
-             jnp.zeros((Gn, W), jnp.int32), jnp.zeros(Gn, bool), zeros_w, jnp.zeros((Gn, W), bool))
-    step = _Pass(batch, static, X_obj, dims, orig, hold)
-    if not batch.several:
-        carry = step.run(carry, act)
-    else:
-        wrap_nodes = jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))
+             jnp.zeros((Gn, W), jnp.int32), jnp.zeros(Gn, bool), zeros_w, jnp.zeros((Gn, W), bool), zeros_w)
+    step = _Pass(batch, X_obj, dims, orig)
+    wrap_nodes = jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))
+    single = jnp.asarray(batch.single)
 
-        def one_pass(kk, state):
-            carry, last, done = state
-            seq, wpos, warc, order, result, halted, wgnd, cached = step.run(carry, act)
-            # the end-of-pass length asks every point on the path for its Ground position
-            on_path = jnp.any(seq[:, None, :] == wrap_nodes[None, :, None], -1)
-            wgnd = jnp.where((on_path & ~cached)[..., None, None], wpos, wgnd)
-            cached = cached | on_path
-            new = (seq, wpos, warc, order, result, halted, wgnd, cached)
-            length = step.length(seq, _in_ground(wpos, wgnd, cached), warc)[0]
-            carry = jax.tree.map(lambda n, o: jnp.where(_bcast(done, n), o, n), new, carry)
-            converged = jnp.abs(length - last) < _CONVERGED
-            last = jnp.where(done, last, length)
-            seq, wpos, warc, order, result, halted, wgnd, cached = carry
+    def one_pass(state):
+        kk, carry, cached_ends, last, done = state
+        seq, wpos, warc, order, result, halted, wgnd, cached, wends = step.run(carry, act)
+        # the end-of-pass length asks every point on the path for its Ground position
+        on_path = jnp.any(seq[:, None, :] == wrap_nodes[None, :, None], -1)
+        fresh = (on_path & ~cached)[..., None, None]
+        wgnd = jnp.where(fresh, wpos, wgnd)
+        cached_ends = jnp.where(fresh & ~_bcast(done, fresh), wends, cached_ends)
+        cached = cached | on_path
+        new = (seq, wpos, warc, order, result, halted, wgnd, cached, wends)
+        length = step.length(seq, _in_ground(wpos, wgnd, cached), warc)[0]
+        carry = jax.tree.map(lambda n, o: jnp.where(_bcast(done, n), o, n), new, carry)
+        converged = jnp.abs(length - last) < _CONVERGED
+        last = jnp.where(done, last, length)
+        seq, wpos, warc, order, result, halted, wgnd, cached, wends = carry
+        if W > 1:
             # after the first pass: if the first PathWrap did not wrap and the second found
             # a point inside its object, the two trade places (and the first's points go)
-            swap = (kk == 0) & ~done & ~converged & (result[:, 0] == G.NO_WRAP) & (result[:, 1] == G.INSIDE_RADIUS)
+            swap = (kk == 0) & ~done & ~converged & ~single & (result[:, 0] == G.NO_WRAP) \
+                & (result[:, 1] == G.INSIDE_RADIUS)
             order = jnp.where(swap[:, None], order.at[:, 0].set(1).at[:, 1].set(0), order)
             seq = jnp.where(swap[:, None], _remove(seq, jnp.full((Gn, 2), N, jnp.int32)
                                                    + jnp.asarray([0, 1], jnp.int32)), seq)
-            done = done | converged | halted
-            return (seq, wpos, warc, order, result, halted, wgnd, cached), last, done
+        # a path with one PathWrap is wrapped once
+        done = done | converged | halted | single
+        return kk + 1, (seq, wpos, warc, order, result, halted, wgnd, cached, wends), cached_ends, last, done
 
-        def maybe(kk, state):
-            return jax.lax.cond(jnp.all(state[2]), lambda s: s, lambda s: one_pass(kk, s), state)
+    state = (0, carry, zeros_w, jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
+    _, carry, cached_ends, _, _ = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[4]),
+                                                     one_pass, state)
+    seq, _, _, _, _, _, _, cached, wends = carry
+    return seq, jnp.stack([wends, cached_ends], 2), cached
 
-        state = (carry, jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
-        carry = jax.lax.fori_loop(0, _MAX_PASSES, maybe, state)[0]
-    seq, wpos, warc, _, _, _, wgnd, cached = carry
-    return seq, wpos, warc, _in_ground(wpos, wgnd, cached), _lever(wpos, wgnd, cached), step
+
+# segment ends far from any wrap object, for wraps no segment ever took (their results
+# are unused; these keep the geometry and its derivatives finite)
+_FAR_ENDS = np.asarray([[1e3, 0.0, 0.0], [1e3, 1.0, 0.0]])
+
+
+def _rewrap(batch: _Batch, X_obj, dims, wends, chosen):
+    """The tangent points and arcs of the final wraps, differentiable in the wrap
+    objects' poses and sizes (the segment ends in the wrap frame held fixed).
+
+    **Arguments:** ``X_obj``, ``dims`` as for ``_wrap_batch``; ``wends (G, W, 2, 2,
+    3)`` from it; ``chosen (G, W, 2)``: which of those ends were wrapped.
+
+    **Returns:** ``(tangent (G, W, 2, 2, 3), arc (G, W, 2))``: per wrap, its latest
+    and its cached wrap points in Ground and the arcs.
+    """
+    R_obj, o_obj = X_obj
+    ends = jnp.where(chosen[..., None, None], jax.lax.stop_gradient(wends), jnp.asarray(_FAR_ENDS, wends.dtype))
+    r = jnp.zeros(wends.shape, wends.dtype)
+    arc = jnp.zeros(wends.shape[:3], wends.dtype)
+    for code, _, method in batch.groups:
+        g, w = np.nonzero(batch.on & (batch.kind == code))  # the PathWraps over this type
+        fn = jax.vmap(jax.vmap(_wrap_one(code, method), (0, 0) + (None,) * 5))  # (latest, cached) per wrap
+        res = fn(ends[g, w, :, 0], ends[g, w, :, 1], dims[batch.obj[g, w]], jnp.asarray(batch.axis[g, w]),
+                 jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]), jnp.asarray(batch.single[g]))
+        r = r.at[g, w].set(jnp.stack([res.r1, res.r2], -2))
+        arc = arc.at[g, w].set(res.length)
+    R, o = R_obj[batch.obj], o_obj[batch.obj]  # (G, W, 3, 3), (G, W, 3)
+    tangent = jnp.einsum("gwij,gwvej->gwvei", R, r) + o[:, :, None, None, :]
+    return tangent, arc
 
 
 def _bcast(mask, x):
     return mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
 
 
-def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments, hold_tangents: bool = True):
+def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     """Replace the segments of wrapped paths by their wrapped geometry.
 
     **Arguments:** ``ctx``: the ``Context``; ``static``: from ``compile_wrapping``;
     ``topology``: the ``PathTopology``; ``points (P, 3)`` in Ground; ``active (P,)``:
-    the active points; ``segments``: the straight ``Segments``;
-    ``hold_tangents``: see the module docstring.
+    the active points; ``segments``: the straight ``Segments``.
 
     **Returns:** ``Segments`` whose entries for the wrapped paths' segments give the
     length with the arcs, the directions leaving and reaching each original point (to
@@ -564,47 +610,47 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments, h
     length, dir_start, dir_end = segments.length, segments.dir_start, segments.dir_end
     applies = segments.applies
     applies_end = segments.applies if segments.applies_end is None else segments.applies_end
-    tp_pts, tp_force, tp_speed, tp_mob, tp_row = [], [], [], [], []
-    for batch in static.batches:
-        seq, wpos, warc, wgnd, lever, step = _wrap_batch(batch, static, (R_obj, o_obj), params["dims"], points,
-                                                         active, hold_tangents)
-        _, piece, surface, differ, ok, pts = step.length(seq, wgnd, warc, lever)
-        Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
-        L = seq.shape[-1]
-        k = jnp.arange(L)
-        is_orig = (seq >= 0) & (seq < N)
-        owner_pos = jax.lax.cummax(jnp.where(is_orig, k[None], -1), axis=1)
-        owner = jnp.take_along_axis(seq, jnp.maximum(owner_pos, 0), 1)  # original node owning each piece
-        seg_len = jax.vmap(lambda o, p: jnp.zeros(N, p.dtype).at[o].add(p, mode="drop"))(owner[:, :-1], piece)
-        d = _unit(pts[:, 1:] - pts[:, :-1])  # (G, L-1, 3) piece directions
-        # leaving original node seq[k]: piece k; reaching original node seq[k+1]: piece k
-        leave_at = jnp.where(is_orig[:, :-1] & ok, seq[:, :-1], N)
-        reach_owner = jnp.where(is_orig[:, 1:] & ok, owner[:, :-1], N)
-        put = jax.vmap(lambda idx, v: jnp.zeros((N,) + v.shape[1:], v.dtype).at[idx].set(v, mode="drop"))
-        ds, de = put(leave_at, d), put(reach_owner, d)
-        a_s, a_e = put(leave_at, differ), put(reach_owner, differ)
-        flat = jnp.asarray(np.where(batch.pt_ok, batch.pt, P))
-        length = length.at[flat].set(seg_len, mode="drop")
-        dir_start = dir_start.at[flat].set(ds, mode="drop")
-        dir_end = dir_end.at[flat].set(de, mode="drop")
-        applies = jnp.asarray(applies).at[flat].set(a_s, mode="drop")
-        applies_end = jnp.asarray(applies_end).at[flat].set(a_e, mode="drop")
-        # wrap points: directions to their neighbours. The speed sums every pair of
-        # neighbours, arcs included (zero unless the cached positions make it not so)
-        wrap_pos = jnp.where(seq >= N, seq - N, 2 * W)  # (G, L) slot of each wrap node
-        z = jnp.zeros((Gn, L, 3), d.dtype)
-        to_next = z.at[:, :-1].set(jnp.where(ok[..., None], d, 0.0))
-        to_prev = z.at[:, 1:].set(jnp.where(ok[..., None], -d, 0.0))
-        f_next = z.at[:, :-1].set(jnp.where(differ[..., None], d, 0.0))
-        f_prev = z.at[:, 1:].set(jnp.where(differ[..., None], -d, 0.0))
-        put_w = jax.vmap(lambda idx, v: jnp.zeros((2 * W, 3), v.dtype).at[idx].set(v, mode="drop"))
-        tp_speed.append(put_w(wrap_pos, to_next + to_prev).reshape(-1, 3))
-        tp_force.append(put_w(wrap_pos, f_next + f_prev).reshape(-1, 3))
-        tp_pts.append(wpos.reshape(-1, 3))
-        tp_mob.append(batch.node_mob[:, N:].reshape(-1))
-        tp_row.append(np.repeat(batch.rows, 2 * W))
-    tangent = TangentPoints(points=jnp.concatenate(tp_pts), force_dir=jnp.concatenate(tp_force),
-                            speed_dir=jnp.concatenate(tp_speed), mob=np.concatenate(tp_mob),
-                            row=np.concatenate(tp_row))
+    batch = static.batch
+    Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
+    seq, wends, cached = _wrap_batch(batch, (R_obj, o_obj), params["dims"], points, active)
+    on_path = jnp.any(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
+    tangent, arc = _rewrap(batch, (R_obj, o_obj), params["dims"], wends, jnp.stack([on_path, cached], -1))
+    wpos, warc = tangent[:, :, 0], arc[:, :, 0]
+    wgnd = _in_ground(wpos, tangent[:, :, 1], cached)
+    lever = _lever(wpos, wgnd, cached)
+    orig = jnp.concatenate([points, points[-1:]])[jnp.asarray(batch.pt)]
+    _, piece, surface, differ, ok, pts = _Pass(batch, (R_obj, o_obj), params["dims"], orig).length(
+        seq, wgnd, warc, lever)
+    L = seq.shape[-1]
+    k = jnp.arange(L)
+    is_orig = (seq >= 0) & (seq < N)
+    owner_pos = jax.lax.cummax(jnp.where(is_orig, k[None], -1), axis=1)
+    owner = jnp.take_along_axis(seq, jnp.maximum(owner_pos, 0), 1)  # original node owning each piece
+    seg_len = jax.vmap(lambda o, p: jnp.zeros(N, p.dtype).at[o].add(p, mode="drop"))(owner[:, :-1], piece)
+    d = _unit(pts[:, 1:] - pts[:, :-1])  # (G, L-1, 3) piece directions
+    # leaving original node seq[k]: piece k; reaching original node seq[k+1]: piece k
+    leave_at = jnp.where(is_orig[:, :-1] & ok, seq[:, :-1], N)
+    reach_owner = jnp.where(is_orig[:, 1:] & ok, owner[:, :-1], N)
+    put = jax.vmap(lambda idx, v: jnp.zeros((N,) + v.shape[1:], v.dtype).at[idx].set(v, mode="drop"))
+    ds, de = put(leave_at, d), put(reach_owner, d)
+    a_s, a_e = put(leave_at, differ), put(reach_owner, differ)
+    flat = jnp.asarray(np.where(batch.pt_ok, batch.pt, P))
+    length = length.at[flat].set(seg_len, mode="drop")
+    dir_start = dir_start.at[flat].set(ds, mode="drop")
+    dir_end = dir_end.at[flat].set(de, mode="drop")
+    applies = jnp.asarray(applies).at[flat].set(a_s, mode="drop")
+    applies_end = jnp.asarray(applies_end).at[flat].set(a_e, mode="drop")
+    # wrap points: directions to their neighbours. The speed sums every pair of
+    # neighbours, arcs included (zero unless the cached positions make it not so)
+    wrap_pos = jnp.where(seq >= N, seq - N, 2 * W)  # (G, L) slot of each wrap node
+    z = jnp.zeros((Gn, L, 3), d.dtype)
+    to_next = z.at[:, :-1].set(jnp.where(ok[..., None], d, 0.0))
+    to_prev = z.at[:, 1:].set(jnp.where(ok[..., None], -d, 0.0))
+    f_next = z.at[:, :-1].set(jnp.where(differ[..., None], d, 0.0))
+    f_prev = z.at[:, 1:].set(jnp.where(differ[..., None], -d, 0.0))
+    put_w = jax.vmap(lambda idx, v: jnp.zeros((2 * W, 3), v.dtype).at[idx].set(v, mode="drop"))
+    tangent = TangentPoints(points=wpos.reshape(-1, 3), force_dir=put_w(wrap_pos, f_next + f_prev).reshape(-1, 3),
+                            speed_dir=put_w(wrap_pos, to_next + to_prev).reshape(-1, 3),
+                            mob=batch.node_mob[:, N:].reshape(-1), row=np.repeat(batch.rows, 2 * W))
     return Segments(length=length, dir_start=dir_start, dir_end=dir_end, applies=applies, applies_end=applies_end,
                     tangent=tangent)

@@ -1,0 +1,179 @@
+"""Wrapped GeometryPaths (the wrapping engine, issue 7) against OpenSim 4.6.
+
+- ``arm26.osim`` (cylinders and ellipsoids; ``TRIlong`` has three PathWraps, so
+  OpenSim's passes, its order swap and its cached wrap-point positions all matter):
+  path lengths, lengthening speeds and moment arms of all six muscles, tendon forces
+  and accelerations at 200 random states.
+- Every single-muscle rig of ``tests/_wrapping_rigs.py`` (sphere, cylinder, ellipsoid,
+  torus; quadrants; a second, inactive PathWrap; wrap objects on ground and on the
+  moving body), loaded together from one ``.osim`` text: lengths and moment arms
+  along the sweeps.
+- Derivatives with respect to wrap-object sizes equal finite differences; reverse
+  mode equals forward mode (two rigs: a cylinder with OpenSim's several-wrap
+  tangent adjustment, and an ellipsoid).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+opensim = pytest.importorskip("opensim")
+
+import simjax as sj  # noqa: E402
+from simjax.forward import Context  # noqa: E402
+from simjax.io.osim import OsimWarning, loads_osim  # noqa: E402
+from simjax.muscles.path import path_lengths  # noqa: E402
+
+from _muscle_oracle import assert_close, osim_eval, random_states, sj_eval  # noqa: E402
+from _wrapping_rigs import N_Q, RIGS, _opensim, _sweep, _v, _wrap_xml  # noqa: E402
+
+ARM_COORDS = ("r_shoulder_elev", "r_elbow_flex")
+
+
+@pytest.fixture(scope="module")
+def arm26():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OsimWarning)
+        model = sj.load_osim(sj.models.path("arm26"))
+    om = opensim.Model(str(sj.models.path("arm26")))
+    om.initSystem()
+    return model, model.build(), om
+
+
+def test_arm26_matches_opensim_at_200_random_states(arm26):
+    _, system, om = arm26
+    muscles = om.getMuscles()
+    paths = [muscles.get(i).getAbsolutePathString() for i in range(muscles.getSize())]
+    st = random_states(om, 200, np.random.default_rng(11))
+    ref = osim_eval(om, st, ARM_COORDS)
+    got = sj_eval(system, st, paths, ARM_COORDS)
+    assert_close("length", ref["length"], got["length"], rtol=0, atol=1e-9)
+    assert_close("lengthening_speed", ref["lengthening_speed"], got["lengthening_speed"], rtol=0, atol=1e-9)
+    assert_close("moment_arm", ref["moment_arm"], got["moment_arm"], rtol=0, atol=1e-9)
+    assert_close("tendon_force", ref["tendon_force"], got["tendon_force"], rtol=1e-8, atol=1e-9)
+    assert_close("udot", ref["udot"], got["udot"], rtol=1e-6, atol=1e-9 * np.abs(ref["udot"]).max())
+    assert_close("zdot", ref["zdot"], got["zdot"], rtol=1e-6, atol=1e-8)
+
+
+def test_arm26_written_wraps_load_in_opensim(arm26, tmp_path):
+    """The written WrapObjectSets and PathWrapSets give OpenSim the same lengths."""
+    model, _, om = arm26
+    out = tmp_path / "arm26.osim"
+    sj.save_osim(model, out)
+    om2 = opensim.Model(str(out))
+    for m in (om, om2):
+        m.initSystem()
+    st = random_states(om, 20, np.random.default_rng(3))
+    np.testing.assert_allclose(osim_eval(om2, st)["length"], osim_eval(om, st)["length"], rtol=0, atol=1e-14)
+
+
+def test_wrap_parameter_gradients_match_finite_differences(arm26):
+    model, system, _ = arm26
+    tri, hh = "/bodyset/r_humerus/TRI", "/bodyset/r_humerus/BIClonghh"
+    s0 = system.default_state()
+    q = s0.q.at[system.topology.tree.coordinates[system.coordinate_path("r_elbow_flex")].q].set(0.2)
+
+    def lengths(radius, dims):
+        sysx = model.set(tri, radius=radius).set(hh, dimensions=dims).build()
+        return path_lengths(Context(sysx, s0.replace(q=q), jnp.zeros(len(system.actuator_names))))
+
+    r0, d0 = jnp.asarray(model.find(tri).radius), jnp.asarray(model.find(hh).dimensions)
+    h = 1e-6
+    # one compilation: lengths and their derivatives along (radius, dims) directions, at
+    # the base point (derivatives) and at the +-h points (values for differences)
+    e = jnp.eye(4)
+    steps = jnp.concatenate([jnp.zeros((4, 4)), h * e, -h * e])
+    dirs = jnp.concatenate([e, jnp.zeros((8, 4))])
+    x0 = jnp.concatenate([r0[None], d0])
+    L = lambda y: lengths(y[0], y[1:])  # noqa: E731
+
+    val, der = jax.jit(jax.vmap(lambda x, t: jax.jvp(L, (x,), (t,))))(x0 + steps, dirs)
+    ad = der[:4].T  # (paths, 4)
+    fd = ((val[4:8] - val[8:]) / (2 * h)).T
+    assert np.abs(fd[:, 0]).max() > 0.1 and np.abs(fd[:, 1:]).max() > 0.1  # both objects wrap here
+    np.testing.assert_allclose(ad, fd, rtol=0, atol=1e-5)
+
+
+# -- all the rigs in one model --------------------------------------------------------------------
+
+ALL = [r for kind in ("sphere", "cylinder", "ellipsoid", "torus") for r in RIGS[kind]]
+
+
+def _rigs_xml(rigs):
+    ground, bodies, joints, forces = [], [], [], []
+    for i, r in enumerate(rigs):
+        wrap = _wrap_xml(r["kind"], f"W{i}", r["dims"], r["rot"], r["tr"], r["quadrant"])
+        wraps = [(f"W{i}", r["method"])]
+        dummy = ""
+        if r["multi"]:  # a second, inactive PathWrap
+            dummy = _wrap_xml("sphere", f"D{i}", (0.01,), (0, 0, 0), (5, 5, 5), "all", active=False)
+            wraps.append((f"D{i}", "hybrid"))
+        on_ground, on_body = (dummy, wrap) if r["on_body"] else (wrap + dummy, "")
+        ground.append(on_ground)
+        bodies.append(f'<Body name="arm{i}"><mass>1</mass><mass_center>0 0 0</mass_center>'
+                      f'<inertia>0.1 0.1 0.1 0 0 0</inertia><WrapObjectSet name="wrapobjectset"><objects>'
+                      f'{on_body}</objects></WrapObjectSet></Body>')
+        jtag = "SliderJoint" if r["slide"] else "PinJoint"
+        joints.append(f'<{jtag} name="j{i}"><socket_parent_frame>/ground</socket_parent_frame>'
+                      f'<socket_child_frame>/bodyset/arm{i}</socket_child_frame><coordinates>'
+                      f'<Coordinate name="q{i}"><range>-10 10</range></Coordinate></coordinates></{jtag}>')
+        pws = "".join(f'<PathWrap name="pw{k}"><wrap_object>{w}</wrap_object><method>{m}</method>'
+                      f'<range>-1 -1</range></PathWrap>' for k, (w, m) in enumerate(wraps))
+        forces.append(f'<PathActuator name="act{i}"><GeometryPath name="geometrypath"><PathPointSet '
+                      f'name="pathpointset"><objects><PathPoint name="pa"><socket_parent_frame>/ground'
+                      f'</socket_parent_frame><location>{_v(r["pa"])}</location></PathPoint><PathPoint name="pb">'
+                      f'<socket_parent_frame>/bodyset/arm{i}</socket_parent_frame><location>{_v(r["pb"])}'
+                      f'</location></PathPoint></objects></PathPointSet><PathWrapSet name="pathwrapset"><objects>'
+                      f'{pws}</objects></PathWrapSet></GeometryPath></PathActuator>')
+    return ('<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40000"><Model name="rigs">'
+            f'<Ground name="ground"><WrapObjectSet name="wrapobjectset"><objects>{"".join(ground)}</objects>'
+            f'</WrapObjectSet></Ground><BodySet name="bodyset"><objects>{"".join(bodies)}</objects></BodySet>'
+            f'<JointSet name="jointset"><objects>{"".join(joints)}</objects></JointSet>'
+            f'<ForceSet name="forceset"><objects>{"".join(forces)}</objects></ForceSet></Model></OpenSimDocument>')
+
+
+def test_all_rigs_in_one_model_match_opensim():
+    system = loads_osim(_rigs_xml(ALL), strict=True).build()
+    tree = system.topology.tree
+    qi = np.asarray([tree.coordinates[system.coordinate_path(f"q{i}")].q for i in range(len(ALL))])
+    sweeps = np.stack([_sweep(r)[:N_Q] for r in ALL], 1)  # (N_Q, rigs)
+    s0 = system.default_state()
+    acts = jnp.zeros(len(system.actuator_names))
+
+    def lengths(x):
+        return path_lengths(Context(system, s0.replace(q=s0.q.at[qi].set(x)), acts))
+
+    # each path moves with its own coordinate only: a unit tangent on all gives each one's derivative
+    val, der = jax.jit(jax.vmap(lambda x: jax.jvp(lengths, (x,), (jnp.ones_like(x),))))(jnp.asarray(sweeps))
+    arm = -der
+    assert np.all(np.isfinite(val)) and np.all(np.isfinite(der))
+    for i, r in enumerate(ALL):
+        if r["degenerate"]:
+            continue
+        ref = _opensim(r)[:, :N_Q]
+        ok = np.isfinite(ref[0])  # OpenSim's ellipsoid is NaN at a few samples
+        assert ok.mean() > 0.9, i
+        where = f"rig {i} ({r['kind']}, quadrant {r['quadrant']})"
+        np.testing.assert_allclose(np.asarray(val[:, i])[ok], ref[0][ok], rtol=0, atol=1e-7, err_msg=where)
+        np.testing.assert_allclose(np.asarray(arm[:, i])[ok], ref[1][ok], rtol=0, atol=1e-7, err_msg=where)
+
+
+def test_reverse_mode_equals_forward_mode():
+    rigs = [RIGS["cylinder"][3], RIGS["ellipsoid"][1]]
+    system = loads_osim(_rigs_xml(rigs), strict=True).build()
+    s0 = system.default_state()
+    acts = jnp.zeros(len(system.actuator_names))
+
+    def lengths(q):
+        return path_lengths(Context(system, s0.replace(q=q), acts))
+
+    qs = jnp.asarray(np.stack([_sweep(r)[:N_Q:5] for r in rigs], 1))
+    rev = jax.jit(jax.vmap(jax.jacrev(lengths)))(qs)
+    fwd = jax.jit(jax.vmap(jax.jacfwd(lengths)))(qs)
+    assert np.all(np.isfinite(rev)) and np.abs(rev).max() > 0.01
+    np.testing.assert_allclose(rev, fwd, rtol=0, atol=1e-14)
