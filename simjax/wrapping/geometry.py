@@ -355,6 +355,8 @@ def wrap_cylinder(p1, p2, radius, length, wrap_axis=0, wrap_sign=0, single_wrap=
     ok = early >= WRAPPED
     d1 = jnp.stack([-2.0 * r, 0.5 * r, 0.0 * r])
     d2 = jnp.stack([2.0 * r, 0.5 * r, 0.1 * r])
+    if not (isinstance(single_wrap, bool) and single_wrap):
+        single_wrap = jnp.asarray(single_wrap) | ~ok  # (the stand-in segment needs no tangent adjustment)
     status, r1, r2, arc = _cylinder(jnp.where(ok, p1, d1), jnp.where(ok, p2, d2), radius, length, wrap_axis,
                                     wrap_sign, single_wrap)
     return _finish(jnp.where(ok, status, early), p1, p2, r1, r2, arc)

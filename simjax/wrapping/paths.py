@@ -101,9 +101,11 @@ class _Batch:
     ``pt_ok (G, N)``; ``obj (G, W)`` wrap-object index; ``kind``, ``start``, ``end``,
     ``axis``, ``sign``, ``method (G, W)``; ``on (G, W)``: the PathWrap exists and its
     object is active; ``node_mob``, ``node_obj (G, N + 2W)``: body and wrap object
-    (``-1``: none) of every node; ``groups``: ``(kind, paths, method)`` for each
-    wrap-object type (``method`` None where its PathWraps differ); ``single (G,)``:
-    the path has one PathWrap.
+    (``-1``: none) of every node; ``groups``: ``(kind, paths, method, single)`` for
+    each wrap-object type and paths with one or several PathWraps (``method`` None
+    where its PathWraps differ); ``single (G,)``:
+    the path has one PathWrap; ``slot_kinds (W, 4)``: whether some path may meet each
+    wrap-object type in each slot (the first two PathWraps may trade places).
     """
 
     rows: np.ndarray
@@ -121,6 +123,7 @@ class _Batch:
     node_obj: np.ndarray
     groups: tuple
     single: np.ndarray
+    slot_kinds: np.ndarray
 
     @property
     def n_points(self) -> int:
@@ -208,7 +211,8 @@ def compile_wrapping(build, topology) -> WrapStatic:
         entries.append((row, wraps))
     obj_mob = np.asarray(obj_mob, np.int32)
     return WrapStatic(objects=tuple(objects), frames=tuple(frames), obj_frame=np.asarray(obj_frame, np.int32),
-                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32), batch=_batch(entries, topology, obj_mob))
+                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32),
+                      batch=_batch(entries, topology, obj_mob))
 
 
 def _batch(entries, topology, obj_mob):
@@ -238,31 +242,41 @@ def _batch(entries, topology, obj_mob):
     exists = np.zeros((Gn, W), bool)
     for g, (_, wraps) in enumerate(entries):
         exists[g, :len(wraps)] = True
+    single = exists.sum(1) == 1
     groups = []
     for kind in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
-        m = exists & on & (cols["kind"] == kind)
-        if m.any():
-            methods = set(cols["method"][m].tolist())
-            method = methods.pop() if len(methods) == 1 else None
-            groups.append((kind, np.flatnonzero(m.any(1)).astype(np.int32), method))
+        for one in (True, False):  # (paths with one PathWrap skip the cylinder's tangent adjustment)
+            m = exists & on & (cols["kind"] == kind) & (single[:, None] == one)
+            if m.any():
+                methods = set(cols["method"][m].tolist())
+                method = methods.pop() if len(methods) == 1 else None
+                groups.append((kind, np.flatnonzero(m.any(1)).astype(np.int32), method, one))
+    live = exists & on
+    slot_kinds = np.zeros((W, 4), bool)
+    for s in range(W):
+        for t in ((0, 1) if s < 2 else (s,)):
+            m = live[:, t] & ((t == s) | ~single)
+            slot_kinds[s, cols["kind"][m, t]] = True
     return _Batch(rows=np.asarray([r for r, _ in entries], np.int32), pt=pt, pt_ok=pt_ok, on=on & exists,
-                  node_mob=node_mob, node_obj=node_obj, groups=tuple(groups), single=exists.sum(1) == 1, **cols)
+                  node_mob=node_mob, node_obj=node_obj, groups=tuple(groups), single=single, slot_kinds=slot_kinds,
+                  **cols)
 
 
 # -- evaluation ------------------------------------------------------------------------------
 
 
-def _wrap_one(kind: int, method):
+def _wrap_one(kind: int, method, single: bool):
     """The geometry function of one wrap-object type: ``(p1, p2, dims, axis, sign,
     method, single) -> WrapResult`` (``dims``: radius / radius, length / semi-axes /
-    inner, outer radius)."""
+    inner, outer radius). ``method`` and ``single`` are static where given (not None
+    / True)."""
     if kind == SPHERE:
         return lambda p1, p2, d, ax, sg, m, one: G.wrap_sphere(p1, p2, d[0], ax, sg)
     if kind == CYLINDER:
-        return lambda p1, p2, d, ax, sg, m, one: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, one)
+        return lambda p1, p2, d, ax, sg, m, one: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, single or one)
     if kind == ELLIPSOID:
         return lambda p1, p2, d, ax, sg, m, one: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
-    return lambda p1, p2, d, ax, sg, m, one: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, one)
+    return lambda p1, p2, d, ax, sg, m, one: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, single or one)
 
 
 def wrap_object_params(model, static: WrapStatic) -> dict:
@@ -412,26 +426,36 @@ class _Pass:
         r1 = jnp.zeros((G_, L - 1, 3), p1w.dtype)
         r2, arc = r1, jnp.zeros((G_, L - 1), p1w.dtype)
         kind = jnp.asarray(b.kind)[rows, w]
-        for code, idx, method in b.groups:
+        for code, idx, method, single in b.groups:
             wi = w[idx]
             args = (self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi], jnp.asarray(b.sign)[idx, wi],
                     jnp.asarray(b.method)[idx, wi], jnp.asarray(b.single)[idx])
-            fn = _wrap_one(code, method)
-            if code == ELLIPSOID:
+            fn = _wrap_one(code, method, single)
+
+            def solve(p1w, p2w, cand, args, fn=fn, code=code):
+                if code != ELLIPSOID:
+                    res = jax.vmap(jax.vmap(fn, (0, 0) + (None,) * 5))(p1w, p2w, *args)
+                    return res.status, res.r1, res.r2, res.length
                 # every ellipsoid wrap is mandatory: only a path's first one is solved
-                st = jax.vmap(jax.vmap(wrap_ellipsoid_status, (0, 0, None)))(p1w[idx], p2w[idx], args[0])
-                first = jnp.argmax(cand[idx] & (st == G.MANDATORY_WRAP), -1)
-                at = jnp.arange(len(idx))
-                one = jax.vmap(fn)(p1w[idx, first], p2w[idx, first], *args)
+                st = jax.vmap(jax.vmap(wrap_ellipsoid_status, (0, 0, None)))(p1w, p2w, args[0])
+                first = jnp.argmax(cand & (st == G.MANDATORY_WRAP), -1)
+                at = jnp.arange(p1w.shape[0])
+                one = jax.vmap(fn)(p1w[at, first], p2w[at, first], *args)
                 put = lambda v: jnp.zeros(st.shape + v.shape[1:], v.dtype).at[at, first].set(v)  # noqa: E731
-                res = G.WrapResult(st, None, put(one.r1), put(one.r2), put(one.length))
-            else:
-                res = jax.vmap(jax.vmap(fn, (0, 0) + (None,) * 5))(p1w[idx], p2w[idx], *args)
+                return st, put(one.r1), put(one.r2), put(one.length)
+
+            def skip(p1w, p2w, cand, args):
+                return (jnp.zeros(cand.shape, jnp.int32), jnp.zeros_like(p1w), jnp.zeros_like(p1w),
+                        jnp.zeros(cand.shape, p1w.dtype))
+
+            # (the slot index is not batched, so this stays a branch under vmap)
+            st, g1, g2, ga = jax.lax.cond(jnp.asarray(b.slot_kinds[:, code])[s], solve, skip,
+                                          p1w[idx], p2w[idx], cand[idx], args)
             mine = (kind[idx] == code)[:, None]
-            status = status.at[idx].set(jnp.where(mine, res.status, status[idx]))
-            r1 = r1.at[idx].set(jnp.where(mine[..., None], res.r1, r1[idx]))
-            r2 = r2.at[idx].set(jnp.where(mine[..., None], res.r2, r2[idx]))
-            arc = arc.at[idx].set(jnp.where(mine, res.length, arc[idx]))
+            status = status.at[idx].set(jnp.where(mine, st, status[idx]))
+            r1 = r1.at[idx].set(jnp.where(mine[..., None], g1, r1[idx]))
+            r2 = r2.at[idx].set(jnp.where(mine[..., None], g2, r2[idx]))
+            arc = arc.at[idx].set(jnp.where(mine, ga, arc[idx]))
         mandatory = cand & (status == G.MANDATORY_WRAP)
         wrapped = cand & (status == G.WRAPPED)
         change = _norm(g1w - r1) + arc + _norm(r2 - g2w) - _norm(g2w - g1w)
@@ -487,7 +511,7 @@ def _lever(wpos, wgnd, cached):
 
 
 def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
-    """Run OpenSim's passes on constants: ``(seq, wends, cached)``.
+    """Run OpenSim's passes on constants: ``(seq, wends, cached, passes)``.
 
     **Arguments:** ``X_obj``: the wrap objects' rotations and origins in Ground;
     ``dims (O, 3)``; ``points (P, 3)`` in Ground; ``active (P,)``.
@@ -495,7 +519,7 @@ def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
     **Returns:** the final current paths ``seq (G, L)``; ``wends (G, W, 2, 2, 3)``:
     for each wrap, the segment ends (wrap frame) of its latest wrap and of the wrap
     whose tangent points OpenSim cached (``_in_ground``); ``cached (G, W)``: whether
-    the wrap points were cached. Nothing here is differentiated (``_rewrap`` re-derives
+    the wrap points were cached; ``passes``: how many passes ran. Nothing here is differentiated (``_rewrap`` re-derives
     the tangent points from these ends), so the passes run as a ``while_loop``.
     """
     sg = jax.lax.stop_gradient
@@ -546,10 +570,10 @@ def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
         return kk + 1, (seq, wpos, warc, order, result, halted, wgnd, cached, wends), cached_ends, last, done
 
     state = (0, carry, zeros_w, jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
-    _, carry, cached_ends, _, _ = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[4]),
+    passes, carry, cached_ends, _, _ = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[4]),
                                                      one_pass, state)
     seq, _, _, _, _, _, _, cached, wends = carry
-    return seq, jnp.stack([wends, cached_ends], 2), cached
+    return seq, jnp.stack([wends, cached_ends], 2), cached, passes
 
 
 # segment ends far from any wrap object, for wraps no segment ever took (their results
@@ -571,9 +595,9 @@ def _rewrap(batch: _Batch, X_obj, dims, wends, chosen):
     ends = jnp.where(chosen[..., None, None], jax.lax.stop_gradient(wends), jnp.asarray(_FAR_ENDS, wends.dtype))
     r = jnp.zeros(wends.shape, wends.dtype)
     arc = jnp.zeros(wends.shape[:3], wends.dtype)
-    for code, _, method in batch.groups:
-        g, w = np.nonzero(batch.on & (batch.kind == code))  # the PathWraps over this type
-        fn = jax.vmap(jax.vmap(_wrap_one(code, method), (0, 0) + (None,) * 5))  # (latest, cached) per wrap
+    for code, _, method, single in batch.groups:
+        g, w = np.nonzero(batch.on & (batch.kind == code) & (batch.single[:, None] == single))  # its PathWraps
+        fn = jax.vmap(jax.vmap(_wrap_one(code, method, single), (0, 0) + (None,) * 5))  # (latest, cached) per wrap
         res = fn(ends[g, w, :, 0], ends[g, w, :, 1], dims[batch.obj[g, w]], jnp.asarray(batch.axis[g, w]),
                  jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]), jnp.asarray(batch.single[g]))
         r = r.at[g, w].set(jnp.stack([res.r1, res.r2], -2))
@@ -612,7 +636,7 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     applies_end = segments.applies if segments.applies_end is None else segments.applies_end
     batch = static.batch
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
-    seq, wends, cached = _wrap_batch(batch, (R_obj, o_obj), params["dims"], points, active)
+    seq, wends, cached, _ = _wrap_batch(batch, (R_obj, o_obj), params["dims"], points, active)
     on_path = jnp.any(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
     tangent, arc = _rewrap(batch, (R_obj, o_obj), params["dims"], wends, jnp.stack([on_path, cached], -1))
     wpos, warc = tangent[:, :, 0], arc[:, :, 0]
