@@ -28,3 +28,18 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     os.symlink(os.path.abspath(os.path.join(HERE, "..", "examples")), tmp_path / "examples")
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": work}})
     client.execute()
+
+
+def test_example_twins_match_the_notebooks():
+    """examples/ holds a plain-script twin of notebooks 02-05, written from the same cells."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_notebooks", os.path.join(HERE, "make_notebooks.py"))
+    mk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mk)
+    assert set(mk.TWINS) | {"01_bicep_curl.ipynb"} == set(NOTEBOOKS)
+    for name in mk.TWINS:
+        with open(mk.twin_path(name), encoding="utf-8") as f:
+            text = f.read()
+        assert text == mk.script(name, mk.NOTEBOOKS[name]), f"{name}: run python notebooks/make_notebooks.py"
+        compile(text, mk.twin_path(name), "exec")
