@@ -48,13 +48,7 @@ register("MovingPathPoint", MovingPathPoint,
 
 def _set_reader(field: str, tag: str, skippable: bool):
     def read(io, node, rc, path):
-        objects = node.find("objects")
-        items = []
-        for c in objects.children if objects is not None else []:
-            comp = rc.read_component(c, path, skippable)
-            if comp is not None:
-                items.append(comp)
-        return {field: tuple(items)}
+        return {field: rc.read_set(node, path, skippable)}
 
     return read
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import weakref
 from typing import Any
 
@@ -64,7 +63,6 @@ __all__ = ["AbstractPathPoint", "PathPoint", "ConditionalPathPoint", "MovingPath
            "PathActuator", "PathTopology", "Segments", "path_topology", "path_topology_of", "path_geometry",
            "path_lengths", "path_speeds", "path_forces", "straight_segments"]
 
-log = logging.getLogger("simjax")
 
 # SimTK::SignificantReal and SimTK::Eps
 _SIGNIFICANT_REAL = float(np.finfo(np.float64).eps) ** 0.875
@@ -479,14 +477,10 @@ def _compile_paths(build) -> PathTopology:
         moving=np.asarray(moving, np.int32), mov_q=np.asarray(mov_q, np.int32).reshape(-1, 3),
         mov_u=np.asarray(mov_u, np.int32).reshape(-1, 3), mov_coord=tuple(mov_coord), bank=FunctionBank.of(functions),
     )
-    wrapped = [p for p, c in paths if c.wraps]
-    if wrapped:
-        try:
-            from ..wrapping import paths as wrapping  # issue 7: the wrap engine
-        except ImportError:
-            log.warning("path wrapping is not available: the straight-line paths of %s are used", ", ".join(wrapped))
-        else:
-            topo = dataclasses.replace(topo, wrap=wrapping.compile_wrapping(build, topo))
+    if any(c.wraps for _, c in paths):
+        from ..wrapping import paths as wrapping  # (imported late: wrapping imports this module)
+
+        topo = dataclasses.replace(topo, wrap=wrapping.compile_wrapping(build, topo))
     return topo
 
 

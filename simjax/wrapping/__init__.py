@@ -4,6 +4,8 @@
   (subcomponents of a PhysicalFrame) and ``PathWrap`` (in a GeometryPath).
 - ``geometry``: ``wrap_<shape>(p1, p2, ...) -> WrapResult`` for one segment in the
   wrap object's frame, exact to OpenSim 4.6.
+- ``paths``: the engine that wraps GeometryPaths with PathWraps as OpenSim's
+  ``applyWrapObjects`` does (used by ``simjax.muscles.path``).
 - ``smooth``: ``smooth_segment_length``, blended across wrap/no-wrap switches.
 """
 

@@ -69,13 +69,7 @@ def _is_wrap_object(comp) -> bool:
 
 
 def _read_wrap_set(io, node, rc, path):
-    objects = node.find("objects")
-    items = []
-    for c in objects.children if objects is not None else []:
-        comp = rc.read_component(c, path, True)
-        if comp is not None:
-            items.append(comp)
-    return {_WRAPS: tuple(items)}
+    return {_WRAPS: rc.read_set(node, path)}
 
 
 def _write_wrap_set(io, comp, wc, path):

@@ -224,6 +224,15 @@ class ReadContext:
             self.skipped[path] = node.tag
             return None
 
+    def read_set(self, node: Node, parent_path: str, skippable: bool = True) -> tuple:
+        """The components in the ``<objects>`` of the set element ``node`` (an OpenSim
+        ``Set``), read as owned by ``parent_path``; unsupported ones are left out
+        (recorded)."""
+        objects = node.find("objects")
+        children = objects.children if objects is not None else []
+        items = (self.read_component(c, parent_path, skippable) for c in children)
+        return tuple(c for c in items if c is not None)
+
     def read_function(self, node: Node, path: str, skippable: bool = True) -> Function:
         """Read a Function element (``path`` names the property holding it).
 
