@@ -359,11 +359,16 @@ def wrap_ellipsoid_status(P1, P2, dimensions):
     An ellipsoid either does not wrap a segment or wraps it mandatorily, so a path
     takes the first segment with a mandatory wrap and only that one needs solving.
     """
-    from .geometry import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP  # noqa: PLC0415
-
     dims = jnp.asarray(dimensions, P1.dtype)
     factor = 3.0 / jnp.sum(dims)
     _, _, inside, collinear, crosses, _, _ = _pierce(P1 * factor, P2 * factor, dims * factor)
+    return _status(inside, collinear, crosses)
+
+
+def _status(inside, collinear, crosses):
+    """OpenSim's status from the early tests: inside, else no wrap, else mandatory."""
+    from .geometry import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP  # noqa: PLC0415
+
     return jnp.where(inside, INSIDE_RADIUS, jnp.where(collinear | ~crosses, NO_WRAP, MANDATORY_WRAP)).astype(jnp.int32)
 
 
@@ -372,8 +377,6 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
 
     **Returns:** ``(status, r1, r2, length)`` in unscaled wrap-frame coordinates.
     """
-    from .geometry import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP  # noqa: PLC0415
-
     dtype = P1.dtype
     dims = jnp.asarray(dimensions, dtype)
     factor = 3.0 / jnp.sum(dims)
@@ -466,6 +469,4 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
     redo = constrained & (npts[0] > 2) & wrong
     length = jnp.where(redo, lengths[1], lengths[0])
 
-    status = jnp.where(inside, INSIDE_RADIUS,
-                       jnp.where(collinear | ~crosses, NO_WRAP, MANDATORY_WRAP))
-    return status, r1 / factor, r2 / factor, length / factor
+    return _status(inside, collinear, crosses), r1 / factor, r2 / factor, length / factor

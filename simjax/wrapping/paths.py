@@ -267,16 +267,16 @@ def _batch(entries, topology, obj_mob):
 
 def _wrap_one(kind: int, method, single: bool):
     """The geometry function of one wrap-object type: ``(p1, p2, dims, axis, sign,
-    method, single) -> WrapResult`` (``dims``: radius / radius, length / semi-axes /
-    inner, outer radius). ``method`` and ``single`` are static where given (not None
-    / True)."""
+    method) -> WrapResult`` (``dims``: radius / radius, length / semi-axes / inner,
+    outer radius). ``method`` is static unless None; ``single``: the paths have one
+    PathWrap (static)."""
     if kind == SPHERE:
-        return lambda p1, p2, d, ax, sg, m, one: G.wrap_sphere(p1, p2, d[0], ax, sg)
+        return lambda p1, p2, d, ax, sg, m: G.wrap_sphere(p1, p2, d[0], ax, sg)
     if kind == CYLINDER:
-        return lambda p1, p2, d, ax, sg, m, one: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, single or one)
+        return lambda p1, p2, d, ax, sg, m: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, single)
     if kind == ELLIPSOID:
-        return lambda p1, p2, d, ax, sg, m, one: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
-    return lambda p1, p2, d, ax, sg, m, one: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, single or one)
+        return lambda p1, p2, d, ax, sg, m: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
+    return lambda p1, p2, d, ax, sg, m: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, single)
 
 
 def wrap_object_params(model, static: WrapStatic) -> dict:
@@ -343,7 +343,6 @@ class _Pass:
         self.dims = dims
         self.orig = orig  # (G, N, 3) the path points in Ground
         N, W = batch.n_points, batch.n_wraps
-        self.node_ids = np.arange(N + 2 * W)
         self.node_wrap = np.concatenate([np.full(N, -1), np.repeat(np.arange(W), 2)]).astype(np.int32)
         self.node_second = np.concatenate([np.zeros(N, bool), np.tile([False, True], W)])
 
@@ -429,12 +428,12 @@ class _Pass:
         for code, idx, method, single in b.groups:
             wi = w[idx]
             args = (self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi], jnp.asarray(b.sign)[idx, wi],
-                    jnp.asarray(b.method)[idx, wi], jnp.asarray(b.single)[idx])
+                    jnp.asarray(b.method)[idx, wi])
             fn = _wrap_one(code, method, single)
 
             def solve(p1w, p2w, cand, args, fn=fn, code=code):
                 if code != ELLIPSOID:
-                    res = jax.vmap(jax.vmap(fn, (0, 0) + (None,) * 5))(p1w, p2w, *args)
+                    res = jax.vmap(jax.vmap(fn, (0, 0) + (None,) * 4))(p1w, p2w, *args)
                     return res.status, res.r1, res.r2, res.length
                 # every ellipsoid wrap is mandatory: only a path's first one is solved
                 st = jax.vmap(jax.vmap(wrap_ellipsoid_status, (0, 0, None)))(p1w, p2w, args[0])
@@ -511,7 +510,7 @@ def _lever(wpos, wgnd, cached):
 
 
 def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
-    """Run OpenSim's passes on constants: ``(seq, wends, cached, passes)``.
+    """Run OpenSim's passes on constants: ``(seq, wends, cached)``.
 
     **Arguments:** ``X_obj``: the wrap objects' rotations and origins in Ground;
     ``dims (O, 3)``; ``points (P, 3)`` in Ground; ``active (P,)``.
@@ -519,13 +518,13 @@ def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
     **Returns:** the final current paths ``seq (G, L)``; ``wends (G, W, 2, 2, 3)``:
     for each wrap, the segment ends (wrap frame) of its latest wrap and of the wrap
     whose tangent points OpenSim cached (``_in_ground``); ``cached (G, W)``: whether
-    the wrap points were cached; ``passes``: how many passes ran. Nothing here is differentiated (``_rewrap`` re-derives
-    the tangent points from these ends), so the passes run as a ``while_loop``.
+    the wrap points were cached. Nothing here is differentiated (``_rewrap``
+    re-derives the tangent points from these ends), so the passes run as a
+    ``while_loop``.
     """
     sg = jax.lax.stop_gradient
     X_obj, dims, points = sg(X_obj), sg(dims), sg(points)
-    pts_ext = jnp.concatenate([points, points[-1:]])
-    orig = pts_ext[jnp.asarray(batch.pt)]
+    orig = _path_points(batch, points)
     act_ext = jnp.concatenate([jnp.asarray(active), jnp.zeros(1, bool)])
     act = act_ext[jnp.asarray(batch.pt)] & jnp.asarray(batch.pt_ok)
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
@@ -539,14 +538,13 @@ def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
     carry = (seq, zeros_w, jnp.zeros((Gn, W), dtype), jnp.broadcast_to(jnp.arange(W, dtype=jnp.int32), (Gn, W)),
              jnp.zeros((Gn, W), jnp.int32), jnp.zeros(Gn, bool), zeros_w, jnp.zeros((Gn, W), bool), zeros_w)
     step = _Pass(batch, X_obj, dims, orig)
-    wrap_nodes = jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))
     single = jnp.asarray(batch.single)
 
     def one_pass(state):
         kk, carry, cached_ends, last, done = state
         seq, wpos, warc, order, result, halted, wgnd, cached, wends = step.run(carry, act)
         # the end-of-pass length asks every point on the path for its Ground position
-        on_path = jnp.any(seq[:, None, :] == wrap_nodes[None, :, None], -1)
+        on_path = _on_path(seq, N, W)
         fresh = (on_path & ~cached)[..., None, None]
         wgnd = jnp.where(fresh, wpos, wgnd)
         cached_ends = jnp.where(fresh & ~_bcast(done, fresh), wends, cached_ends)
@@ -570,10 +568,10 @@ def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
         return kk + 1, (seq, wpos, warc, order, result, halted, wgnd, cached, wends), cached_ends, last, done
 
     state = (0, carry, zeros_w, jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
-    passes, carry, cached_ends, _, _ = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[4]),
+    _, carry, cached_ends, _, _ = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[4]),
                                                      one_pass, state)
     seq, _, _, _, _, _, _, cached, wends = carry
-    return seq, jnp.stack([wends, cached_ends], 2), cached, passes
+    return seq, jnp.stack([wends, cached_ends], 2), cached
 
 
 # segment ends far from any wrap object, for wraps no segment ever took (their results
@@ -597,14 +595,24 @@ def _rewrap(batch: _Batch, X_obj, dims, wends, chosen):
     arc = jnp.zeros(wends.shape[:3], wends.dtype)
     for code, _, method, single in batch.groups:
         g, w = np.nonzero(batch.on & (batch.kind == code) & (batch.single[:, None] == single))  # its PathWraps
-        fn = jax.vmap(jax.vmap(_wrap_one(code, method, single), (0, 0) + (None,) * 5))  # (latest, cached) per wrap
+        fn = jax.vmap(jax.vmap(_wrap_one(code, method, single), (0, 0) + (None,) * 4))  # (latest, cached) per wrap
         res = fn(ends[g, w, :, 0], ends[g, w, :, 1], dims[batch.obj[g, w]], jnp.asarray(batch.axis[g, w]),
-                 jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]), jnp.asarray(batch.single[g]))
+                 jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]))
         r = r.at[g, w].set(jnp.stack([res.r1, res.r2], -2))
         arc = arc.at[g, w].set(res.length)
     R, o = R_obj[batch.obj], o_obj[batch.obj]  # (G, W, 3, 3), (G, W, 3)
     tangent = jnp.einsum("gwij,gwvej->gwvei", R, r) + o[:, :, None, None, :]
     return tangent, arc
+
+
+def _path_points(batch: _Batch, points):
+    """The batch's path points ``(G, N, 3)`` (padding repeats the last point)."""
+    return jnp.concatenate([points, points[-1:]])[jnp.asarray(batch.pt)]
+
+
+def _on_path(seq, N: int, W: int):
+    """Whether each wrap's points are in the current paths ``seq``: ``(G, W)``."""
+    return jnp.any(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
 
 
 def _bcast(mask, x):
@@ -636,13 +644,13 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     applies_end = segments.applies if segments.applies_end is None else segments.applies_end
     batch = static.batch
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
-    seq, wends, cached, _ = _wrap_batch(batch, (R_obj, o_obj), params["dims"], points, active)
-    on_path = jnp.any(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
+    seq, wends, cached = _wrap_batch(batch, (R_obj, o_obj), params["dims"], points, active)
+    on_path = _on_path(seq, N, W)
     tangent, arc = _rewrap(batch, (R_obj, o_obj), params["dims"], wends, jnp.stack([on_path, cached], -1))
     wpos, warc = tangent[:, :, 0], arc[:, :, 0]
     wgnd = _in_ground(wpos, tangent[:, :, 1], cached)
     lever = _lever(wpos, wgnd, cached)
-    orig = jnp.concatenate([points, points[-1:]])[jnp.asarray(batch.pt)]
+    orig = _path_points(batch, points)
     _, piece, surface, differ, ok, pts = _Pass(batch, (R_obj, o_obj), params["dims"], orig).length(
         seq, wgnd, warc, lever)
     L = seq.shape[-1]
