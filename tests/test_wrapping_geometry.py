@@ -108,6 +108,8 @@ def test_wrap_components():
     with pytest.raises(sj.ModelError, match="method"):
         PathWrap("pw", "/bodyset/arm/TRI", method="spiral").validate("/forceset/m/path/pw")
     assert PathWrap("pw", "TRI", method="Axial").method_code == 2
+    with pytest.raises(sj.ModelError, match=r"/forceset/m/path/pw.*smoothing.*-0\.001"):
+        PathWrap("pw", "/bodyset/arm/TRI", smoothing=-1e-3).validate("/forceset/m/path/pw")
 
 
 @pytest.mark.parametrize("kind, index, window", [("cylinder", 1, (0.96, 1.02)), ("sphere", 1, (-0.624, -0.576))])

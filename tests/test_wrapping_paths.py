@@ -28,6 +28,7 @@ import simjax as sj  # noqa: E402
 from simjax.forward import Context  # noqa: E402
 from simjax.io.osim import OsimWarning, loads_osim  # noqa: E402
 from simjax.muscles.path import path_lengths  # noqa: E402
+from simjax.wrapping import PathWrap, smooth_paths  # noqa: E402
 
 from _muscle_oracle import assert_close, osim_eval, random_states, sj_eval  # noqa: E402
 from _wrapping_rigs import N_Q, RIGS, _opensim, _sweep, _v, _wrap_xml  # noqa: E402
@@ -61,10 +62,14 @@ def test_arm26_matches_opensim_at_200_random_states(arm26):
 
 
 def test_arm26_written_wraps_load_in_opensim(arm26, tmp_path):
-    """The written WrapObjectSets and PathWrapSets give OpenSim the same lengths."""
+    """The written WrapObjectSets and PathWrapSets give OpenSim the same lengths; a
+    simjax ``smoothing`` is kept for simjax and ignored by OpenSim."""
     model, _, om = arm26
+    model = smooth_paths(model, 0.002)
     out = tmp_path / "arm26.osim"
     sj.save_osim(model, out)
+    back = sj.load_osim(out)
+    assert [back.find(p).smoothing for p in back.paths(PathWrap)] == [0.002] * 7
     om2 = opensim.Model(str(out))
     for m in (om, om2):
         m.initSystem()
@@ -101,7 +106,7 @@ def test_wrap_parameter_gradients_match_finite_differences(arm26):
 
 # -- all the rigs in one model --------------------------------------------------------------------
 
-def _rigs_xml(rigs):
+def _rigs_xml(rigs, smoothing=0.0):
     ground, bodies, joints, forces = [], [], [], []
     for i, r in enumerate(rigs):
         wrap = _wrap_xml(r["kind"], f"W{i}", r["dims"], r["rot"], r["tr"], r["quadrant"])
@@ -119,8 +124,9 @@ def _rigs_xml(rigs):
         joints.append(f'<{jtag} name="j{i}"><socket_parent_frame>/ground</socket_parent_frame>'
                       f'<socket_child_frame>/bodyset/arm{i}</socket_child_frame><coordinates>'
                       f'<Coordinate name="q{i}"><range>-10 10</range></Coordinate></coordinates></{jtag}>')
+        extra = f"<smoothing>{smoothing}</smoothing>" if smoothing else ""
         pws = "".join(f'<PathWrap name="pw{k}"><wrap_object>{w}</wrap_object><method>{m}</method>'
-                      f'<range>-1 -1</range></PathWrap>' for k, (w, m) in enumerate(wraps))
+                      f'<range>-1 -1</range>{extra}</PathWrap>' for k, (w, m) in enumerate(wraps))
         forces.append(f'<PathActuator name="act{i}"><GeometryPath name="geometrypath"><PathPointSet '
                       f'name="pathpointset"><objects><PathPoint name="pa"><socket_parent_frame>/ground'
                       f'</socket_parent_frame><location>{_v(r["pa"])}</location></PathPoint><PathPoint name="pb">'
@@ -176,3 +182,61 @@ def test_reverse_mode_equals_forward_mode():
     fwd = jax.jit(jax.vmap(jax.jacfwd(lengths)))(qs)
     assert np.all(np.isfinite(rev)) and np.abs(rev).max() > 0.01
     np.testing.assert_allclose(rev, fwd, rtol=0, atol=1e-14)
+
+
+# OpenSim's length jumps: a cylinder with a quadrant starting to wrap the long way round,
+# a sphere with a quadrant at onset
+SWITCHES = [("cylinder", 1, (0.96, 1.06)), ("sphere", 1, (-0.64, -0.59))]
+
+
+def test_smoothed_paths_bridge_opensim_switches():
+    """With ``PathWrap.smoothing``, a model's paths across OpenSim's wrap/no-wrap
+    switches have the length of ``smooth_segment_length``: OpenSim's outside the band,
+    continuous, with a derivative that integrates to its change, and forces and
+    speeds consistent with it."""
+    from simjax.mechanics import dynamics
+    from simjax.muscles.path import path_forces, path_speeds
+    from _wrapping_rigs import EPS, _params, _simjax
+
+    rigs = [RIGS[kind][i] for kind, i, _ in SWITCHES]
+    system = loads_osim(_rigs_xml(rigs, smoothing=EPS), strict=True).build()
+    tree = system.topology.tree
+    coords = [tree.coordinates[system.coordinate_path(f"q{i}")] for i in range(len(rigs))]
+    qi, ui = np.asarray([c.q for c in coords]), np.asarray([c.u for c in coords])
+    s0 = system.default_state()
+    rows, tension = np.arange(len(rigs)), 2.5
+
+    def evaluate(x):
+        ctx = Context(system, s0.replace(q=s0.q.at[qi].set(x), u=s0.u.at[ui].set(1.0)))
+        body, mob = path_forces(ctx, rows, jnp.full(len(rigs), tension))
+        force = dynamics.generalized_forces(ctx.tree, ctx.pos, body) + mob
+        return path_lengths(ctx), force[ui], path_speeds(ctx)
+
+    # each path moves with its own coordinate only: a unit tangent on all gives each one's derivative
+    sweep = jax.jit(jax.vmap(lambda x: jax.jvp(evaluate, (x,), (jnp.ones_like(x),))),
+                    compiler_options={"xla_backend_optimization_level": 0})
+
+    def geometry(j, q):  # exact and smoothed lengths and status of rig j, at the segment level
+        val, _, status = _simjax(SWITCHES[j][0])(_params([rigs[j]]), jnp.asarray(q)[None])
+        return np.asarray(val)[0, :, 0], np.asarray(val)[0, :, 2], np.asarray(status)[0]
+
+    centre = []
+    for j, (_, _, window) in enumerate(SWITCHES):
+        q = np.linspace(*window, 401)
+        k = np.flatnonzero(np.diff(geometry(j, q)[2] != 0))[0]
+        centre.append(0.5 * (q[k] + q[k + 1]))
+    xs = np.linspace(-1e-2, 1e-2, 401)[:, None] + np.asarray(centre)
+    (length, force, speed), (dlength, _, _) = map(lambda t: [np.asarray(v) for v in t], sweep(jnp.asarray(xs)))
+    dq = xs[1] - xs[0]
+    for j, (kind, i, _) in enumerate(SWITCHES):
+        where = f"{kind} rig {i}"
+        exact, smooth, _ = geometry(j, xs[:, j])
+        L, dL = length[:, j], dlength[:, j]
+        np.testing.assert_allclose(L, smooth, rtol=0, atol=1e-12, err_msg=where)
+        assert np.all(np.isfinite(dL))
+        changed = np.abs(L - exact) > 1e-12
+        assert changed.any() and np.ptp(xs[changed, j]) < 4e-3, where  # only near the switch
+        assert np.abs(np.diff(L)).max() < 1.5 * np.abs(dL).max() * dq[j], where
+        np.testing.assert_allclose(np.sum(0.5 * (dL[1:] + dL[:-1]) * dq[j]), L[-1] - L[0], rtol=0.02, err_msg=where)
+        np.testing.assert_allclose(force[:, j], -tension * dL, rtol=1e-10, atol=1e-12, err_msg=where)
+        np.testing.assert_allclose(speed[:, j], dL, rtol=1e-10, atol=1e-12, err_msg=where)

@@ -5,7 +5,9 @@ Importing this module registers WrapSphere, WrapCylinder, WrapEllipsoid, WrapTor
 and PathWrap (elements of a GeometryPath's ``<PathWrapSet>``). A PathWrap's
 ``<wrap_object>`` holds the wrap object's bare name, which the reader resolves to its
 path on whichever frame owns it (an error names the PathWrap if none or several do)
-and the writer writes back as a name; ``<range>`` holds two integers.
+and the writer writes back as a name; ``<range>`` holds two integers. simjax's
+``smoothing`` (not an OpenSim property) is written only where it is non-zero, as a
+``<smoothing>`` element OpenSim ignores.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from ..wrapping.objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus
 from .osim._xml import Node
 from .osim.builtin import name_reference
-from .osim.registry import register
+from .osim.registry import format_number, register
 
 __all__ = []
 
@@ -37,9 +39,20 @@ def _write_range(io, comp, wc, path):
     return [Node("range", text=" ".join(str(int(i)) for i in comp.range))]
 
 
+def _read_smoothing(io, node, rc, path):
+    arr = rc.numbers(node, path, None, prop="smoothing")
+    if arr.size != 1:
+        raise rc.error(node, path, f"expected 1 number, got {arr.size}", prop="smoothing", value=node.text)
+    return {"smoothing": float(arr[0])}
+
+
+def _write_smoothing(io, comp, wc, path):
+    return [Node("smoothing", text=format_number(comp.smoothing))] if comp.smoothing else []
+
+
 _read_wrap_object, _write_wrap_object = name_reference("wrap_object", "wrap_object", "wrap_object")
 
-register("PathWrap", PathWrap, order=("components", "wrap_object", "method", "range"),
-         read_hooks={"wrap_object": _read_wrap_object, "range": _read_range},
-         write_hooks={"wrap_object": _write_wrap_object, "range": _write_range},
-         skip_fields=("wrap_object", "range"))
+register("PathWrap", PathWrap, order=("components", "wrap_object", "method", "range", "smoothing"),
+         read_hooks={"wrap_object": _read_wrap_object, "range": _read_range, "smoothing": _read_smoothing},
+         write_hooks={"wrap_object": _write_wrap_object, "range": _write_range, "smoothing": _write_smoothing},
+         skip_fields=("wrap_object", "range", "smoothing"))

@@ -39,7 +39,9 @@ also what applying the tension at the tangent points gives.
 
 Where OpenSim is discontinuous: the status (wrap / no wrap) changes where the
 straight line starts to cross a sphere, ellipsoid or unconstrained cylinder (length
-continuous, derivative jumps, and with a quadrant the length jumps too); quadrant
+and derivative continuous, but the extra length grows as the 1.5 power of the line's
+penetration, so the second derivative is unbounded; with a quadrant the length
+jumps); quadrant
 decisions (``DSIGN`` tests) and a cylinder's finite length switch between wrapping
 and not, jumping the length; inside the wrapping region, the ellipsoid's surface
 path is a polyline of ``int(chord / 1 mm)`` segments (steps of ~1e-8 m) and the
@@ -201,9 +203,7 @@ def wrap_sphere(p1, p2, radius, wrap_axis=0, wrap_sign=0) -> WrapResult:
         first_a = pick_aa | pick_ab
         second_a = pick_aa | pick_ba
         r1 = jnp.where(first_a, r1a, r1b)
-        r11 = jnp.where(first_a, r1b, r1a)
         r2 = jnp.where(second_a, r2a, r2b)
-        r22 = jnp.where(second_a, r2b, r2a)
 
         # quadrant logic
         s1 = wm.dsign(p1[axis]) == sign

@@ -235,18 +235,24 @@ class PathWrap(Component):
     - ``method``: ``"hybrid"``, ``"midpoint"`` or ``"axial"`` (used by ellipsoids).
     - ``range``: 1-based indices ``(start, end)`` of the path points whose segments
       may wrap; ``-1`` means the first (or last) point.
+    - ``smoothing``: width of the band (m) over which the wrapped length is blended
+      to the straight one near OpenSim's wrap/no-wrap boundaries
+      (``simjax.wrapping.smooth``); 0, the default, is OpenSim's exact switch. Not an
+      OpenSim property: the ``.osim`` writer keeps it only where it is non-zero.
     """
 
     wrap_object: str = socket("WrapObject", doc="The wrap object this path wraps over.")
     method: str = flag("hybrid", doc="Wrapping method: hybrid, midpoint or axial.")
     range: tuple = flag((-1, -1), doc="1-based range of path points to wrap (-1: first/last).")
+    smoothing: float = flag(0.0, doc="Blending band (m) at wrap onset; 0: OpenSim's exact switch.")
 
     def __init__(self, name: str, wrap_object: str = "", method: str = "hybrid", range=(-1, -1),
-                 components: tuple = ()):
+                 smoothing: float = 0.0, components: tuple = ()):
         self.name = name
         self.wrap_object = wrap_object
         self.method = method
         self.range = tuple(int(i) for i in range)
+        self.smoothing = float(smoothing)
         self.components = components
 
     def validate(self, path: str) -> None:
@@ -255,6 +261,8 @@ class PathWrap(Component):
         parse_method(self.method, path)
         if len(self.range) != 2:
             raise ModelError(path, "range must hold two indices", prop="range", value=self.range)
+        if not (np.isfinite(self.smoothing) and self.smoothing >= 0.0):
+            raise ModelError(path, "must be a finite width >= 0 (m)", prop="smoothing", value=self.smoothing)
 
     @property
     def method_code(self) -> int:

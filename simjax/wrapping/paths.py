@@ -46,8 +46,13 @@ respect to the coordinates is OpenSim's virtual-work moment arm (``computeMoment
 the one consistent with the forces applied. (OpenSim's tangent points are not exactly
 tangent, so this differs slightly from the derivative of the length itself: see
 ``simjax.wrapping.geometry``.) Forward and reverse mode both work; the wrap status is
-piecewise constant, so derivatives do not see wrap onset (``simjax.wrapping.smooth``
-has a smoothed length for that).
+piecewise constant, so derivatives do not see wrap onset.
+
+Smoothing. A PathWrap with ``smoothing > 0`` blends its wrapped segment to the straight
+one near OpenSim's wrap/no-wrap boundaries (``_blend``, ``simjax.wrapping.smooth``),
+with forces and speeds that are those of the blended length. Only a wrap whose segment
+joins two path points is blended (one whose segment ends at another wrap's tangent
+point stays exact), and the choice between candidate segments stays OpenSim's.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ import numpy as np
 from .. import spatial
 from ..component import ModelError
 from . import geometry as G
+from . import smooth as S
 from ._ellipsoid import wrap_ellipsoid_status
 from .objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapObject, WrapSphere, WrapTorus, parse_method, \
     parse_quadrant, wrap_frame_path
@@ -105,7 +111,8 @@ class _Batch:
     each wrap-object type and paths with one or several PathWraps (``method`` None
     where its PathWraps differ); ``single (G,)``:
     the path has one PathWrap; ``slot_kinds (W, 4)``: whether some path may meet each
-    wrap-object type in each slot (the first two PathWraps may trade places).
+    wrap-object type in each slot (the first two PathWraps may trade places);
+    ``eps (G, W)``: the PathWraps' ``smoothing`` (m, 0: none).
     """
 
     rows: np.ndarray
@@ -124,6 +131,7 @@ class _Batch:
     groups: tuple
     single: np.ndarray
     slot_kinds: np.ndarray
+    eps: np.ndarray
 
     @property
     def n_points(self) -> int:
@@ -207,7 +215,7 @@ def compile_wrapping(build, topology) -> WrapStatic:
                 raise ModelError(pw_path, f"range points past the path's {n} points", prop="range", value=pw.range)
             axis, sign = parse_quadrant(wo.quadrant, target)
             wraps.append((obj_index[target], obj_kind[obj_index[target]], start, end, axis, sign,
-                          parse_method(pw.method, pw_path), bool(wo.active)))
+                          parse_method(pw.method, pw_path), bool(wo.active), float(pw.smoothing)))
         entries.append((row, wraps))
     obj_mob = np.asarray(obj_mob, np.int32)
     return WrapStatic(objects=tuple(objects), frames=tuple(frames), obj_frame=np.asarray(obj_frame, np.int32),
@@ -226,17 +234,19 @@ def _batch(entries, topology, obj_mob):
     pt_ok = np.zeros((Gn, N), bool)
     cols = {k: np.zeros((Gn, W), np.int32) for k in ("obj", "kind", "start", "end", "axis", "sign", "method")}
     on = np.zeros((Gn, W), bool)
+    eps = np.zeros((Gn, W))
     node_mob = np.full((Gn, N + 2 * W), -1, np.int32)
     node_obj = np.full((Gn, N + 2 * W), -1, np.int32)
     for g, ((row, wraps), n) in enumerate(zip(entries, n_pts)):
         pt[g, :n] = np.arange(starts[row], starts[row] + n)
         pt_ok[g, :n] = True
         node_mob[g, :n] = topology.mob[pt[g, :n]]
-        for w, (obj, kind, start, end, axis, sign, method, active) in enumerate(wraps):
+        for w, (obj, kind, start, end, axis, sign, method, active, smoothing) in enumerate(wraps):
             for k, v in zip(("obj", "kind", "start", "end", "axis", "sign", "method"),
                             (obj, kind, start, end, axis, sign, method)):
                 cols[k][g, w] = v
             on[g, w] = active
+            eps[g, w] = smoothing
             node_mob[g, N + 2 * w:N + 2 * w + 2] = obj_mob[obj]
             node_obj[g, N + 2 * w:N + 2 * w + 2] = obj
     exists = np.zeros((Gn, W), bool)
@@ -254,12 +264,12 @@ def _batch(entries, topology, obj_mob):
     live = exists & on
     slot_kinds = np.zeros((W, 4), bool)
     for s in range(W):
-        for t in ((0, 1) if s < 2 else (s,)):
+        for t in (t for t in ((0, 1) if s < 2 else (s,)) if t < W):
             m = live[:, t] & ((t == s) | ~single)
             slot_kinds[s, cols["kind"][m, t]] = True
     return _Batch(rows=np.asarray([r for r, _ in entries], np.int32), pt=pt, pt_ok=pt_ok, on=on & exists,
                   node_mob=node_mob, node_obj=node_obj, groups=tuple(groups), single=single, slot_kinds=slot_kinds,
-                  **cols)
+                  eps=eps, **cols)
 
 
 # -- evaluation ------------------------------------------------------------------------------
@@ -277,6 +287,18 @@ def _wrap_one(kind: int, method, single: bool):
     if kind == ELLIPSOID:
         return lambda p1, p2, d, ax, sg, m: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
     return lambda p1, p2, d, ax, sg, m: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, single)
+
+
+def _weight_one(kind: int, single: bool):
+    """The smoothing weight of one wrap-object type: ``(p1, p2, dims, axis, sign, eps)
+    -> w`` (``simjax.wrapping.smooth.segment_weight``)."""
+    if kind == SPHERE:
+        return lambda p1, p2, d, ax, sg, e: S.segment_weight("sphere", p1, p2, d[0], ax, sg, eps=e)
+    if kind == CYLINDER:
+        return lambda p1, p2, d, ax, sg, e: S.segment_weight("cylinder", p1, p2, d[0], d[1], ax, sg, single, eps=e)
+    if kind == ELLIPSOID:
+        return lambda p1, p2, d, ax, sg, e: S.segment_weight("ellipsoid", p1, p2, d, eps=e)
+    return lambda p1, p2, d, ax, sg, e: S.segment_weight("torus", p1, p2, d[0], d[1], ax, sg, single, eps=e)
 
 
 def wrap_object_params(model, static: WrapStatic) -> dict:
@@ -605,6 +627,70 @@ def _rewrap(batch: _Batch, X_obj, dims, wends, chosen):
     return tangent, arc
 
 
+def _blend(batch: _Batch, X_obj, dims, seq, on_path, orig, seg, ds, de, a_s, a_e):
+    """Smoothed PathWraps (``smoothing > 0``): each wrapped segment's length blended to
+    its straight length near OpenSim's wrap/no-wrap boundaries, with the forces and
+    speed of the blended length.
+
+    A wrap whose segment joins two original points ``a``, ``b`` (not another wrap's
+    points) has the length ``S + w (Lw - S)``: ``S = |b - a|``, ``Lw`` the wrapped
+    length, ``w`` the weight of ``a``, ``b`` in the wrap frame
+    (``simjax.wrapping.smooth``), 1 away from the boundaries. Its variation gives the
+    force directions: the straight pull ``(1 - w) u``, the wrapped pulls and the
+    tangent points scaled by ``w``, and ``(Lw - S) dw``, which pulls ``a`` and ``b``
+    against the wrap object's body at the same places. Pieces within one body apply
+    no force (as in OpenSim), and the speed follows the forces.
+
+    **Arguments:** ``X_obj``, ``dims`` as for ``_wrap_batch``; ``seq``; ``on_path
+    (G, W)``; ``orig (G, N, 3)``; per original point ``(G, N)``: ``seg`` lengths,
+    ``ds``, ``de`` directions and ``a_s``, ``a_e`` flags, as ``wrap_segments`` makes them.
+
+    **Returns:** ``(seg, ds, de, a_s, a_e, blend, w, extra)``: the updated arrays,
+    whether each wrap ``(G, W)`` is blended, its weight (1 if not), and ``(points,
+    force_dir) (G, W, 2, 3)`` of the stations on the wrap object's body at ``a``, ``b``.
+    """
+    R_obj, o_obj = X_obj
+    Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
+    L = seq.shape[-1]
+    rows = np.arange(Gn)[:, None]
+    k1 = jnp.argmax(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
+    a = jnp.take_along_axis(seq, jnp.maximum(k1 - 1, 0), 1)
+    b = jnp.take_along_axis(seq, jnp.minimum(k1 + 2, L - 1), 1)
+    blend = on_path & (k1 >= 1) & (a >= 0) & (a < N) & (b >= 0) & (b < N) & jnp.asarray(batch.eps > 0)
+    a, b = jnp.clip(a, 0, N - 1), jnp.clip(b, 0, N - 1)
+    p1, p2 = orig[rows, a], orig[rows, b]  # (G, W, 3)
+    R, o = R_obj[batch.obj], o_obj[batch.obj]
+    to_w = lambda p, far: jnp.where(blend[..., None], jnp.einsum("gwji,gwj->gwi", R, p - o),  # noqa: E731
+                                    jnp.asarray(far, p.dtype))
+    p1w, p2w = to_w(p1, _FAR_ENDS[0]), to_w(p2, _FAR_ENDS[1])
+    w = jnp.ones((Gn, W), p1.dtype)
+    g1 = g2 = jnp.zeros((Gn, W, 3), p1.dtype)
+    for code, _, _, single in batch.groups:
+        gi, wi = np.nonzero(batch.on & (batch.kind == code) & (batch.single[:, None] == single) & (batch.eps > 0))
+        if len(gi):
+            fn = jax.vmap(jax.value_and_grad(_weight_one(code, single), argnums=(0, 1)))
+            val, (d1, d2) = fn(p1w[gi, wi], p2w[gi, wi], dims[batch.obj[gi, wi]], jnp.asarray(batch.axis[gi, wi]),
+                               jnp.asarray(batch.sign[gi, wi]), jnp.asarray(batch.eps[gi, wi], p1.dtype))
+            w, g1, g2 = w.at[gi, wi].set(val), g1.at[gi, wi].set(d1), g2.at[gi, wi].set(d2)
+    w = jnp.where(blend, w, 1.0)
+    mob = jnp.asarray(batch.node_mob)
+    mob_a, mob_b, mob_w = mob[rows, a], mob[rows, b], mob[:, N::2]
+    straight = _norm(p2 - p1)
+    u = _unit(p2 - p1) * (mob_a != mob_b)[..., None]
+    gap = seg[rows, a] - straight  # Lw - S
+    lever1 = (gap * (mob_a != mob_w))[..., None] * jnp.einsum("gwij,gwj->gwi", R, g1)
+    lever2 = (gap * (mob_b != mob_w))[..., None] * jnp.einsum("gwij,gwj->gwi", R, g2)
+    wv = w[..., None]
+    at = jnp.where(blend, a, N)  # (the owner of a blended segment is its first point)
+    put = lambda x, v: x.at[rows, at].set(v, mode="drop")  # noqa: E731
+    seg = put(seg, straight + w * gap)
+    ds = put(ds, (1.0 - wv) * u + wv * ds[rows, a] * a_s[rows, a][..., None] - lever1)
+    de = put(de, (1.0 - wv) * u + wv * de[rows, a] * a_e[rows, a][..., None] + lever2)
+    a_s, a_e = put(a_s, True), put(a_e, True)
+    extra = (jnp.stack([p1, p2], 2), jnp.where(blend[..., None, None], jnp.stack([lever1, lever2], 2), 0.0))
+    return seg, ds, de, a_s, a_e, blend, w, extra
+
+
 def _path_points(batch: _Batch, points):
     """The batch's path points ``(G, N, 3)`` (padding repeats the last point)."""
     return jnp.concatenate([points, points[-1:]])[jnp.asarray(batch.pt)]
@@ -666,6 +752,10 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     put = jax.vmap(lambda idx, v: jnp.zeros((N,) + v.shape[1:], v.dtype).at[idx].set(v, mode="drop"))
     ds, de = put(leave_at, d), put(reach_owner, d)
     a_s, a_e = put(leave_at, differ), put(reach_owner, differ)
+    smoothed = bool(np.any(batch.eps > 0))
+    if smoothed:
+        seg_len, ds, de, a_s, a_e, blend, scale, (x_pts, x_dir) = _blend(
+            batch, (R_obj, o_obj), params["dims"], seq, on_path, orig, seg_len, ds, de, a_s, a_e)
     flat = jnp.asarray(np.where(batch.pt_ok, batch.pt, P))
     length = length.at[flat].set(seg_len, mode="drop")
     dir_start = dir_start.at[flat].set(ds, mode="drop")
@@ -681,8 +771,17 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     f_next = z.at[:, :-1].set(jnp.where(differ[..., None], d, 0.0))
     f_prev = z.at[:, 1:].set(jnp.where(differ[..., None], -d, 0.0))
     put_w = jax.vmap(lambda idx, v: jnp.zeros((2 * W, 3), v.dtype).at[idx].set(v, mode="drop"))
-    tangent = TangentPoints(points=wpos.reshape(-1, 3), force_dir=put_w(wrap_pos, f_next + f_prev).reshape(-1, 3),
-                            speed_dir=put_w(wrap_pos, to_next + to_prev).reshape(-1, 3),
-                            mob=batch.node_mob[:, N:].reshape(-1), row=np.repeat(batch.rows, 2 * W))
+    force_dir, speed_dir = put_w(wrap_pos, f_next + f_prev), put_w(wrap_pos, to_next + to_prev)
+    points, mob = wpos.reshape(Gn, -1, 3), batch.node_mob[:, N:]
+    if smoothed:
+        blend, scale = jnp.repeat(blend, 2, axis=1)[..., None], jnp.repeat(scale, 2, axis=1)[..., None]
+        x_dir = x_dir.reshape(Gn, -1, 3)
+        points = jnp.concatenate([points, x_pts.reshape(Gn, -1, 3)], 1)
+        speed_dir = jnp.concatenate([scale * jnp.where(blend, force_dir, speed_dir), x_dir], 1)
+        force_dir = jnp.concatenate([scale * force_dir, x_dir], 1)
+        mob = np.concatenate([mob, mob], 1)
+    tangent = TangentPoints(points=points.reshape(-1, 3), force_dir=force_dir.reshape(-1, 3),
+                            speed_dir=speed_dir.reshape(-1, 3), mob=mob.reshape(-1),
+                            row=np.repeat(batch.rows, mob.shape[1]))
     return Segments(length=length, dir_start=dir_start, dir_end=dir_end, applies=applies, applies_end=applies_end,
                     tangent=tangent)
