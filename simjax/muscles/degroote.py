@@ -26,7 +26,7 @@ import numpy as np
 
 from ..component import ModelError, Stage, flag, output, prop
 from . import curves as C
-from .muscle import Muscle, newton_ift
+from .muscle import DampedFiberMuscle, newton_ift
 from .path import GeometryPath
 from .solvers import bracketed_newton
 
@@ -35,7 +35,7 @@ __all__ = ["DeGrooteFregly2016Muscle"]
 _MAX_NORM_TENDON_FORCE = 5.0
 
 
-class DeGrooteFregly2016Muscle(Muscle):
+class DeGrooteFregly2016Muscle(DampedFiberMuscle):
     """OpenSim's DeGrooteFregly2016Muscle.
 
     **Fields:** the Muscle properties and ``activation_time_constant`` (0.015 s),
@@ -252,26 +252,6 @@ class DeGrooteFregly2016Muscle(Muscle):
                                      tol=1e-15)
         ntf = newton_ift(ntf, _equilibrium_residual, *args)
         return s["z"][keep, 1], ntf[keep]
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_elastic_force(self, ctx):
-        """Conservative passive fiber force (N)."""
-        return self._out(ctx, "passive_fiber_elastic_force")
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_elastic_force_along_tendon(self, ctx):
-        """Conservative passive fiber force along the tendon (N)."""
-        return self._out(ctx, "passive_fiber_elastic_force") * self._out(ctx, "cos_pennation_angle")
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_damping_force(self, ctx):
-        """Fiber damping force (N)."""
-        return self._out(ctx, "passive_fiber_damping_force")
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_damping_force_along_tendon(self, ctx):
-        """Fiber damping force along the tendon (N)."""
-        return self._out(ctx, "passive_fiber_damping_force") * self._out(ctx, "cos_pennation_angle")
 
     @output(Stage.DYNAMICS)
     def implicitresidual_normalized_tendon_force(self, ctx):

@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..component import ModelError, Stage, output, prop
+from ..component import ModelError, prop
 from ..groups import stack_properties
 from . import curves as C
-from .muscle import (SIGNIFICANT_REAL, SQRT_EPS, FixedWidthPennation, Muscle, first_order_activation_derivative,
-                     newton_ift, series_stiffness)
+from .muscle import (SIGNIFICANT_REAL, SQRT_EPS, DampedFiberMuscle, FixedWidthPennation,
+                     first_order_activation_derivative, newton_ift, series_stiffness)
 from .path import GeometryPath
 from .solvers import bracketed_newton
 from .stacked_curves import concat_curves, curve_eval, solve_in_curve, stack_curve
@@ -44,7 +44,7 @@ __all__ = ["Millard2012EquilibriumMuscle"]
 _MIN_DAMPING = 0.001  # MIN_NONZERO_DAMPING_COEFFICIENT
 
 
-class Millard2012EquilibriumMuscle(Muscle):
+class Millard2012EquilibriumMuscle(DampedFiberMuscle):
     """OpenSim's Millard2012EquilibriumMuscle.
 
     ``Millard2012EquilibriumMuscle("biceps", 200, 0.6, 0.55, 0)`` takes, like
@@ -357,28 +357,6 @@ class Millard2012EquilibriumMuscle(Muscle):
         lce = static_equilibrium(p, L, a)
         keep = ~s["rigid"] & s["on"]
         return s["z"][keep, 1], lce[keep]
-
-    # -- outputs ------------------------------------------------------------------------
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_elastic_force(self, ctx):
-        """Conservative passive fiber force (N)."""
-        return self._out(ctx, "passive_fiber_elastic_force")
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_elastic_force_along_tendon(self, ctx):
-        """Conservative passive fiber force along the tendon (N)."""
-        return self._out(ctx, "passive_fiber_elastic_force") * self._out(ctx, "cos_pennation_angle")
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_damping_force(self, ctx):
-        """Fiber damping force (N)."""
-        return self._out(ctx, "passive_fiber_damping_force")
-
-    @output(Stage.DYNAMICS)
-    def passive_fiber_damping_force_along_tendon(self, ctx):
-        """Fiber damping force along the tendon (N)."""
-        return self._out(ctx, "passive_fiber_damping_force") * self._out(ctx, "cos_pennation_angle")
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from ..component import ModelError, Stage, flag, output, prop
 from ..groups import Forces, stack_properties
 from .path import GeometryPath, PathActuator, _cache, path_forces, path_lengths, path_speeds
 
-__all__ = ["Muscle", "FixedWidthPennation", "first_order_activation_derivative", "SIGNIFICANT_REAL", "EPS"]
+__all__ = ["Muscle", "DampedFiberMuscle",
+           "FixedWidthPennation", "first_order_activation_derivative", "SIGNIFICANT_REAL", "EPS"]
 
 #: SimTK::Eps, SimTK::SignificantReal, SimTK::SqrtEps
 EPS = float(np.finfo(np.float64).eps)
@@ -460,6 +461,33 @@ class Muscle(PathActuator):
     def power(self, ctx):
         """Power delivered to the system, ``-actuation * speed`` (W)."""
         return self._out(ctx, "power")
+
+
+class DampedFiberMuscle(Muscle):
+    """A muscle whose passive fiber force has an elastic and a damping part (abstract:
+    Millard2012EquilibriumMuscle, DeGrooteFregly2016Muscle): their outputs. Its group
+    computation provides ``passive_fiber_elastic_force`` and
+    ``passive_fiber_damping_force``."""
+
+    @output(Stage.DYNAMICS)
+    def passive_fiber_elastic_force(self, ctx):
+        """Conservative passive fiber force (N)."""
+        return self._out(ctx, "passive_fiber_elastic_force")
+
+    @output(Stage.DYNAMICS)
+    def passive_fiber_elastic_force_along_tendon(self, ctx):
+        """Conservative passive fiber force along the tendon (N)."""
+        return self._out(ctx, "passive_fiber_elastic_force") * self._out(ctx, "cos_pennation_angle")
+
+    @output(Stage.DYNAMICS)
+    def passive_fiber_damping_force(self, ctx):
+        """Fiber damping force (N)."""
+        return self._out(ctx, "passive_fiber_damping_force")
+
+    @output(Stage.DYNAMICS)
+    def passive_fiber_damping_force_along_tendon(self, ctx):
+        """Fiber damping force along the tendon (N)."""
+        return self._out(ctx, "passive_fiber_damping_force") * self._out(ctx, "cos_pennation_angle")
 
 
 def series_stiffness(fiber_stiffness_along_tendon, tendon_stiffness, rigid):
