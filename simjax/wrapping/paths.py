@@ -275,30 +275,34 @@ def _batch(entries, topology, obj_mob):
 # -- evaluation ------------------------------------------------------------------------------
 
 
+_NAMES = {SPHERE: "sphere", CYLINDER: "cylinder", ELLIPSOID: "ellipsoid", TORUS: "torus"}
+
+
+def _shape_args(kind: int, d, ax, sg, m, single: bool) -> tuple:
+    """The arguments after ``(p1, p2)`` of ``wrap_<shape>`` (and of
+    ``segment_weight``) from the engine's ``dims`` ``d`` (radius / radius, length /
+    semi-axes / inner, outer radius), quadrant, method and one-PathWrap flag."""
+    if kind == SPHERE:
+        return d[0], ax, sg
+    if kind == ELLIPSOID:
+        return d, ax, sg, m
+    return d[0], d[1], ax, sg, single  # cylinder, torus
+
+
 def _wrap_one(kind: int, method, single: bool):
     """The geometry function of one wrap-object type: ``(p1, p2, dims, axis, sign,
-    method) -> WrapResult`` (``dims``: radius / radius, length / semi-axes / inner,
-    outer radius). ``method`` is static unless None; ``single``: the paths have one
-    PathWrap (static)."""
-    if kind == SPHERE:
-        return lambda p1, p2, d, ax, sg, m: G.wrap_sphere(p1, p2, d[0], ax, sg)
-    if kind == CYLINDER:
-        return lambda p1, p2, d, ax, sg, m: G.wrap_cylinder(p1, p2, d[0], d[1], ax, sg, single)
-    if kind == ELLIPSOID:
-        return lambda p1, p2, d, ax, sg, m: G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method)
-    return lambda p1, p2, d, ax, sg, m: G.wrap_torus(p1, p2, d[0], d[1], ax, sg, single)
+    method) -> WrapResult``. ``method`` is static unless None; ``single``: the paths
+    have one PathWrap (static)."""
+    wrap = S.WRAP_FUNCTIONS[_NAMES[kind]]
+    return lambda p1, p2, d, ax, sg, m: wrap(p1, p2, *_shape_args(kind, d, ax, sg, m if method is None else method,
+                                                                  single))
 
 
 def _weight_one(kind: int, single: bool):
     """The smoothing weight of one wrap-object type: ``(p1, p2, dims, axis, sign, eps)
     -> w`` (``simjax.wrapping.smooth.segment_weight``)."""
-    if kind == SPHERE:
-        return lambda p1, p2, d, ax, sg, e: S.segment_weight("sphere", p1, p2, d[0], ax, sg, eps=e)
-    if kind == CYLINDER:
-        return lambda p1, p2, d, ax, sg, e: S.segment_weight("cylinder", p1, p2, d[0], d[1], ax, sg, single, eps=e)
-    if kind == ELLIPSOID:
-        return lambda p1, p2, d, ax, sg, e: S.segment_weight("ellipsoid", p1, p2, d, eps=e)
-    return lambda p1, p2, d, ax, sg, e: S.segment_weight("torus", p1, p2, d[0], d[1], ax, sg, single, eps=e)
+    return lambda p1, p2, d, ax, sg, e: S.segment_weight(_NAMES[kind], p1, p2, *_shape_args(kind, d, ax, sg, 0, single),
+                                                          eps=e)
 
 
 def wrap_object_params(model, static: WrapStatic) -> dict:

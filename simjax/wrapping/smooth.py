@@ -124,7 +124,8 @@ def _torus(p1, p2, inner_radius, outer_radius, wrap_axis=0, wrap_sign=0, single_
 
 
 _WEIGHTS = {"sphere": _sphere, "cylinder": _cylinder, "ellipsoid": _ellipsoid, "torus": _torus}
-_WRAPS = {"sphere": wrap_sphere, "cylinder": wrap_cylinder, "ellipsoid": wrap_ellipsoid, "torus": wrap_torus}
+#: the exact geometry function of each shape, by name
+WRAP_FUNCTIONS = {"sphere": wrap_sphere, "cylinder": wrap_cylinder, "ellipsoid": wrap_ellipsoid, "torus": wrap_torus}
 
 
 def segment_weight(kind: str, p1, p2, *params, eps=1e-4):
@@ -158,7 +159,7 @@ def smooth_segment_length(kind: str, p1, p2, *params, eps=1e-4):
     ``WrapResult``. Differentiate ``length`` for moment arms in smoothed mode.
     """
     w = segment_weight(kind, p1, p2, *params, eps=eps)
-    res = _WRAPS[kind](p1, p2, *params)
+    res = WRAP_FUNCTIONS[kind](p1, p2, *params)
     straight = wm.norm(p2 - p1)
     wrapped = wm.norm(p1 - res.r1) + res.length + wm.norm(res.r2 - p2)
     w = jnp.where(res.wraps, w, 0.0)
