@@ -23,6 +23,7 @@ from .component import ModelError
 from .function_bank import bank_eval, bank_params
 from .mechanics import dynamics as dyn
 from .mechanics.constraints import ConstraintRows, body_jacobians, weld_rows
+from .mechanics.linalg import psd_solve
 from .mechanics.tree import frame_table_rows, position_kinematics, tree_params, velocity_kinematics
 from .state import State
 
@@ -272,14 +273,12 @@ class Context:
         """Acceleration stage: ``udot``, multipliers, ``qdot``, ``zdot``.
 
         Solves ``M udot + G^T lambda = f``, ``G udot = b`` through the Cholesky factor of
-        ``M``: ``lambda = (G M^-1 G^T)^+ (G M^-1 f - b)`` with a pseudo-inverse (relative
-        cutoff 1e-10), so redundant constraints (a planar loop closed by a 6-equation
-        weld) give the minimum-norm multipliers and the same ``udot``; inconsistent
-        acceleration constraints give the least-squares ``udot``, and
-        ``udot_err = G udot - b`` reports what is left. When the rows are independent
-        by construction (only locked and prescribed coordinates, each its own speed),
-        ``G M^-1 G^T`` is positive definite and a Cholesky solve replaces the
-        pseudo-inverse (same result, a fraction of the cost).
+        ``M``: ``lambda = (G M^-1 G^T)^+ (G M^-1 f - b)`` (``linalg.psd_solve``: a
+        Cholesky solve, or the pseudo-inverse with relative cutoff 1e-10 when
+        ``G M^-1 G^T`` is singular), so redundant constraints (a planar loop closed by
+        a 6-equation weld) give the minimum-norm multipliers and the same ``udot``;
+        inconsistent acceleration constraints give the least-squares ``udot``, and
+        ``udot_err = G udot - b`` reports what is left.
         """
         M = self.mass_matrix
         body, mob = self.applied
@@ -289,13 +288,8 @@ class Context:
         rows = self.constraints
         if rows.G.shape[0]:
             MinvGt = jax.scipy.linalg.cho_solve(cho, rows.G.T)
-            A = rows.G @ MinvGt
             Minvf = jax.scipy.linalg.cho_solve(cho, f)
-            rhs = rows.G @ Minvf - rows.b
-            if _rows_independent(self.topology):
-                lam = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(A), rhs)
-            else:
-                lam = jnp.linalg.pinv(A, rtol=1e-10, hermitian=True) @ rhs
+            lam = psd_solve(rows.G @ MinvGt, rows.G @ Minvf - rows.b)
             udot = Minvf - MinvGt @ lam
             err = rows.G @ udot - rows.b
         else:
@@ -339,15 +333,6 @@ def _check_control_bounds(ctx: Context, controls):
     bad = (controls < lo) | (controls > hi)
     msgs = [f"control of {p} is outside [min_control, max_control]" for p in paths]
     return eqx.branched_error_if(controls, jnp.any(bad), jnp.argmax(bad), msgs)
-
-
-def _rows_independent(topo) -> bool:
-    """Whether every constraint row is a locked or prescribed coordinate, no two on the
-    same speed (then ``G`` selects distinct speeds and has full row rank)."""
-    if topo.role_groups("constraints") or topo.tree.loop_welds:
-        return False
-    speeds = list(topo.locked_u) + (list(topo.prescribed["u"]) if topo.prescribed is not None else [])
-    return len(set(speeds)) == len(speeds)
 
 
 def _builtin_constraint_rows(ctx: Context) -> list[ConstraintRows]:

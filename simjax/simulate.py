@@ -113,12 +113,12 @@ def _has_constraints(system) -> bool:
                 or topo.tree.slave_welds or len(topo.tree.quat_q))
 
 
-def _projector(system):
+def _projector(tol):
     from .mechanics import assembly
 
     def project(t, y, args):
         sys_, _, d = args.unpack()
-        return assembly.project_y(sys_, t, y, d)
+        return assembly.project_y(sys_, t, y, d, tol=tol)
 
     return project
 
@@ -256,7 +256,8 @@ def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm
              atol: float | None = None, accuracy: float = 1e-5, dt: float | None = None, ts=None,
              n_outputs: int = 101, save_steps: bool = False, max_steps: int = 100_000, project: bool = True,
              events=(), max_events: int = 100, progress: bool = False, throw: bool = True,
-             adjoint: str = "checkpoint", max_step_size: float | None = None) -> Trajectory:
+             adjoint: str = "checkpoint", max_step_size: float | None = None,
+             constraint_tolerance: float | None = None) -> Trajectory:
     """Integrate the model from ``state`` to ``t_final``.
 
     **Arguments:**
@@ -277,6 +278,9 @@ def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm
     - ``max_steps``: step budget; exceeding it is an error (``throw``) or a result code.
     - ``project``: project each step onto the position and velocity constraints and
       normalize quaternions (Simbody-style), when the model has any.
+    - ``constraint_tolerance``: as Simbody's: a step's positions (speeds) are projected
+      when the RMS of its position (velocity) constraint errors exceeds a tenth of it;
+      default ``min(rtol, atol) / 10`` (Simbody's default, accuracy / 10).
     - ``events``: ``Event``s. A terminating one stops the simulation at its zero
       crossing (located to tolerance); one with a handler updates the state there and
       continues (handlers run between jitted segments, so such simulations are not
@@ -302,7 +306,8 @@ def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm
         ts = jnp.linspace(0.0, 1.0, n_outputs, dtype=dtype) * (t_final - t0) + t0
     options = dict(solver=solver, rtol=accuracy if rtol is None else rtol, atol=accuracy if atol is None else atol,
                    dt=dt, save_steps=save_steps, max_steps=max_steps, project=project, progress=progress,
-                   throw=throw, adjoint=adjoint, max_step_size=max_step_size)
+                   throw=throw, adjoint=adjoint, max_step_size=max_step_size,
+                   constraint_tolerance=constraint_tolerance)
     terminal = [e for e in events if e.handler is None]
     handled = [e for e in events if e.handler is not None]
     if not handled:
@@ -362,7 +367,8 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
     else:
         solver = cls()
     if options["project"] and _has_constraints(system):
-        solver = Projected(solver, _projector(system))
+        tol = options["constraint_tolerance"]
+        solver = Projected(solver, _projector(0.1 * min(options["rtol"], options["atol"]) if tol is None else tol))
     if adaptive:
         controller = diffrax.PIDController(rtol=options["rtol"], atol=options["atol"], dtmax=options["max_step_size"],
                                            step_ts=ts if (ts is not None and cls is RungeKuttaMerson) else None)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..forward import Context
+from ..mechanics.linalg import min_norm_correction
 from ..mechanics.tree import qdot_from_u
 from ..muscles.path import GeometryPath, path_geometry, path_topology_of
 from ..state import State
@@ -78,8 +79,7 @@ def coupling_vectors(system, state: State, coordinates) -> jax.Array:
         lock_row = locked[k] & (jnp.abs(G[:, k]) == 1.0) & (jnp.sum(jnp.abs(G), 1) == 1.0)
         Gk = jnp.where(lock_row[:, None], 0.0, G)
         u0 = eye[k]
-        A = Gk @ Gk.T
-        u = u0 - Gk.T @ (jnp.linalg.pinv(A, rtol=1e-10, hermitian=True) @ (Gk @ u0))
+        u = u0 - min_norm_correction(Gk, Gk @ u0)
         return u / u[k]
 
     return jax.vmap(one)(jnp.asarray(uk))

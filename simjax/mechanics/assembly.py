@@ -37,11 +37,10 @@ import numpy as np
 import optimistix as optx
 
 from ..state import State
+from .linalg import min_norm_correction, psd_solve
 
 __all__ = ["AssemblyInfo", "assemble", "project", "project_u", "project_y", "position_errors", "fixed_coordinates"]
 
-#: relative singular-value cutoff of the pseudo-inverses (redundant constraints)
-PINV_RTOL = 1e-10
 
 
 @jax.tree_util.register_dataclass
@@ -112,7 +111,7 @@ def _sqp_map(q, args):
     Gq = jax.jacfwd(f)(q)
     Gw = Gq * w_inv
     A = Gw @ Gq.T
-    lam = jnp.linalg.pinv(A, rtol=PINV_RTOL, hermitian=True) @ (perr + Gq @ (q_req - q))
+    lam = psd_solve(A, perr + Gq @ (q_req - q))
     return q_req - Gw.T @ lam
 
 
@@ -159,7 +158,7 @@ def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: 
     qerr = jnp.concatenate([rows.perr, quaternion_errors(ctx.tree, q)])
     uerr = rows.verr
     if rows.G.shape[0]:
-        du = _min_norm_correction(rows.G, rows.verr)
+        du = min_norm_correction(rows.G, rows.verr)
         st = st.replace(u=st.u - du)
         uerr = rows.verr - rows.G @ du
     max_q = jnp.max(jnp.abs(qerr), initial=0.0)
@@ -172,17 +171,12 @@ def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: 
     return (st, info) if return_info else st
 
 
-def _min_norm_correction(G, err):
-    """The minimum-norm ``dx`` with ``G dx = err`` (least squares if inconsistent)."""
-    return G.T @ (jnp.linalg.pinv(G @ G.T, rtol=PINV_RTOL, hermitian=True) @ err)
-
-
 def project_u(system, state: State):
     """The nearest ``u`` (least squares) satisfying the velocity constraints ``G u = c``."""
     rows = _context(system, state).constraints
     if rows.G.shape[0] == 0:
         return state
-    return state.replace(u=state.u - _min_norm_correction(rows.G, rows.verr))
+    return state.replace(u=state.u - min_norm_correction(rows.G, rows.verr))
 
 
 def _normalize_quaternions(tree, q):
@@ -193,13 +187,19 @@ def _normalize_quaternions(tree, q):
     return q.at[idx].set(quats / jnp.linalg.norm(quats, axis=-1, keepdims=True))
 
 
-def project(system, state: State, iterations: int = 2):
+def project(system, state: State, iterations: int = 2, tol: float | None = None):
     """Project ``q`` then ``u`` onto the constraint manifold (Simbody-style, local).
 
     ``iterations`` Gauss-Newton steps ``dq = N(q) du`` with ``du`` the minimum-norm
     solution of ``G du = -qerr`` (quaternions renormalized after each), then the
     least-squares correction of ``u``. Meant for states already near the manifold (an
     integrator step); use ``assemble`` from arbitrary states.
+
+    With a tolerance ``tol`` (Simbody's constraint tolerance), the positions are
+    projected only when the RMS of the position errors exceeds ``tol / 10``, and the
+    speeds only when the RMS of the velocity errors does (Simbody's rule: nothing
+    happens to a state that already satisfies its constraints). Locked and prescribed
+    coordinates are always reset and quaternions always normalized.
     """
     from ..mechanics.tree import qdot_from_u
 
@@ -208,19 +208,36 @@ def project(system, state: State, iterations: int = 2):
     q = state.q.at[fixed].set(fixed_vals)
     q = _normalize_quaternions(tree, q)
     st = state.replace(q=q)
-    if _context(system, st).constraints.G.shape[0]:
+    rows = _context(system, st).constraints
+    if not rows.G.shape[0]:
+        return st
+
+    def project_q(st):
         for _ in range(iterations):
             rows = _context(system, st).constraints
-            du = -_min_norm_correction(rows.G, rows.perr)
-            q = _normalize_quaternions(tree, st.q + qdot_from_u(tree, st.q, du))
-            st = st.replace(q=q)
-    return project_u(system, st)
+            du = -min_norm_correction(rows.G, rows.perr)
+            st = st.replace(q=_normalize_quaternions(tree, st.q + qdot_from_u(tree, st.q, du)))
+        return st, _context(system, st).constraints
+
+    def correct_u(st, rows):
+        return st.replace(u=st.u - min_norm_correction(rows.G, rows.verr))
+
+    if tol is None:
+        st, rows = project_q(st)
+        return correct_u(st, rows)
+    limit = 0.1 * tol
+    st, rows = jax.lax.cond(_rms(rows.perr) > limit, project_q, lambda st: (st, rows), st)
+    return jax.lax.cond(_rms(rows.verr) > limit, correct_u, lambda st, rows: st, st, rows)
 
 
-def project_y(system, t, y, d):
+def _rms(x):
+    return jnp.sqrt(jnp.mean(x * x))
+
+
+def project_y(system, t, y, d, tol: float | None = None):
     """``project`` on an ODE state vector ``y = (q, u, z)`` (for the integrator)."""
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
     st = State(t=jnp.asarray(t, y.dtype), q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
-    st = project(system, st)
+    st = project(system, st, tol=tol)
     return jnp.concatenate([st.q, st.u, y[nq + nu:]])
