@@ -25,7 +25,7 @@ import numpy as np
 
 from .forward import Context
 from .mechanics.tree import qdot_from_u
-from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler
+from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController
 from .state import State
 
 __all__ = ["simulate", "Trajectory", "ControlTable", "Event", "rhs", "SOLVERS", "simulate_batch"]
@@ -269,8 +269,13 @@ def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm
     - ``solver``: ``"rkm"`` (Runge–Kutta–Merson, OpenSim's default), ``"tsit5"``,
       ``"dopri5"``, ``"dopri8"``, ``"kvaerno5"`` (implicit, for stiff muscles), or the
       fixed-step ``"rk4"`` and ``"semi_implicit_euler"`` (need ``dt``).
+    - ``accuracy``: OpenSim's integrator accuracy. ``"rkm"`` controls its error as
+      Simbody does (``solvers.SimbodyController``: RMS errors of q, u and z, the
+      latter two relative to ``max(|value|, 1)``, at most ``accuracy``), so its steps
+      follow OpenSim's; the other adaptive solvers use Diffrax's PID control with
+      ``rtol`` and ``atol``.
     - ``rtol``, ``atol``: tolerances of the adaptive solvers; both default to
-      ``accuracy`` (OpenSim's integrator accuracy).
+      ``accuracy`` (``"rkm"`` uses the smaller as its accuracy).
     - ``dt``: the fixed step (fixed-step solvers) or the initial step.
     - ``ts``: output times (default ``n_outputs`` evenly spaced times including both
       ends); ``save_steps``: instead output every step (padded to ``max_steps`` with
@@ -369,9 +374,10 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
     if options["project"] and _has_constraints(system):
         tol = options["constraint_tolerance"]
         solver = Projected(solver, _projector(0.1 * min(options["rtol"], options["atol"]) if tol is None else tol))
-    if adaptive:
-        controller = diffrax.PIDController(rtol=options["rtol"], atol=options["atol"], dtmax=options["max_step_size"],
-                                           step_ts=ts if (ts is not None and cls is RungeKuttaMerson) else None)
+    if cls is RungeKuttaMerson:
+        controller = SimbodyController(min(options["rtol"], options["atol"]), nq, nu, ts, options["max_step_size"])
+    elif adaptive:
+        controller = diffrax.PIDController(rtol=options["rtol"], atol=options["atol"], dtmax=options["max_step_size"])
     else:
         controller = diffrax.ConstantStepSize()
     if ts is not None:  # a segment after a handled event starts inside the output times

@@ -1,7 +1,8 @@
 """Integrators for ``simulate``: Runge–Kutta–Merson, classical RK4, semi-implicit Euler,
-and a wrapper that projects every step onto the constraint manifold.
+a wrapper that projects every step onto the constraint manifold, and Simbody's
+step-size control.
 
-All are Diffrax solvers, so Diffrax's step-size controllers, adjoints, events and
+All are Diffrax solvers and step-size controllers, so Diffrax's adjoints, events and
 output handling apply to them unchanged.
 """
 
@@ -12,11 +13,12 @@ from typing import ClassVar
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from diffrax._solver.runge_kutta import AbstractERK, ButcherTableau
 
-__all__ = ["RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected"]
+__all__ = ["RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected", "SimbodyController"]
 
 
 def _linear_interpolation(*, t0, t1, y0, y1, k=None, **kwargs):
@@ -162,3 +164,91 @@ class Projected(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
 
     def func(self, terms, t0, y0, args):
         return self.solver.func(terms, t0, y0, args)
+
+
+class SimbodyController(diffrax.AbstractAdaptiveStepSizeController):
+    """Simbody's error control and step-size adjustment (OpenSim's integrators).
+
+    The error of a step is the largest of three RMS norms, each over one part of
+    ``y = (q, u, z)`` (Simbody's ``calcErrorNorm``): the ``q`` errors as they are
+    (unit weights; Simbody maps them through ``N Wu N^+``, which leaves them unchanged
+    except along a quaternion, where this is slightly stricter), the ``u`` and ``z``
+    errors each divided by ``max(|value|, 1)`` at the step's start. A step is accepted
+    when that error is at most ``accuracy``; the next step size is
+    ``0.9 h (accuracy / error)^(1/4)``, kept at ``h`` when it would grow by less than
+    20% (or the step was cut short to reach an output time) or shrink after an
+    accepted step, shrunk by at least 10% after a rejected one, and held within
+    ``[0.1 h, 5 h]`` (Simbody's ``adjustStepSize``). Output times ``ts`` are step
+    boundaries: a step that would pass one ends on it, and one that would end within
+    0.1% before it is stretched to it (Simbody's ``takeOneStep``). The first step is
+    ``dt0``, by default 0.01 s (a tenth of Simbody's default system time scale).
+
+    **Fields:** ``accuracy``; ``nq``, ``nu``: the sizes of ``q`` and ``u`` in ``y``;
+    ``ts``: output times (sorted) or ``None``; ``dtmax``: largest step or ``None``.
+    """
+
+    accuracy: float
+    nq: int = eqx.field(static=True)
+    nu: int = eqx.field(static=True)
+    ts: jax.Array | None = None
+    dtmax: float | None = None
+
+    @property
+    def rtol(self):
+        return self.accuracy
+
+    @property
+    def atol(self):
+        return self.accuracy
+
+    @property
+    def norm(self):
+        return _rms
+
+    def wrap(self, direction):
+        return self
+
+    def _target(self, t0, h):
+        """The end of the next step from ``t0`` with step size ``h``, and whether an
+        output time cut it short."""
+        if self.ts is None or self.ts.shape[0] == 0:
+            return t0 + h, jnp.asarray(False)
+        i = jnp.searchsorted(self.ts, t0, side="right")
+        stop = jnp.where(i < self.ts.shape[0], self.ts[jnp.minimum(i, self.ts.shape[0] - 1)], jnp.inf)
+        limited = stop < t0 + 0.95 * h
+        t1 = jnp.where(limited | (stop <= t0 + 1.001 * h), stop, t0 + h)
+        return t1, limited
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        h = jnp.asarray(0.01 if dt0 is None else dt0, jnp.result_type(y0, float))
+        if self.dtmax is not None:
+            h = jnp.minimum(h, self.dtmax)
+        t_next, limited = self._target(t0, h)
+        return t_next, (h, limited)
+
+    def error(self, y0, y_error):
+        """Simbody's error norm of a step from ``y0`` with error estimate ``y_error``."""
+        nq, nu = self.nq, self.nu
+        scale = 1.0 / jnp.maximum(jnp.abs(y0[nq:]), 1.0)
+        return jnp.maximum(jnp.maximum(_rms(y_error[:nq]), _rms(y_error[nq:nq + nu] * scale[:nu])),
+                           _rms(y_error[nq + nu:] * scale[nu:]))
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        h, limited = controller_state
+        err = jax.lax.stop_gradient(self.error(y0, y_error))
+        acc = self.accuracy
+        ratio = acc / jnp.where(err > 0, err, 1.0)
+        new = jnp.where(~jnp.isfinite(err), 0.1 * h, jnp.where(err == 0, 5.0 * h, 0.9 * h * ratio ** 0.25))
+        new = jnp.where((new > h) & (limited | (new < 1.2 * h)), h, new)
+        new = jnp.where((new < h) & (err <= acc), h, jnp.where(new < h, jnp.minimum(new, 0.9 * h), new))
+        new = jnp.clip(new, 0.1 * h, 5.0 * h)
+        if self.dtmax is not None:
+            new = jnp.minimum(new, self.dtmax)
+        keep = err <= acc  # (Simbody: the new step is not smaller; NaN errors reject)
+        next_t0 = jnp.where(keep, t1, t0)
+        next_t1, next_limited = self._target(next_t0, new)
+        return keep, next_t0, next_t1, False, (new, next_limited), diffrax.RESULTS.successful
+
+
+def _rms(x):
+    return jnp.sqrt(jnp.mean(x * x)) if x.size else jnp.zeros((), x.dtype)

@@ -39,6 +39,20 @@ def test_double_pendulum_matches_opensim():
     np.testing.assert_allclose(np.asarray(traj.q)[1:], ref, atol=1e-6)
 
 
+def test_runge_kutta_merson_takes_opensims_steps():
+    """At OpenSim's own accuracy, ``rkm`` controls its error and step sizes as Simbody
+    does, with output times as step boundaries: it takes the same steps as OpenSim's
+    Manager, so the two trajectories agree to rounding, not just to the tolerance."""
+    path = sj.models.path("double_pendulum")
+    system = sj.load_osim(path).build()
+    values = {"q1": 0.9, "q2": -0.4}
+    state = system.set_coordinates(system.default_state(), values)
+    times = np.linspace(0.0, 3.0, 7)
+    traj = sj.simulate(system, state, 3.0, ts=jnp.asarray(times), accuracy=1e-5)
+    ref = opensim_trajectory(path, values, times, 1e-5)
+    np.testing.assert_allclose(np.asarray(traj.q)[1:], ref, atol=1e-10)
+
+
 def test_cli_simulate_writes_states_opensim_reads(tmp_path):
     out = tmp_path / "states.sto"
     proc = subprocess.run([sys.executable, "-m", "simjax.cli", "simulate", "double_pendulum", "--final-time", "0.5",

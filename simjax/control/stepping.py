@@ -137,7 +137,8 @@ def _advance(system, state, ta, tb, controls, rtol, atol, max_steps, solver):
     from ..simulate import _solve
 
     options = dict(solver=solver, rtol=rtol, atol=atol, dt=None, save_steps=False, max_steps=max_steps,
-                   project=True, progress=False, throw=False, adjoint="checkpoint", max_step_size=None)
+                   project=True, progress=False, throw=False, adjoint="checkpoint", max_step_size=None,
+                   constraint_tolerance=None)
     seg = _solve(system, state.replace(t=ta), tb, controls, jnp.stack([tb]), (), options)
     new = State(t=tb, q=seg.q[-1], u=seg.u[-1], z=seg.z[-1], d=state.d)
     return new, seg.result
