@@ -287,8 +287,9 @@ class Context:
         cho = jax.scipy.linalg.cho_factor(M)
         rows = self.constraints
         if rows.G.shape[0]:
-            MinvGt = jax.scipy.linalg.cho_solve(cho, rows.G.T)
-            Minvf = jax.scipy.linalg.cho_solve(cho, f)
+            # one pair of triangular solves for both right-hand sides
+            X = jax.scipy.linalg.cho_solve(cho, jnp.concatenate([rows.G.T, f[:, None]], 1))
+            MinvGt, Minvf = X[:, :-1], X[:, -1]
             lam = psd_solve(rows.G @ MinvGt, rows.G @ Minvf - rows.b)
             udot = Minvf - MinvGt @ lam
             err = rows.G @ udot - rows.b

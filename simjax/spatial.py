@@ -21,6 +21,7 @@ import jax.numpy as jnp
 __all__ = [
     "mat_mul",
     "mat_vec",
+    "mat_tvec",
     "skew",
     "unskew",
     "rotation_about_axis",
@@ -67,6 +68,14 @@ def mat_vec(a, v):
     out = a[..., :, 0] * v[..., None, 0]
     for k in range(1, a.shape[-1]):
         out = out + a[..., :, k] * v[..., None, k]
+    return out
+
+
+def mat_tvec(a, v):
+    """Batched product ``a^T @ v`` of small blocks (see ``mat_mul``)."""
+    out = a[..., 0, :] * v[..., 0, None]
+    for k in range(1, a.shape[-2]):
+        out = out + a[..., k, :] * v[..., k, None]
     return out
 
 

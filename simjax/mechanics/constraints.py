@@ -52,7 +52,7 @@ def body_jacobians(tree, pos):
 
 def point_jacobian(J_m, r):
     """Velocity Jacobian ``(3, nu)`` of the body point at Ground location ``r``."""
-    return J_m[3:] - spatial.skew(r) @ J_m[:3]
+    return J_m[3:] - jnp.cross(r[:, None], J_m[:3], axis=0)
 
 
 def point_bias(C_m, V_m, r):
@@ -128,7 +128,7 @@ def weld_rows(ctx, mob1, mob2, X1, X2) -> ConstraintRows:
     R1, p1 = X1
     R2, p2 = X2
     Rrel = jnp.swapaxes(R1, -1, -2) @ R2
-    rot_err = jnp.einsum("kij,kj->ki", R1, spatial.unskew(Rrel))
+    rot_err = spatial.mat_vec(R1, spatial.unskew(Rrel))
     perr = jnp.concatenate([rot_err, p2 - p1], -1)
     J = ctx.jacobians
     G = J[mob2] - J[mob1]

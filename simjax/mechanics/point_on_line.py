@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import spatial
 from ..component import ModelError, prop, socket
 from .constraints import Constraint, ConstraintRows, point_bias, point_jacobian
 
@@ -101,17 +102,18 @@ class PointOnLineConstraint(Constraint):
         z = z / jnp.linalg.norm(z, axis=-1, keepdims=True)
         x, y = perpendicular_axes(z)
         R_B = R0[mB]
-        xy_G = jnp.einsum("kij,kaj->kai", R_B, jnp.stack([x, y], 1))  # (k, 2, 3)
-        r_S = jnp.einsum("kij,kj->ki", R0[mF], params["point_on_follower"][i]) + p0[mF]
-        p_BS = jnp.einsum("kji,kj->ki", R_B, r_S - p0[mB])
-        perr = jnp.einsum("kaj,kj->ka", jnp.stack([x, y], 1), p_BS - params["point_on_line"][i])
+        xy = jnp.stack([x, y], 1)
+        xy_G = spatial.mat_vec(R_B[:, None], xy)  # (k, 2, 3)
+        r_S = spatial.mat_vec(R0[mF], params["point_on_follower"][i]) + p0[mF]
+        p_BS = spatial.mat_tvec(R_B, r_S - p0[mB])
+        perr = jnp.sum(xy * (p_BS - params["point_on_line"][i])[:, None], -1)
         J, V, C = ctx.jacobians, ctx.vel.V, ctx.vel.C
         dJ = jax.vmap(point_jacobian)(J[mF], r_S) - jax.vmap(point_jacobian)(J[mB], r_S)  # (k, 3, nu)
-        G = jnp.einsum("kai,kin->kan", xy_G, dJ)
+        G = spatial.mat_mul(xy_G, dJ)
         w_B = V[mB, :3]
         dv = (V[mF, 3:] + jnp.cross(V[mF, :3], r_S)) - (V[mB, 3:] + jnp.cross(w_B, r_S))
         bias = jax.vmap(point_bias)(C[mF], V[mF], r_S) - jax.vmap(point_bias)(C[mB], V[mB], r_S)
-        b = -jnp.einsum("kai,ki->ka", xy_G, bias - 2.0 * jnp.cross(w_B, dv))
-        verr = jnp.einsum("kai,ki->ka", xy_G, dv)
+        b = -jnp.sum(xy_G * (bias - 2.0 * jnp.cross(w_B, dv))[:, None], -1)
+        verr = jnp.sum(xy_G * dv[:, None], -1)
         nu = ctx.tree.nu
         return ConstraintRows(perr.reshape(-1), verr.reshape(-1), G.reshape(-1, nu), b.reshape(-1))
