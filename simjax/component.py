@@ -9,6 +9,11 @@ change the topology) is a static field.
 Components own subcomponents: any field holding a ``Component`` or a tuple of
 them. A component does not know its parent; paths are formed by the root
 (``Model``) while walking the tree, exactly as OpenSim forms ``/forceset/biceps``.
+
+Tree code calls methods through the class (``type(c).children(c)``), not the
+instance: Equinox turns ``c.children`` into a ``BoundMethod`` pytree, and making
+one flattens ``c``'s whole subtree, so a walk or a lookup that did it at every
+component would cost time quadratic in the model's size.
 """
 
 from __future__ import annotations
@@ -314,7 +319,7 @@ class Component(eqx.Module):
 
     def child(self, name: str) -> Component | None:
         """The direct subcomponent called ``name``, or ``None``."""
-        for c in self.children():
+        for c in type(self).children(self):
             if c.name == name:
                 return c
         return None
@@ -431,7 +436,7 @@ def walk(root: Component, path: str = "/") -> Iterator[tuple[str, Component]]:
 
     The root itself is not yielded; its children's paths start at ``path``.
     """
-    for c in root.children():
+    for c in type(root).children(root):
         p = join_path(path, c.name)
         yield p, c
         yield from walk(c, p)

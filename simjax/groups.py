@@ -46,7 +46,8 @@ class Group:
 @dataclasses.dataclass(frozen=True, eq=False)
 class BuildInfo:
     """What ``compile_group`` may use: the model, resolved connections, the tree, the
-    actuator order and the z/d layout."""
+    actuator order, the z/d layout and ``index``, the model's ``{path: component}``
+    table (``Model.index()``, made once per build)."""
 
     model: Any
     connections: dict
@@ -54,6 +55,13 @@ class BuildInfo:
     actuators: tuple
     z_slices: dict
     d_slices: dict
+    index: dict = dataclasses.field(default_factory=dict)
+
+    def find(self, path: str):
+        """The component at ``path``: ``model.find(path)``, by a lookup in ``index``
+        for an absolute path (compile functions call it for every member)."""
+        comp = self.index.get(path)
+        return comp if comp is not None else self.model.find(path)
 
     def frame_mob(self, frame_path: str) -> int:
         """The mobilized body a PhysicalFrame is fixed to."""

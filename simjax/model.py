@@ -110,6 +110,14 @@ class Model(Component):
 
     _requires_children: ClassVar[bool] = False
 
+    # Plain Python attribute access: a Model's methods (find, add, set, ...) are
+    # structural queries and edits, never functions to trace. Equinox's own
+    # ``__getattribute__`` wraps every method it returns in a ``BoundMethod`` pytree,
+    # which flattens the whole model: each ``model.find(path)`` would then cost time
+    # proportional to the model's size, and building a model (hundreds of lookups)
+    # time quadratic in it.
+    __getattribute__ = object.__getattribute__
+
     def __init__(self, name: str = "model", gravity=(0.0, -9.80665, 0.0), *, credits: str = "",
                  publications: str = "", use_quaternions: bool = False):
         self.name = name
@@ -131,16 +139,38 @@ class Model(Component):
     def find(self, path: str, relative_to: str = "/") -> Component:
         """The component at ``path`` (absolute, or relative to ``relative_to``; ``..`` ok).
 
+        To look up many paths, build ``index()`` once instead.
+
         **Raises:** ``KeyError`` naming the path if nothing is there.
         """
         full = resolve_path(path, relative_to)
         comp: Component = self
         for part in split_path(full):
-            nxt = comp.child(part)
+            nxt = type(comp).child(comp, part)
             if nxt is None:
                 raise KeyError(f"no component at {full!r} (no {part!r} under {comp.name!r})")
             comp = nxt
         return comp
+
+    def index(self) -> dict[str, Component]:
+        """``{path: component}`` for every absolute path ``find`` resolves, the root
+        (``"/"``) included, made in one walk of the tree.
+
+        Code that looks up many paths (build, file readers) makes it once and uses
+        it instead of calling ``find`` for each path. Like ``find``, it takes the first
+        of two siblings with the same name (which ``build`` rejects).
+        """
+        out: dict[str, Component] = {"/": self}
+
+        def rec(comp: Component, path: str) -> None:
+            for c in type(comp).children(comp):
+                p = join_path(path, c.name)
+                if p not in out:
+                    out[p] = c
+                    rec(c, p)
+
+        rec(self, "/")
+        return out
 
     def has(self, path: str) -> bool:
         """Whether a component exists at the absolute ``path``."""
@@ -181,22 +211,23 @@ class Model(Component):
             raise ModelError("/", "the model root cannot be replaced or removed this way")
 
         def rec(comp: Component, depth: int, where: str) -> Component:
+            cls = type(comp)  # methods through the class: see the component module
             name = parts[depth]
-            child = comp.child(name)
+            child = cls.child(comp, name)
             if child is None:
                 raise KeyError(f"no component at {join_path(where, name)!r}")
             new = fn(child) if depth == len(parts) - 1 else rec(child, depth + 1, join_path(where, name))
-            field, idx = comp._child_slot(name)
+            field, idx = cls._child_slot(comp, name)
             if idx is None:
                 if new is None:
                     raise ModelError(join_path(where, name), "a required component cannot be removed")
-                return comp.replace(**{field: new})
+                return cls.replace(comp, **{field: new})
             items = list(getattr(comp, field))
             if new is None:
                 del items[idx]
             else:
                 items[idx] = new
-            return comp.replace(**{field: tuple(items)})
+            return cls.replace(comp, **{field: tuple(items)})
 
         return rec(self, 0, "/")
 
@@ -220,12 +251,12 @@ class Model(Component):
         owner_path = resolve_path(to)
         owner = self.find(owner_path)
         check_name(component.name, owner_path)
-        if owner.child(component.name) is not None:
+        if type(owner).child(owner, component.name) is not None:
             raise ModelError(owner_path, f"already has a component named {component.name!r}")
         field = "objects" if isinstance(owner, Set) else "components"
 
         def append(comp: Component) -> Component:
-            return comp.replace(**{field: tuple(getattr(comp, field)) + (component,)})
+            return type(comp).replace(comp, **{field: tuple(getattr(comp, field)) + (component,)})
 
         return append(self) if owner_path == "/" else self._edit(owner_path, append)
 
@@ -259,7 +290,8 @@ class Model(Component):
         """A new model with the component at ``path`` renamed (references not updated)."""
         parent = resolve_path(path + "/..")
         check_name(new_name, parent)
-        if self.find(parent).child(new_name) is not None:
+        owner = self.find(parent)
+        if type(owner).child(owner, new_name) is not None:
             raise ModelError(parent, f"already has a component named {new_name!r}")
         return self._edit(path, lambda c: c.replace(name=new_name))
 
@@ -309,7 +341,7 @@ class Model(Component):
             # owners that cannot lose a child go with it
             for p, c in entries:
                 if not _within(p, removed) and getattr(type(c), "_requires_children", False):
-                    if any(_within(join_path(p, k.name), removed) for k in c.children()):
+                    if any(_within(join_path(p, k.name), removed) for k in type(c).children(c)):
                         removed.add(p)
                         changed = True
         pruned = []

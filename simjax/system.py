@@ -103,7 +103,7 @@ class Topology:
 def _check_sibling_names(model: Model) -> None:
     def rec(comp: Component, path: str):
         seen = set()
-        for c in comp.children():
+        for c in type(comp).children(comp):  # through the class: see the component module
             if c.name in seen:
                 raise ModelError(path, f"has two subcomponents named {c.name!r}")
             seen.add(c.name)
@@ -112,7 +112,9 @@ def _check_sibling_names(model: Model) -> None:
     rec(model, "/")
 
 
-def _resolve_sockets(model: Model, entries) -> dict:
+def _resolve_sockets(index: dict, entries) -> dict:
+    """``{(path, socket): target path}`` (list sockets: a tuple) of every connected
+    socket; ``index`` is ``Model.index()``."""
     out: dict = {}
     for path, comp in entries:
         for name, f in comp.socket_fields().items():
@@ -128,7 +130,7 @@ def _resolve_sockets(model: Model, entries) -> dict:
                                      prop=f"socket_{name}", value=ref)
                 try:
                     target = resolve_path(ref, path)
-                    conn = model.find(target)
+                    conn = index[target]
                 except (KeyError, ModelError):
                     raise ModelError(path, f"socket '{name}' refers to {ref!r}, but there is no component at "
                                      f"{resolve_path(ref, path)!r} (expects a {expected.__name__})",
@@ -144,7 +146,9 @@ def _resolve_sockets(model: Model, entries) -> dict:
     return out
 
 
-def _resolve_inputs(model: Model, entries) -> dict:
+def _resolve_inputs(index: dict, entries) -> dict:
+    """``{(path, input): ((target path, output, channel, alias), ...)}`` of every
+    input; ``index`` is ``Model.index()``."""
     out: dict = {}
     for path, comp in entries:
         for name, f in comp.input_fields().items():
@@ -157,7 +161,7 @@ def _resolve_inputs(model: Model, entries) -> dict:
                 tpath, out_name, channel, alias = parse_connection(conn)
                 try:
                     target = resolve_path(tpath, path)
-                    tcomp = model.find(target)
+                    tcomp = index[target]
                 except (KeyError, ModelError):
                     raise ModelError(path, f"input '{name}' is connected to {conn!r}, but there is no component "
                                      f"at {tpath!r}", prop=f"input_{name}", value=conn) from None
@@ -181,8 +185,9 @@ def _structure_key(model: Model):
 
 def _compile(model: Model) -> Topology:
     entries = list(model.walk())
-    connections = _resolve_sockets(model, entries)
-    inputs = _resolve_inputs(model, entries)
+    index = model.index()  # one path -> component table for every lookup below
+    connections = _resolve_sockets(index, entries)
+    inputs = _resolve_inputs(index, entries)
     tree = compile_tree(model, connections, use_quaternions=model.use_quaternions)
     z_names, d_names = [], []
     z_slices, d_slices = {}, {}
@@ -201,10 +206,10 @@ def _compile(model: Model) -> Topology:
         if getattr(comp, "num_controls", 0):
             actuators.append(path)
     coords = tuple(p for p, c in entries if isinstance(c, Coordinate))
-    build = BuildInfo(model, connections, tree, tuple(actuators), z_slices, d_slices)
+    build = BuildInfo(model, connections, tree, tuple(actuators), z_slices, d_slices, index)
     roles: dict[str, list[Group]] = {}
     for cname, paths in groups.items():
-        cls = type(model.find(paths[0]))
+        cls = type(index[paths[0]])
         for role, method in _ROLES.items():
             if hasattr(cls, method):
                 static = dict(cls.compile_group(build, tuple(paths)))
@@ -215,7 +220,7 @@ def _compile(model: Model) -> Topology:
                 roles.setdefault(role, []).append(Group(cls, tuple(paths), static))
     locked, pres_paths = [], []
     for p in coords:
-        c = model.find(p)
+        c = index[p]
         if c.locked:
             locked.append(tree.coordinates[p].u)
         if c.prescribed:
@@ -227,7 +232,7 @@ def _compile(model: Model) -> Topology:
             raise ModelError(pres_paths[0], "quaternion rotations cannot be prescribed")
         prescribed = {"paths": tuple(pres_paths), "q": np.asarray([i.q for i in infos]),
                       "u": np.asarray([i.u for i in infos]),
-                      "bank": FunctionBank.of([model.find(p).prescribed_function for p in pres_paths])}
+                      "bank": FunctionBank.of([index[p].prescribed_function for p in pres_paths])}
     return Topology(
         paths=tuple(p for p, _ in entries), classes=tuple(type(c).__name__ for _, c in entries),
         connections=connections, inputs=inputs, tree=tree, z_names=tuple(z_names), z_slices=z_slices,

@@ -96,7 +96,7 @@ class PrescribedController(Controller):
     def compile_group(cls, build, paths):
         fns, ctrl = [], []
         for p in paths:
-            c = build.model.find(p)
+            c = build.find(p)
             if not c.enabled:
                 continue
             for a, f in zip(build.socket(p, "actuators"), c.control_functions):
@@ -153,7 +153,7 @@ class PolicyController(Controller):
     @classmethod
     def compile_group(cls, build, paths):
         members = [(i, np.asarray([build.control_index(a) for a in build.socket(p, "actuators")], np.int32))
-                   for i, p in enumerate(paths) if build.model.find(p).enabled]
+                   for i, p in enumerate(paths) if build.find(p).enabled]
         return {"members": members}
 
     @classmethod

@@ -54,7 +54,7 @@ def coordinate_indices(build, paths, prop: str = "coordinate") -> dict:
     """
     qs, us, rot = [], [], []
     for p in paths:
-        name = getattr(build.model.find(p), prop)
+        name = getattr(build.find(p), prop)
         cpath = resolve_coordinate(build, p, name, prop)
         info = build.coordinate(cpath)
         if info.q < 0:

@@ -325,7 +325,7 @@ class ExpressionBasedCoordinateForce(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         # one compiled function per distinct expression, evaluated on all its members
         exprs = sorted({c.expression for c in comps})
         members = tuple(np.asarray([i for i, c in enumerate(comps) if c.expression == e], np.int32) for e in exprs)

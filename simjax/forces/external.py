@@ -209,7 +209,7 @@ class ExternalForce(_TimeFunctionForce):
 
     @classmethod
     def compile_group(cls, build, paths):
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         body = [resolve_frame(build, p, c.applied_to_body, "applied_to_body") for p, c in zip(paths, comps)]
         # like OpenSim, unknown frames for the force and the point fall back to Ground
         def frame_or_ground(p, name, prop_name):
@@ -278,7 +278,7 @@ class PrescribedForce(_TimeFunctionForce):
 
     @classmethod
     def compile_group(cls, build, paths):
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         frames = tuple(build.socket(p, "frame") for p in paths)
         return {**cls._static(build, paths, comps), "frames": frames,
                 "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),

@@ -87,7 +87,7 @@ class CoordinateLimitForce(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         return {**coordinate_indices(build, paths), "on": np.asarray([c.applies_force for c in comps], bool),
                 "z_members": np.asarray([i for i, c in enumerate(comps) if c.compute_dissipation_energy], np.int32)}
 

@@ -42,7 +42,7 @@ class _PathForce(Force):
     @classmethod
     def compile_group(cls, build, paths):
         topo = path_topology(build)
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         return {"topology": topo, "rows": np.asarray([topo.index[f"{p}/{c.path.name}"] for p, c in zip(paths, comps)], np.int32),
                 "on": np.asarray([c.applies_force for c in comps], bool)}
 
@@ -150,7 +150,7 @@ class Ligament(_PathForce):
     @classmethod
     def compile_group(cls, build, paths):
         static = super().compile_group(build, paths)
-        static["bank"] = FunctionBank.of([build.model.find(p).curve() for p in paths])
+        static["bank"] = FunctionBank.of([build.find(p).curve() for p in paths])
         return static
 
     @classmethod

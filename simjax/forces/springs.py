@@ -60,7 +60,7 @@ class PointToPointSpring(Force):
         mob1 = [build.frame_mob(build.socket(p, "body1")) for p in paths]
         mob2 = [build.frame_mob(build.socket(p, "body2")) for p in paths]
         return {"mob1": np.asarray(mob1, np.int32), "mob2": np.asarray(mob2, np.int32),
-                "on": np.asarray([build.model.find(p).applies_force for p in paths], bool)}
+                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
 
     @staticmethod
     def _geometry(group, params, ctx):
@@ -139,7 +139,7 @@ class SpringGeneralizedForce(Force):
     @classmethod
     def compile_group(cls, build, paths):
         return {**coordinate_indices(build, paths),
-                "on": np.asarray([build.model.find(p).applies_force for p in paths], bool)}
+                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
 
     @classmethod
     def group_forces(cls, group, params, ctx):

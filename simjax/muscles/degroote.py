@@ -152,7 +152,7 @@ class DeGrooteFregly2016Muscle(DampedFiberMuscle):
         """Static data, plus which members use implicit tendon dynamics and ignore
         passive fiber force."""
         s = super().compile_group(build, paths)
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         s["implicit"] = np.asarray([c.implicit for c in comps], bool)
         s["no_passive"] = np.asarray([c.ignore_passive_fiber_force for c in comps], bool)
         return s

@@ -182,7 +182,7 @@ class Muscle(PathActuator):
         """Static data: path rows, control indices, and where each member's state
         variables are in ``z`` (``z (k, n_states)``, -1 where absent)."""
         s = super().compile_group(build, paths)
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         names = cls.state_names
         zi = np.full((len(paths), max(1, len(names))), -1, np.int64)
         pick = []

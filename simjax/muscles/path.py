@@ -271,7 +271,7 @@ class PathActuator(Actuator):
     def compile_group(cls, build, paths):
         """Static data: path rows in the model's path subsystem, control indices."""
         topo = path_topology(build)
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         return {"topology": topo, "rows": np.asarray([topo.index[f"{p}/{c.path.name}"] for p, c in zip(paths, comps)],
                                                       np.int32),
                 "control": np.asarray([build.control_index(p) for p in paths], np.int32),

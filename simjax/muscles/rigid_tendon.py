@@ -85,7 +85,7 @@ class RigidTendonMuscle(Muscle):
     def compile_group(cls, build, paths):
         """Static data, and a FunctionBank of the members' three curves."""
         s = super().compile_group(build, paths)
-        s["bank"] = FunctionBank.of([f for p in paths for f in build.model.find(p)._curves()])
+        s["bank"] = FunctionBank.of([f for p in paths for f in build.find(p)._curves()])
         return s
 
     @classmethod

@@ -285,13 +285,15 @@ def _report_unsupported(rc: ReadContext) -> None:
     warn(f"{rc.file}: skipped {len(items)} unsupported element(s):\n{listing}")
 
 
-def _name_index(model: Model):
+def _name_index(model: Model, index: dict):
+    """Paths of coordinates, actuators (and their order) and wrap objects by name;
+    ``index`` is ``model.index()``."""
     coords: dict[str, list[str]] = {}
     acts: dict[str, list[str]] = {}
     act_order: list[str] = []
     wraps: dict[str, list[str]] = {}
     for p, c in model.walk():
-        if isinstance(c, WrapObject) and isinstance(model.find(wrap_frame_path(p)), PhysicalFrame):
+        if isinstance(c, WrapObject) and isinstance(index[wrap_frame_path(p)], PhysicalFrame):
             wraps.setdefault(c.name, []).append(p)
         if isinstance(c, Coordinate):
             coords.setdefault(c.name, []).append(p)
@@ -304,7 +306,8 @@ def _name_index(model: Model):
 def _resolve_names(model: Model, rc: ReadContext) -> Model:
     if not rc.deferred:
         return model
-    coords, acts, act_order, wraps = _name_index(model)
+    index = model.index()  # one path -> component table for every lookup below
+    coords, acts, act_order, wraps = _name_index(model, index)
     skipped_by_name: dict[str, str] = {}
     for p in rc.skipped:
         skipped_by_name.setdefault(p.rsplit("/", 1)[-1], p)
@@ -317,11 +320,11 @@ def _resolve_names(model: Model, rc: ReadContext) -> Model:
             if d.kind == "coordinate":
                 hits = coords.get(name, [])
             elif d.kind == "body":
-                hits = [f"/bodyset/{name}"] if model.has(f"/bodyset/{name}") else []
+                hits = [f"/bodyset/{name}"] if f"/bodyset/{name}" in index else []
             elif d.kind == "frame":
                 as_path = resolve_path(name, "/") if not name.startswith("..") else ""
-                hits = [as_path] if as_path and model.has(as_path) else (
-                    [f"/bodyset/{name}"] if model.has(f"/bodyset/{name}") else [])
+                hits = [as_path] if as_path and as_path in index else (
+                    [f"/bodyset/{name}"] if f"/bodyset/{name}" in index else [])
             elif d.kind == "wrap_object":
                 hits = wraps.get(name, [])
             elif d.kind == "actuator":
@@ -349,6 +352,7 @@ def _resolve_names(model: Model, rc: ReadContext) -> Model:
 def _check_references(model: Model, rc: ReadContext) -> Model:
     drop: dict[str, str] = {}
     prune: list[tuple[str, str, str]] = []
+    index = model.index()  # one path -> component table for every lookup below
     for path, comp in model.walk():
         for name, f in comp.socket_fields().items():
             value = getattr(comp, name)
@@ -371,7 +375,7 @@ def _check_references(model: Model, rc: ReadContext) -> Model:
                         prune.append((path, name, ref))
                     continue
                 try:
-                    conn = model.find(target)
+                    conn = index[target]
                 except KeyError:
                     raise rc.error(line, path, f"socket '{name}' refers to {ref!r}, but there is no component at "
                                    f"{target!r}", prop=f"socket_{name}", value=ref) from None
