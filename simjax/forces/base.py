@@ -103,7 +103,7 @@ class CoordinateActuator(Actuator):
     @classmethod
     def compile_group(cls, build, paths):
         uidx = [build.coordinate(build.socket(p, "coordinate")).u for p in paths]
-        on = [build.model.find(p).applies_force for p in paths]
+        on = [build.find(p).applies_force for p in paths]
         return {"u": np.asarray(uidx, np.int32), "control": _control_indices(build, paths),
                 "on": np.asarray(on, bool)}
 
@@ -146,7 +146,7 @@ class PointActuator(Actuator):
 
     @classmethod
     def compile_group(cls, build, paths):
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         frames = [build.socket(p, "body") for p in paths]
         return {"frames": tuple(frames), "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),
                 "control": _control_indices(build, paths),
@@ -160,7 +160,7 @@ class PointActuator(Actuator):
         R, p = ctx.frames_in_ground(s["frames"])
         pt = jnp.where(s["pglobal"][:, None], params["point"], spatial.transform_point((R, p), params["point"]))
         d = params["direction"] / jnp.linalg.norm(params["direction"], axis=-1, keepdims=True)
-        d = jnp.where(s["fglobal"][:, None], d, jnp.einsum("nij,nj->ni", R, d))
+        d = jnp.where(s["fglobal"][:, None], d, spatial.mat_vec(R, d))
         act = ctx.controls[s["control"]] * params["optimal_force"]
         F = d * jnp.where(s["on"], act, 0.0)[:, None]
         return Forces(body=point_force_on_bodies(ctx.tree.n_mob, s["mob"], pt, F, act.dtype),
@@ -195,7 +195,7 @@ class TorqueActuator(Actuator):
 
     @classmethod
     def compile_group(cls, build, paths):
-        comps = [build.model.find(p) for p in paths]
+        comps = [build.find(p) for p in paths]
         fa = [build.socket(p, "bodyA") for p in paths]
         fb = [build.socket(p, "bodyB") for p in paths]
         return {"fa": tuple(fa), "mobA": np.asarray([build.frame_mob(f) for f in fa], np.int32),
@@ -209,7 +209,7 @@ class TorqueActuator(Actuator):
         s = group.static
         R, _ = ctx.frames_in_ground(s["fa"])
         ax = params["axis"] / jnp.linalg.norm(params["axis"], axis=-1, keepdims=True)
-        ax = jnp.where(s["glob"][:, None], ax, jnp.einsum("nij,nj->ni", R, ax))
+        ax = jnp.where(s["glob"][:, None], ax, spatial.mat_vec(R, ax))
         act = ctx.controls[s["control"]] * params["optimal_force"]
         T = ax * jnp.where(s["on"], act, 0.0)[:, None]
         n = ctx.tree.n_mob

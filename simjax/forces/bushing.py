@@ -17,6 +17,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from .. import spatial
 from ..component import Stage, output, prop, socket
 from ..groups import Forces
 from ..mechanics.frames import PhysicalOffsetFrame
@@ -114,7 +115,7 @@ class BushingForce(Force):
         return {"frame1": f1, "frame2": f2,
                 "mob1": np.asarray([build.frame_mob(f) for f in f1], np.int32),
                 "mob2": np.asarray([build.frame_mob(f) for f in f2], np.int32),
-                "on": np.asarray([build.model.find(p).applies_force for p in paths], bool)}
+                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
 
     @staticmethod
     def _deflection(group, ctx):
@@ -122,10 +123,10 @@ class BushingForce(Force):
         R_GF, p_GF = ctx.frames_in_ground(s["frame1"])
         R_GM, p_GM = ctx.frames_in_ground(s["frame2"])
         R_FG = jnp.swapaxes(R_GF, -1, -2)
-        R_FM = R_FG @ R_GM
+        R_FM = spatial.mat_mul(R_FG, R_GM)
         p_FM_G = p_GM - p_GF
         angles = body_xyz_angles(R_FM)
-        q = jnp.concatenate([angles, jnp.einsum("kij,kj->ki", R_FG, p_FM_G)], -1)
+        q = jnp.concatenate([angles, spatial.mat_vec(R_FG, p_FM_G)], -1)
         return q, (R_GF, p_GF, R_GM, p_GM, R_FM, p_FM_G)
 
     @classmethod
@@ -137,17 +138,17 @@ class BushingForce(Force):
         vF = V1[:, 3:] + jnp.cross(w1, p_GF)
         vM = V2[:, 3:] + jnp.cross(w2, p_GM)
         R_FG = jnp.swapaxes(R_GF, -1, -2)
-        w_FM = jnp.einsum("kij,kj->ki", R_FG, w2 - w1)
-        v_FM = jnp.einsum("kij,kj->ki", R_FG, vM - vF - jnp.cross(w1, p_FM_G))
+        w_FM = spatial.mat_vec(R_FG, w2 - w1)
+        v_FM = spatial.mat_vec(R_FG, vM - vF - jnp.cross(w1, p_FM_G))
         N = body_xyz_n_matrix(q[:, :3])
-        w_FM_M = jnp.einsum("kji,kj->ki", R_FM, w_FM)
-        qdot = jnp.concatenate([jnp.einsum("kij,kj->ki", N, w_FM_M), v_FM], -1)
+        w_FM_M = spatial.mat_tvec(R_FM, w_FM)
+        qdot = jnp.concatenate([spatial.mat_vec(N, w_FM_M), v_FM], -1)
         K = jnp.concatenate([params["rotational_stiffness"], params["translational_stiffness"]], -1)
         C = jnp.concatenate([params["rotational_damping"], params["translational_damping"]], -1)
         fv = C * qdot
         f = -(K * q + fv)
-        moment_G = jnp.einsum("kij,kj->ki", R_GM, jnp.einsum("kji,kj->ki", N, f[:, :3]))
-        force_G = jnp.einsum("kij,kj->ki", R_GF, f[:, 3:])
+        moment_G = spatial.mat_vec(R_GM, spatial.mat_tvec(N, f[:, :3]))
+        force_G = spatial.mat_vec(R_GF, f[:, 3:])
         # load on frame 2's body about Ground's origin; frame 1's body gets its negative
         F2 = jnp.concatenate([moment_G + jnp.cross(p_GM, force_G), force_G], -1)
         pe = 0.5 * jnp.sum(K * q * q, -1)

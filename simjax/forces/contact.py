@@ -332,12 +332,12 @@ class _CompliantContactForce(Force):
     @staticmethod
     def _surfaces(build, path):
         """Surfaces of one force, in the order OpenSim adds them to its contact set."""
-        comp = build.model.find(path)
+        comp = build.find(path)
         out = []
         for ci, cp in enumerate(comp.contact_parameters):
             for name in cp.geometry:
                 gpath = resolve_geometry(build, path, name)
-                geom = build.model.find(gpath)
+                geom = build.find(gpath)
                 frame = build.socket(gpath, "frame")
                 out.append((gpath, geom, frame, ci))
         return out
@@ -458,7 +458,7 @@ class HuntCrossleyForce(_CompliantContactForce):
                 "hs": hs, "hs_pairs": hs_pairs, "ss": ss, "slots": slots, "local": local,
                 "same_set": pair_set[:, None] == pair_set[None, :],
                 "many_pairs": bool(len(pair_set)) and int(np.bincount(pair_set).max()) > 1,
-                "on": np.asarray([build.model.find(p).applies_force for p in paths], bool)}
+                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
 
     @classmethod
     def group_params(cls, model, group):
@@ -482,12 +482,12 @@ class HuntCrossleyForce(_CompliantContactForce):
         s2 = np.zeros(n_pairs, np.int32)
         if len(s["hs"]):
             h, b = s["hs_pairs"][:, 0], s["hs_pairs"][:, 1]
-            c = jnp.einsum("kji,kj->ki", R[h], p[b] - p[h])  # sphere centre in the half-space frame
+            c = spatial.mat_tvec(R[h], p[b] - p[h])  # sphere centre in the half-space frame
             d = r[b] + c[:, 0]
             depth = depth.at[s["hs"]].set(d)
             normal = normal.at[s["hs"]].set(-R[h][:, :, 0])
             local = jnp.stack([d / 2, c[:, 1], c[:, 2]], -1)
-            loc = loc.at[s["hs"]].set(jnp.einsum("kij,kj->ki", R[h], local) + p[h])
+            loc = loc.at[s["hs"]].set(spatial.mat_vec(R[h], local) + p[h])
             radius = radius.at[s["hs"]].set(r[b])
             s1[s["hs"]], s2[s["hs"]] = h, b
         if len(s["ss"]):
@@ -652,7 +652,7 @@ class ElasticFoundationForce(_CompliantContactForce):
                     if MESH not in (ka, kb):
                         continue  # no parameters on either surface: OpenSim applies nothing
                     m, o = (base + a, base + b) if ka == MESH else (base + b, base + a)
-                    n_faces = len(build.model.find(surf_paths[m]).faces)
+                    n_faces = len(build.find(surf_paths[m]).faces)
                     pi = len(mesh_of)
                     mesh_of.append(m)
                     other_of.append(o)
@@ -664,7 +664,7 @@ class ElasticFoundationForce(_CompliantContactForce):
                 "mesh": np.asarray(mesh_of, np.int32), "other": np.asarray(other_of, np.int32),
                 "pair_set": np.asarray(pair_set, np.int32), "face_pair": np.asarray(face_pair, np.int32),
                 "face_index": np.asarray(face_idx, np.int32),
-                "on": np.asarray([build.model.find(p).applies_force for p in paths], bool)}
+                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
 
     @classmethod
     def group_params(cls, model, group):
@@ -688,15 +688,15 @@ class ElasticFoundationForce(_CompliantContactForce):
         R, p = _geometry_poses(ctx, s["frames"], params["location"], params["orientation"])
         fp = s["face_pair"]
         ms, os_ = s["mesh"][fp], s["other"][fp]
-        spring = jnp.einsum("kij,kj->ki", R[ms], params["centroid"]) + p[ms]  # face centroids in Ground
-        local = jnp.einsum("kji,kj->ki", R[os_], spring - p[os_])  # ... in the other geometry's frame
+        spring = spatial.mat_vec(R[ms], params["centroid"]) + p[ms]  # face centroids in Ground
+        local = spatial.mat_tvec(R[os_], spring - p[os_])  # ... in the other geometry's frame
         is_hs = s["kind"][os_] == HALFSPACE
         r = params["radius"][os_]
         n2 = jnp.sum(local * local, -1)
         inside = jnp.where(is_hs, local[:, 0] >= 0, n2 <= r * r)
         safe_n = jnp.sqrt(jnp.where(n2 > 0, n2, 1.0))
         near_local = jnp.where(is_hs[:, None], local.at[:, 0].set(0.0), local * (r / safe_n)[:, None])
-        near = jnp.einsum("kij,kj->ki", R[os_], near_local) + p[os_]
+        near = spatial.mat_vec(R[os_], near_local) + p[os_]
         disp = near - spring
         dist2 = jnp.sum(disp * disp, -1)
         live = inside & (dist2 > 0)
@@ -811,7 +811,7 @@ class SmoothSphereHalfSpaceForce(Force):
         return {"sphere": sph, "half_space": hs, "sphere_frame": sf, "half_space_frame": hf,
                 "mob_s": np.asarray([build.frame_mob(f) for f in sf], np.int32),
                 "mob_h": np.asarray([build.frame_mob(f) for f in hf], np.int32),
-                "on": np.asarray([build.model.find(p).applies_force for p in paths], bool)}
+                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
 
     @classmethod
     def group_params(cls, model, group):
