@@ -1,6 +1,8 @@
 """The benchmark suite (issue 10): ``python -m benchmarks [--models a,b] [--batches 1,64,1024]``.
 
-For each shipped model, measured in one run on this machine next to OpenSim 4.6:
+For each shipped model and the synthetic large model (``large``: 50 DoF, 90 Millard
+muscles, 50 wrap cylinders; ``benchmarks.large_model``), measured in one run on this
+machine next to OpenSim 4.6:
 
 - a 1 s forward simulation after compilation, simjax vs OpenSim (Runge-Kutta-Merson at
   the same accuracy), their ratio, and the largest difference of the final coordinates;
@@ -26,7 +28,7 @@ import jax
 
 from benchmarks import suite
 
-MODELS = ("double_pendulum", "arm26", "gait10dof18musc", "Tug_of_War_Millard", "bouncing_block")
+MODELS = ("double_pendulum", "arm26", "gait10dof18musc", "Tug_of_War_Millard", "bouncing_block", "large")
 
 
 def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:

@@ -8,6 +8,7 @@ run times; run times are the best of a few repeats after compilation.
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 import warnings
@@ -45,22 +46,37 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def model_file(name: str) -> str:
+    """The ``.osim`` file of a benchmark model: a shipped model's name, ``"large"`` (the
+    synthetic large model of ``benchmarks.large_model``, 5 copies, written to
+    ``benchmarks/results/``), or a path to any ``.osim`` file."""
+    if name.endswith(".osim"):
+        return name
+    if name == "large":
+        from benchmarks import large_model
+
+        out = os.path.join(os.path.dirname(__file__), "results")
+        os.makedirs(out, exist_ok=True)
+        return large_model.write(os.path.join(out, "large_model.osim"))
+    return str(sj.models.path(name))
+
+
 def load_simjax(name: str):
-    """The shipped model ``name`` loaded and built in simjax (no OpenSim needed)."""
+    """The model ``name`` (see ``model_file``) loaded and built in simjax (no OpenSim needed)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OsimWarning)
-        return sj.load_osim(sj.models.path(name)).build()
+        return sj.load_osim(model_file(name)).build()
 
 
 def load(name: str):
-    """The shipped model ``name`` in simjax (built) and OpenSim, from the same file.
+    """The model ``name`` (see ``model_file``) in simjax (built) and OpenSim, from the same file.
 
     **Returns:** ``(system, opensim_model)``.
     """
     import opensim
 
     system = load_simjax(name)
-    om = opensim.Model(str(sj.models.path(name)))
+    om = opensim.Model(model_file(name))
     om.setUseVisualizer(False)
     om.initSystem()
     return system, om

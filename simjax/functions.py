@@ -213,8 +213,13 @@ def _pp_eval(breaks, coefs, left, right, n, search, x, order):
     in_right = jnp.where(
         closed, x >= bn - ROUNDOFF_ERROR, jnp.where(search == SEARCH_RIGHT, x >= bn, x > bn)
     )
-    k_bisect = _bisect(breaks, n, x)
     k_sorted = jnp.searchsorted(breaks, x, side="right", method="compare_all").astype(jnp.int32) - 1
+    # OpenSim's bisection lands in the interval holding x, as k_sorted does, except on
+    # an exact knot, where its halving decides the side: found once per knot (a
+    # function of the breaks alone, which a simulation computes once, outside its loop)
+    k_on_knot = jax.vmap(lambda b: _bisect(breaks, n, b))(breaks)
+    on_knot = breaks[jnp.maximum(k_sorted, 0)] == x
+    k_bisect = jnp.where(on_knot, k_on_knot[jnp.maximum(k_sorted, 0)], k_sorted)
     k = jnp.where(search == SEARCH_RIGHT, k_sorted, k_bisect)
     # SEARCH_BISECT: OpenSim returns the end-knot values for arguments within
     # ROUNDOFF_ERROR of an end knot. Evaluate at that knot, but keep the tangent of

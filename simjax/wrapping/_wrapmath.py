@@ -19,6 +19,8 @@ LINE_EPSILON = 0.00001
 
 def dot(a, b):
     """Dot product over the last axis."""
+    if a.shape[-1:] == (3,) and b.shape[-1:] == (3,):
+        return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
     return jnp.sum(a * b, axis=-1)
 
 
