@@ -101,6 +101,8 @@ def test_property_bounds_and_shapes_checked_at_build():
         arm().set("/bodyset/humerus", mass=-1.0).build()
     with pytest.raises(sj.ModelError, match="triangle inequality"):
         arm().set("/bodyset/humerus", inertia=(1.0, 1.0, 3.0, 0, 0, 0)).build()
+    with pytest.raises(sj.ModelError, match=r"/bodyset/humerus \(property 'inertia'.*not finite"):
+        arm().set("/bodyset/humerus", inertia=(0.0, np.inf, 0.0, 0, 0, 0)).build()
     with pytest.raises(sj.ModelError, match="mass_center.*shape"):
         arm().set("/bodyset/humerus", mass_center=(1.0, 2.0)).build()
     with pytest.raises(sj.ModelError, match="range"):

@@ -83,12 +83,16 @@ class Body(PhysicalFrame):
         self.components = components
 
     def validate(self, path: str) -> None:
-        """Check mass >= 0 and that the inertia is physically possible.
+        """Check that the mass properties are finite, mass >= 0 and the inertia physically possible.
 
         The principal moments must be non-negative and satisfy the triangle
         inequality (as SimTK::Inertia requires), to a small tolerance.
         """
         super().validate(path)
+        for name in ("mass", "mass_center", "inertia"):
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray) and not np.all(np.isfinite(value)):
+                raise ModelError(path, f"{name} is not finite", prop=name, value=value)
         if isinstance(self.inertia, np.ndarray):
             i = self.inertia
             I = np.array([[i[0], i[3], i[4]], [i[3], i[1], i[5]], [i[4], i[5], i[2]]])
