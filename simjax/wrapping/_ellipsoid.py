@@ -48,20 +48,25 @@ def _implicit(root, newton_map):
 
 def _newton_loop(f_and_fp, t0):
     """OpenSim's 64-step Newton loop with the ``|f| < 1e-9`` stop; returns the last
-    evaluated ``t`` (the one the caller uses)."""
+    evaluated ``t`` (the one the caller uses).
 
-    def cond(c):
-        _, _, i, done = c
-        return (i < 64) & ~done
+    A step that leaves ``t`` unchanged ends the loop: OpenSim's would evaluate the same
+    ``t`` until its stop or its 64th evaluation and return it. Once ``|f| < 1e-9``,
+    and at the 64th evaluation, ``t`` does not step. So ``f`` is evaluated once per
+    pass, in one kernel with the step.
+    """
 
     def body(c):
-        t, _, i, _ = c
+        _, t, i = c
         f, fp = f_and_fp(t)
-        done = jnp.abs(f) < 1e-09
-        return jnp.where(done, t, t - f / jnp.where(fp != 0, fp, 1.0)), t, i + 1, done
+        step = jnp.where((jnp.abs(f) < 1e-09) | (i == 63), 0.0, f / jnp.where(fp != 0, fp, 1.0))
+        return t, t - step, i + 1
 
-    _, t_eval, _, _ = jax.lax.while_loop(cond, body, (t0, t0, jnp.zeros((), jnp.int32), jnp.asarray(False)))
-    return t_eval
+    def more(c):
+        t_prev, t, i = c
+        return (i == 0) | ((i < 64) & (t != t_prev))
+
+    return jax.lax.while_loop(more, body, (t0, t0, jnp.zeros((), jnp.int32)))[1]
 
 
 def _ellipse_special_cases(a, b, u, v):
@@ -101,7 +106,7 @@ def closest_point_ellipsoid(a, uvw, special_axis=-1):
     """
     special_axis = jnp.asarray(special_axis, jnp.int32)
     near = jnp.abs(uvw) <= wm.ROUNDOFF_ERROR
-    sums = jnp.sum(a) - a
+    sums = wm.sum_last(a) - a
     auto = jnp.argmin(jnp.where(near, sums, jnp.inf))
     axis = jnp.where(special_axis >= 0, special_axis, jnp.where(jnp.any(near), auto, -1))
     planar = axis >= 0
@@ -130,8 +135,8 @@ def closest_point_ellipsoid(a, uvw, special_axis=-1):
         return f, fp
 
     q = jnp.where(active, uvw / a, 0.0)
-    inside = jnp.sum(q * q) < 1.0
-    t0 = jnp.where(inside, 0.0, jnp.max(jnp.where(active, a, 0.0)) * jnp.sqrt(jnp.sum(m * uvw * uvw)))
+    inside = wm.sum_last(q * q) < 1.0
+    t0 = jnp.where(inside, 0.0, jnp.max(jnp.where(active, a, 0.0)) * jnp.sqrt(wm.sum_last(m * uvw * uvw)))
     t = _newton_loop(lambda t: sg(f_and_fp(t)), sg(t0))
     t = _implicit(t, lambda t: t - f_and_fp(t)[0] / f_and_fp(t)[1])
     newton_pt = jnp.where(active, a2 * uvw / (t + a2), uvw)
@@ -160,7 +165,8 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
     OpenSim nests three loops (an outer Gauss-Newton loop; raising the damping until
     the sum of squares stops growing; extrapolating the step while it shrinks); they
     are flattened here into one loop over phases (0: outer head, 1: damping, 2:
-    extrapolation) so that each pass evaluates the residual once.
+    extrapolation) so that each pass evaluates the residual once. The loop carries a
+    few packed arrays (each carried array costs a copy per pass).
     """
     dtype = r1.dtype
     a2 = a * a
@@ -169,32 +175,36 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
     ee, ssq = _residual(r1, d1, p1, a, vs, vs4)
     p1m = wm.unit(p1)
     eye = jnp.eye(4, dtype=dtype)
-    z4, z44 = jnp.zeros(4, dtype), jnp.zeros((4, 4), dtype)
-    i32 = lambda v: jnp.asarray(v, jnp.int32)  # noqa: E731
+    zero1, one1 = jnp.zeros(1, dtype), jnp.ones(1, dtype)
+    # dedth[i][j]: variable i, equation j; the columns that do not depend on r1
+    col0 = jnp.concatenate([vs, zero1])
+    col3 = jnp.concatenate([2.0 * p1 / a2, one1])
 
     def body(c):
-        r1, d1, ee, ssq, ssqo, alpha, nit, nit2, phase, dedth2, diag, v, dd, vt, fakt, _ = c
+        # x = (r1, d1); f = (ssq, ssqo, alpha, dd, fakt); n = (nit, nit2, phase, done);
+        # g = (diag, v, vt) of the Gauss-Newton system dedth2
+        x, ee, f, n, dedth2, g = c
+        r1, d1 = x[:3], x[3]
+        ssq, ssqo, alpha, dd, fakt = f[0], f[1], f[2], f[3], f[4]
+        nit, nit2, phase = n[0], n[1], n[2]
+        diag, v, vt = g[0], g[1], g[2]
         is0, is1, is2 = phase == 0, phase == 1, phase == 2
         # phase 0: the outer loop's head
         go = (ssq > ELLIPSOID_TINY) & (nit < 50)
         start = is0 & go
-        dedth = jnp.stack([
-            jnp.concatenate([vs, jnp.zeros(1, dtype)]),
-            jnp.concatenate([2.0 * r1 / a2, jnp.zeros(1, dtype)]),
-            jnp.concatenate([2.0 * (2.0 * r1) / a2, jnp.ones(1, dtype)]),
-            jnp.concatenate([2.0 * p1 / a2, jnp.ones(1, dtype)]),
-        ], axis=1)  # dedth[i][j]: variable i, equation j
+        dedth = jnp.stack([col0, jnp.concatenate([2.0 * r1 / a2, zero1]),
+                           jnp.concatenate([2.0 * (2.0 * r1) / a2, one1]), col3], axis=1)
         pcos = wm.dot(wm.unit(p1 - r1), p1m)
         dd = jnp.where(start, jnp.where(pcos > 0.1, 1.0 - pcos ** 100, 1.0), dd)
-        v = jnp.where(start, -(dedth @ ee), v)
-        dedth2 = jnp.where(start, dedth @ dedth.T, dedth2)
-        diag = jnp.where(start, jnp.diagonal(dedth @ dedth.T), diag)
+        v = jnp.where(start, -wm.sum_last(dedth * ee), v)
+        square = wm.sum_last(dedth[:, None, :] * dedth[None, :, :])
+        dedth2 = jnp.where(start, square, dedth2)
+        diag = jnp.where(start, jnp.diagonal(square), diag)
         # phase 1: damped steps, accumulated while the sum of squares does not drop
         in1 = (ssq >= ssqo) & (nit2 < 1000)
         step1 = is1 & in1
         m = dedth2 * (1.0 - eye) + eye * (diag * (1.0 + alpha))
-        vt1 = (dd * _inv4(m) * v[None, :] / 16.0).sum(axis=1)
-        vt = jnp.where(step1, vt1, vt)
+        vt = jnp.where(step1, wm.sum_last(dd * _inv4(m) * v[None, :] / 16.0), vt)
         # phase 2: doubling extrapolation, then one step back
         in2 = (ssq <= ssqo) & (nit2 < 1000)
         step2 = is2 & in2
@@ -203,22 +213,22 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
         delta = jnp.where(step1, vt, jnp.where(step2, vt * fakt2, jnp.where(final, -(vt * fakt), 0.0)))
         evaluated = step1 | step2 | final
         ee_n, ssq_n = _residual(r1 + delta[:3], d1 + delta[3], p1, a, vs, vs4)
-        r1 = jnp.where(evaluated, r1 + delta[:3], r1)
-        d1 = jnp.where(evaluated, d1 + delta[3], d1)
-        ee = jnp.where(evaluated, ee_n, ee)
-        ssqo = jnp.where(step1 | step2, ssq, jnp.where(final, ssq_n, ssqo))
-        ssq = jnp.where(evaluated, ssq_n, ssq)
         leave1 = is1 & ~in1
-        alpha = jnp.where(step1, alpha * 4.0, jnp.where(leave1, alpha / 8.0, alpha))
-        fakt = jnp.where(leave1, 0.5, jnp.where(step2, fakt2, fakt))
-        nit = nit + start.astype(jnp.int32)
-        nit2 = jnp.where(start | leave1, 0, nit2 + (step1 | step2).astype(jnp.int32))
-        phase = jnp.where(start, 1, jnp.where(leave1, 2, jnp.where(final, 0, phase)))
-        return r1, d1, ee, ssq, ssqo, alpha, nit, nit2, phase, dedth2, diag, v, dd, vt, fakt, is0 & ~go
+        f = jnp.stack([jnp.where(evaluated, ssq_n, ssq),
+                       jnp.where(step1 | step2, ssq, jnp.where(final, ssq_n, ssqo)),
+                       jnp.where(step1, alpha * 4.0, jnp.where(leave1, alpha / 8.0, alpha)),
+                       dd, jnp.where(leave1, 0.5, jnp.where(step2, fakt2, fakt))])
+        n = jnp.stack([nit + start.astype(jnp.int32),
+                       jnp.where(start | leave1, 0, nit2 + (step1 | step2).astype(jnp.int32)),
+                       jnp.where(start, 1, jnp.where(leave1, 2, jnp.where(final, 0, phase))),
+                       (is0 & ~go).astype(jnp.int32)])
+        return (jnp.where(evaluated, x + delta, x), jnp.where(evaluated, ee_n, ee), f, n, dedth2,
+                jnp.stack([diag, v, vt]))
 
-    init = (r1, d1, ee, ssq, ssq, jnp.asarray(0.01, dtype), i32(0), i32(0), i32(0), z44, z4, z4,
-            jnp.ones((), dtype), z4, jnp.asarray(0.5, dtype), jnp.asarray(False))
-    r1 = jax.lax.while_loop(lambda c: ~c[-1], body, init)[0]
+    init = (jnp.concatenate([r1, d1[None]]), ee,
+            jnp.stack([ssq, ssq, jnp.asarray(0.01, dtype), jnp.ones((), dtype), jnp.asarray(0.5, dtype)]),
+            jnp.zeros(4, jnp.int32), jnp.zeros((4, 4), dtype), jnp.zeros((3, 4), dtype))
+    r1 = jax.lax.while_loop(lambda c: c[3][3] == 0, body, init)[0][:3]
     return jnp.where(jnp.abs(p1e) < 0.0001, p1, r1)
 
 
@@ -283,17 +293,14 @@ def tangent_point(p1e, r1_start, p1, a, vs, vs4):
 # -- the surface path ----------------------------------------------------------------------------
 
 
-def distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor):
-    """``WrapEllipsoid::CalcDistanceOnEllipsoid`` (scaled coordinates).
-
-    **Returns:** ``(length, w1, w2, npts)``: the polyline length (scaled), the first
-    and last interior points (for the wrong-way test) and the number of points.
-    """
+def _surface_frame(r1, r2, a, vs, vs4, factor):
+    """``CalcDistanceOnEllipsoid``'s set-up: the chord (unscaled), the number of
+    segments, and the ray-casting origin ``a0`` on a coordinate axis with the unit
+    vectors ``ar1`` (towards ``r1``) and ``vsy`` spanning the wrapping plane, and the
+    angle ``phi0`` between the rays to ``r1`` and ``r2``."""
     dr = r1 - r2
     chord = wm.norm(dr) / factor
-    short = chord < DESIRED_SEG_LENGTH
     nseg = jnp.clip(jnp.floor(chord / DESIRED_SEG_LENGTH), 1.0, float(MAX_SEGMENTS))
-
     imax = jnp.argmax(jnp.abs(vs))
     u = jnp.eye(3, dtype=r1.dtype)[imax]
     mu = wm.safe_div(-vs4, wm.dot(vs, u))
@@ -301,20 +308,37 @@ def distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor):
     ar1 = wm.unit(r1 - a0)
     ar2 = wm.unit(r2 - a0)
     phi0 = wm.angle_between(ar1, ar2)
-    dphi = jnp.where(far_side, -(2.0 * jnp.pi - phi0), phi0) / nseg
     vsz = wm.unit(jnp.cross(ar1, ar2))
     vsy = jnp.cross(vsz, ar1)
+    return chord, nseg, a0, ar1, vsy, phi0
 
-    k = jnp.arange(1, MAX_SEGMENTS, dtype=r1.dtype)  # interior points s_{k-1}, k = 1..498
+
+def _surface_points(k, dphi, a, a0, ar1, vsy):
+    """The polyline's points ``s_k`` (``k (n,)``): where the ray from ``a0`` at angle
+    ``k dphi`` from ``ar1`` leaves the ellipsoid."""
     phi = k * dphi
     r = jnp.cos(phi)[:, None] * ar1 + jnp.sin(phi)[:, None] * vsy
     f1 = r / a
     f2 = a0 / a
-    aa = jnp.sum(f1 * f1, -1)
-    bb = 2.0 * jnp.sum(f1 * f2, -1)
+    aa = wm.dot(f1, f1)
+    bb = 2.0 * wm.dot(f1, f2)
     cc = wm.dot(f2, f2) - 1.0
     mu3 = (-bb + wm.safe_sqrt(bb * bb - 4.0 * aa * cc)) / (2.0 * aa)
-    s = a0 + mu3[:, None] * r
+    return a0 + mu3[:, None] * r
+
+
+def distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor):
+    """``WrapEllipsoid::CalcDistanceOnEllipsoid`` (scaled coordinates), at its full
+    size of ``MAX_SEGMENTS`` (differentiable; ``surface_length`` gives the value).
+
+    **Returns:** ``(length, w1, w2, npts)``: the polyline length (scaled), the first
+    and last interior points (for the wrong-way test) and the number of points.
+    """
+    chord, nseg, a0, ar1, vsy, phi0 = _surface_frame(r1, r2, a, vs, vs4, factor)
+    short = chord < DESIRED_SEG_LENGTH
+    dphi = jnp.where(far_side, -(2.0 * jnp.pi - phi0), phi0) / nseg
+    k = jnp.arange(1, MAX_SEGMENTS, dtype=r1.dtype)  # interior points s_{k-1}, k = 1..498
+    s = _surface_points(k, dphi, a, a0, ar1, vsy)
     interior = (k <= nseg - 1.0)[:, None]
     pts = jnp.concatenate([r1[None], jnp.where(interior, s, r2), r2[None]], 0)
     seg = pts[1:] - pts[:-1]
@@ -322,9 +346,56 @@ def distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor):
     n_int = nseg.astype(jnp.int32) - 1
     w1 = pts[1]
     w2 = pts[jnp.maximum(n_int, 0)]
-    length = jnp.where(short, wm.norm(dr), length)
+    length = jnp.where(short, wm.norm(r1 - r2), length)
     npts = jnp.where(short, 2, n_int + 2)
     return length, w1, w2, npts
+
+
+_CHUNK = 64  # polyline segments per pass of surface_length's loop
+
+
+@jax.custom_jvp
+def surface_length(r1, r2, a, vs, vs4, far_side, factor):
+    """The length of ``CalcDistanceOnEllipsoid``'s polyline (scaled coordinates), on the
+    side ``far_side``: its ``int(chord / 1 mm)`` segments, ``_CHUNK`` at a time (a
+    ``while_loop``), rather than all ``MAX_SEGMENTS``. Its derivative is that of
+    ``distance_on_ellipsoid``, evaluated only when differentiated."""
+    chord, nseg, a0, ar1, vsy, phi0 = _surface_frame(r1, r2, a, vs, vs4, factor)
+    dphi = jnp.where(far_side, -(2.0 * jnp.pi - phi0), phi0) / nseg
+    j = jnp.arange(_CHUNK + 1, dtype=r1.dtype)
+
+    def chunk(carry):
+        k0, total = carry
+        k = k0 + j  # points s_k .. s_{k + _CHUNK}: s_0 = r1, s_nseg = r2 and beyond
+        s = _surface_points(k, dphi, a, a0, ar1, vsy)
+        s = jnp.where((k == 0.0)[:, None], r1, jnp.where((k >= nseg)[:, None], r2, s))
+        return k0 + _CHUNK, total + jnp.sum(wm.norm(s[1:] - s[:-1]))
+
+    zero = jnp.zeros((), r1.dtype)
+    _, length = jax.lax.while_loop(lambda c: c[0] < nseg, chunk, (zero, zero))
+    return jnp.where(chord < DESIRED_SEG_LENGTH, wm.norm(r1 - r2), length)
+
+
+@surface_length.defjvp
+def _surface_length_jvp(primals, tangents):
+    r1, r2, a, vs, vs4, far_side, factor = primals
+
+    def dense(r1, r2, a, vs, vs4, factor):
+        return distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor)[0]
+
+    _, t = jax.jvp(dense, (r1, r2, a, vs, vs4, factor), tuple(tangents[:5]) + (tangents[6],))
+    return surface_length(*primals), t
+
+
+def _wrong_way(p1, p2, r1, r2, a, vs, vs4, factor):
+    """OpenSim's test after the near-side polyline: more than two points, and the
+    first (last) interior point lies on the side of ``r1`` (``r2``) facing ``p1``
+    (``p2``), so the path runs the wrong way round."""
+    chord, nseg, a0, ar1, vsy, phi0 = _surface_frame(r1, r2, a, vs, vs4, factor)
+    w = _surface_points(jnp.stack([1.0, nseg - 1.0]), phi0 / nseg, a, a0, ar1, vsy)
+    several = (chord >= DESIRED_SEG_LENGTH) & (nseg >= 2.0)
+    return several & ((wm.dot(wm.unit(p1 - r1), wm.unit(w[0] - r1)) > 0.0)
+                      | (wm.dot(wm.unit(p2 - r2), wm.unit(w[1] - r2)) > 0.0))
 
 
 # -- the wrap ------------------------------------------------------------------------------------
@@ -333,8 +404,8 @@ def distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor):
 def _pierce(p1, p2, a):
     """OpenSim's early tests: points inside, nearly collinear with the center, the
     line missing the ellipsoid; and where the segment pierces it (scaled)."""
-    p1e = -1.0 + jnp.sum((p1 / a) ** 2)
-    p2e = -1.0 + jnp.sum((p2 / a) ** 2)
+    p1e = -1.0 + wm.sum_last((p1 / a) ** 2)
+    p2e = -1.0 + wm.sum_last((p2 / a) ** 2)
     inside = (p1e < -0.0001) | (p2e < -0.0001)
     p1p2 = p1 - p2
     ppm = wm.dot(wm.unit(p1), wm.unit(p2)) - 1.0
@@ -360,7 +431,7 @@ def wrap_ellipsoid_status(P1, P2, dimensions):
     takes the first segment with a mandatory wrap and only that one needs solving.
     """
     dims = jnp.asarray(dimensions, P1.dtype)
-    factor = 3.0 / jnp.sum(dims)
+    factor = 3.0 / wm.sum_last(dims)
     _, _, inside, collinear, crosses, _, _ = _pierce(P1 * factor, P2 * factor, dims * factor)
     return _status(inside, collinear, crosses)
 
@@ -379,7 +450,7 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
     """
     dtype = P1.dtype
     dims = jnp.asarray(dimensions, dtype)
-    factor = 3.0 / jnp.sum(dims)
+    factor = 3.0 / wm.sum_last(dims)
     p1, p2, a = P1 * factor, P2 * factor, dims * factor
     hybrid, axial, midpoint = method == 0, method == 2, method == 1
 
@@ -462,11 +533,9 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
     tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None))
     r1, r2 = tan(jnp.stack([p1e, p2e]), jnp.stack([r1, r2]), jnp.stack([p1, p2]), a, vs, vs4)
 
-    dist = jax.vmap(distance_on_ellipsoid, in_axes=(None, None, None, None, None, 0, None))
-    lengths, w1, w2, npts = dist(r1, r2, a, vs, vs4, jnp.asarray([False, True]), factor)
-    w1, w2 = w1[0], w2[0]
-    wrong = ((wm.dot(wm.unit(p1 - r1), wm.unit(w1 - r1)) > 0.0) | (wm.dot(wm.unit(p2 - r2), wm.unit(w2 - r2)) > 0.0))
-    redo = constrained & (npts[0] > 2) & wrong
-    length = jnp.where(redo, lengths[1], lengths[0])
+    # the polyline over the near side, or with a quadrant, over the far side where
+    # the near side runs the wrong way
+    redo = constrained & _wrong_way(p1, p2, jax.lax.stop_gradient(r1), jax.lax.stop_gradient(r2), a, vs, vs4, factor)
+    length = surface_length(r1, r2, a, vs, vs4, redo, factor)
 
     return _status(inside, collinear, crosses), r1 / factor, r2 / factor, length / factor

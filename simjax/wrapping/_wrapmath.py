@@ -17,11 +17,22 @@ ROUNDOFF_ERROR = 0.0000000000002
 LINE_EPSILON = 0.00001
 
 
+def sum_last(x, axis=-1):
+    """Sum over a short axis, written out as ``((x0 + x1) + x2) + ...``.
+
+    XLA's CPU backend runs each reduction as a kernel of its own (and a cross-axis one
+    through its library); element-wise additions fuse with their neighbours.
+    """
+    x = jnp.moveaxis(jnp.asarray(x), axis, -1)
+    total = x[..., 0]
+    for i in range(1, x.shape[-1]):
+        total = total + x[..., i]
+    return total
+
+
 def dot(a, b):
     """Dot product over the last axis."""
-    if a.shape[-1:] == (3,) and b.shape[-1:] == (3,):
-        return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
-    return jnp.sum(a * b, axis=-1)
+    return sum_last(a * b)
 
 
 def eps_of(x):

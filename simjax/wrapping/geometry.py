@@ -23,10 +23,11 @@ Derivatives. Closed-form steps are differentiated directly; iterations whose res
 is the root of an equation (closest points on an ellipse or ellipsoid, the
 ellipsoid's tangent points, the torus's closest point) carry the implicit-function
 derivative of the exact root (the iteration itself is not differentiated); the
-cylinder's discrete tangent-point adjustment (paths with several wraps) is
-differentiated through its fixed-trip loop. Segments that do not wrap are computed
-on a substitute segment that does, so gradients are finite everywhere (inside
-points, coincident points, lines through the center, tangency).
+cylinder's discrete tangent-point adjustment (paths with several wraps) passes on
+the derivative of the unadjusted points; the ellipsoid's polyline is summed over its
+segments in use, and differentiated at its full size. Segments that do not wrap are
+computed on a substitute segment that does, so gradients are finite everywhere
+(inside points, coincident points, lines through the center, tangency).
 
 Moment arms. OpenSim's ``computeMomentArm`` is a virtual-work moment arm: unit
 tension along the straight parts, applied at the path points and at the tangent
@@ -244,85 +245,100 @@ def wrap_sphere(p1, p2, radius, wrap_axis=0, wrap_sign=0) -> WrapResult:
 
 _CYL_MAX_ITERATIONS = 100
 _TANGENCY_THRESHOLD = 0.1 * jnp.pi / 180.0
-_DN = (0.0, 0.0, 1.0)
+def _adjust_z(p, r, w):
+    """``WrapCylinder::_adjust_tangent_point`` for the tangent point ``r``, seen from
+    the path point ``p``, with the spiral point ``w`` (components: tuples of arrays).
 
-
-def _axis_point(p):
-    """The closest point on the cylinder axis (z) to ``p`` (OpenSim computes it through
-    a normalization, equal to rounding)."""
-    return jnp.stack([0.0 * p[2], 0.0 * p[2], p[2]])
-
-
-def _adjust_tangent_point(pt, r, w):
-    """``WrapCylinder::_adjust_tangent_point``: slide ``r`` along the axis direction
-    towards tangency of ``pt -> r`` with the spiral through ``w``.
-
-    **Returns:** ``(adjusted?, new r)``.
+    OpenSim slides ``r`` along the cylinder's axis by 1.5 times its distance to where
+    the line ``p -> w`` passes the axis-parallel line through ``r`` (IntersectLines),
+    unless ``p -> r`` and ``r -> w`` make angles with the axis within 0.1 degree. Only
+    ``r``'s z changes, so this returns ``(adjusted?, new z)``. The crossing is written
+    in closed form (equal to OpenSim's normalized formula to rounding); OpenSim keeps
+    ``r`` where the lines are parallel.
     """
-    pr = wm.unit(r - pt)
-    rw = wm.unit(w - r)
-    alpha = wm.acos_raw(pr[2])
-    omega = wm.acos_raw(rw[2])
+    px, py, pz = p
+    rx, ry, rz = r
+    wx, wy, wz = w
+    dx, dy, dz = rx - px, ry - py, rz - pz
+    ex, ey, ez = wx - rx, wy - ry, wz - rz
+    n1, n2 = jnp.sqrt(dx * dx + dy * dy + dz * dz), jnp.sqrt(ex * ex + ey * ey + ez * ez)
+    eps = wm.eps_of(n1)  # (NormalizeOrZero)
+    alpha = jnp.arccos(jnp.where(n1 >= eps, dz / n1, 0.0))
+    omega = jnp.arccos(jnp.where(n2 >= eps, ez / n2, 0.0))
     adjust = jnp.abs(alpha - omega) > _TANGENCY_THRESHOLD
-    p1a = jnp.stack([r[0], r[1], pt[2]])  # closest points on the line through r along z
-    w1a = jnp.stack([r[0], r[1], w[2]])
-    ok, _, _, int2, _ = wm.intersect_lines(pt, w, p1a, w1a)
-    # OpenSim leaves the intersection uninitialized for parallel lines; keep r there
-    new = r + 1.5 * (jnp.where(ok, int2, r) - r)
-    return adjust, jnp.where(adjust, new, r)
+    vx, vy, vz = wx - px, wy - py, wz - pz
+    h = vx * vx + vy * vy
+    # IntersectLines' parallel test |unit(v) x dn|^2 > ROUNDOFF_ERROR (and a zero axial part)
+    crosses = (h > wm.ROUNDOFF_ERROR * (h + vz * vz)) & (jnp.abs(vz) >= wm.eps_of(vz))
+    cross_z = pz + vz * (dx * vx + dy * vy) / jnp.where(crosses, h, 1.0)
+    return adjust, jnp.where(adjust & crosses, rz + 1.5 * (cross_z - rz), rz)
 
 
-def _spiral(r1, r2, radius, long_wrap):
-    """Angle, axial distance and length of the spiral from ``r1`` to ``r2``."""
-    dn = jnp.asarray(_DN, r1.dtype)
-    r1a, r2a = _axis_point(r1), _axis_point(r2)
-    axial = wm.dot(r2a - r1a, dn)
-    uu, vv = r1 - r1a, r2 - r2a
-    theta = jnp.arctan2(wm.dot(jnp.cross(uu, vv), dn), wm.dot(uu, vv))
-    theta = jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
-    x = radius * theta
-    return theta, axial, wm.safe_sqrt(x * x + axial * axial)
+def _spiral_angle(r1, r2, long_wrap):
+    """The spiral's angle about the axis from ``r1`` to ``r2`` (``(..., 3)`` arrays)."""
+    theta = jnp.arctan2(r1[..., 0] * r2[..., 1] - r1[..., 1] * r2[..., 0],
+                        r1[..., 0] * r2[..., 0] + r1[..., 1] * r2[..., 1])
+    return jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
 
 
-def _spiral_point(r1, theta, axial, sense, t):
-    return wm.rotate_about_z(r1, sense * t * theta) + jnp.asarray(_DN, r1.dtype) * (t * axial)
+def spiral_length(r1, r2, radius, long_wrap):
+    """Length ``sqrt((radius theta)^2 + dz^2)`` of the spiral from ``r1`` to ``r2``
+    over a cylinder along z (``WrapCylinder::_make_spiral_path``); batched over the
+    leading axes of ``(..., 3)`` points."""
+    x = radius * _spiral_angle(r1, r2, long_wrap)
+    axial = r2[..., 2] - r1[..., 2]
+    return wm.safe_sqrt(x * x + axial * axial)
 
 
-def _make_spiral_path(p1, p2, r1, r2, radius, long_wrap, single_wrap):
-    """``WrapCylinder::_make_spiral_path``: the spiral's length, after OpenSim's
-    tangent-point adjustments (up to 100 restarts, only for paths with more than
-    one wrap). The adjustments run as a ``while_loop`` on constants; the adjusted
+def adjust_tangent_points(p1, p2, r1, r2, radius, long_wrap, go):
+    """OpenSim's tangent-point adjustment for paths with several wraps
+    (``WrapCylinder::_make_spiral_path``), batched over the leading axes.
+
+    OpenSim restarts the spiral (up to 100 times) while either tangent point is more
+    than 0.1 degree from tangency, sliding it along the axis (``_adjust_z``). Only the
+    points' z change, so the ``while_loop`` carries the two z's of each segment, and
+    an iteration is a few fused kernels. The loop runs on constants; the adjusted
     points take the derivative of the unadjusted ones (they differ by less than
-    OpenSim's 0.1 degree tolerance, and the adjustment itself is discrete).
+    OpenSim's tolerance, and the adjustment itself is discrete).
 
-    **Returns:** ``(r1, r2, length)``.
+    **Arguments:** ``p1``, ``p2``, ``r1``, ``r2``: ``(..., 3)`` path and tangent points
+    in the cylinder's frame; ``radius``: broadcastable to ``(...)``; ``long_wrap``,
+    ``go``: ``(...)`` bools, the latter choosing the segments to adjust.
+
+    **Returns:** the adjusted ``(r1, r2)``.
     """
     sg = jax.lax.stop_gradient
-
-    c1, c2, c_radius, c_long = sg(p1), sg(p2), sg(radius), sg(long_wrap)
+    c1, c2, s1, s2 = sg(p1), sg(p2), sg(r1), sg(r2)
+    long_wrap = sg(long_wrap)
+    theta = _spiral_angle(s1, s2, long_wrap)
+    rtheta = sg(radius) * theta
+    sense = jnp.where(long_wrap, -1.0, 1.0)
+    # the second spiral point's angle is sense theta minus the first's
+    cq, sq = jnp.cos(sense * theta), jnp.sin(sense * theta)
+    x1, y1, x2, y2 = s1[..., 0], s1[..., 1], s2[..., 0], s2[..., 1]
+    q1 = tuple(c1[..., i] for i in range(3))
+    q2 = tuple(c2[..., i] for i in range(3))
 
     def step(carry):
-        r1, r2, it, done = carry
-        sense = jnp.where(c_long, -1.0, 1.0)
-        theta, axial, length = _spiral(r1, r2, c_radius, c_long)
-        nseg = jnp.maximum(jnp.floor(length / 0.002), 1.0)
+        # it >= 0: iterations so far; -1 - it once done
+        z1, z2, it = carry
+        axial = z2 - z1
+        nseg = jnp.maximum(jnp.floor(jnp.sqrt(rtheta * rtheta + axial * axial) / 0.002), 1.0)
         t = 1.0 / nseg
-        w = _spiral_point(r1, theta, axial, sense, t)
-        adj1, r1n = _adjust_tangent_point(c1, r1, w)
-        w2 = _spiral_point(r1n, theta, axial, sense, 1.0 - t)
-        adj2, r2n = _adjust_tangent_point(c2, r2, w2)
-        go = ~done & (nseg >= 2.0) & (it < _CYL_MAX_ITERATIONS) & ~single_wrap & (adj1 | adj2)
-        return (jnp.where(go, r1n, r1), jnp.where(go, r2n, r2), it + go.astype(jnp.int32), done | ~go)
+        ang = sense * t * theta
+        ca, sa = jnp.cos(ang), jnp.sin(ang)
+        adj1, z1n = _adjust_z(q1, (x1, y1, z1), (ca * x1 - sa * y1, sa * x1 + ca * y1, z1 + t * axial))
+        cb, sb = cq * ca + sq * sa, sq * ca - cq * sa
+        adj2, z2n = _adjust_z(q2, (x2, y2, z2), (cb * x1 - sb * y1, sb * x1 + cb * y1, z1n + (1.0 - t) * axial))
+        more = (it >= 0) & (nseg >= 2.0) & (it < _CYL_MAX_ITERATIONS) & (adj1 | adj2)
+        it = jnp.where(it < 0, it, jnp.where(more, it + 1, -1 - it))
+        return jnp.where(more, z1n, z1), jnp.where(more, z2n, z2), it
 
-    if isinstance(single_wrap, bool) and single_wrap:
-        r1f, r2f = r1, r2
-    else:
-        single_wrap = jnp.asarray(single_wrap)
-        carry = (sg(r1), sg(r2), jnp.zeros((), jnp.int32), jnp.asarray(False))
-        r1f, r2f, _, _ = jax.lax.while_loop(lambda c: ~c[3], step, carry)
-        r1f, r2f = r1f + (r1 - sg(r1)), r2f + (r2 - sg(r2))
-    _, _, length = _spiral(r1f, r2f, radius, long_wrap)
-    return r1f, r2f, length
+    start = (s1[..., 2], s2[..., 2], jnp.where(go, 0, -1).astype(jnp.int32))
+    z1, z2, _ = jax.lax.while_loop(lambda c: jnp.any(c[2] >= 0), step, start)
+    r1f = r1 + sg(jnp.stack([x1, y1, z1], -1) - s1)
+    r2f = r2 + sg(jnp.stack([x2, y2, z2], -1) - s2)
+    return r1f, r2f
 
 
 def wrap_cylinder(p1, p2, radius, length, wrap_axis=0, wrap_sign=0, single_wrap=True) -> WrapResult:
@@ -342,60 +358,74 @@ def wrap_cylinder(p1, p2, radius, length, wrap_axis=0, wrap_sign=0, single_wrap=
     - ``wrap_axis``, ``wrap_sign``: the quadrant (``parse_quadrant``); sign 0 = all.
     - ``single_wrap``: whether the path has a single PathWrap. OpenSim then skips its
       iterative tangent-point adjustment (``WrapResult::singleWrap``); with several
-      wraps it adjusts the tangent points to within 0.1 degree of tangency. A Python
-      ``True`` skips the loop at trace time.
+      wraps it adjusts the tangent points to within 0.1 degree of tangency
+      (``adjust_tangent_points``). A Python ``True`` skips the loop at trace time.
 
     **Returns:** a ``WrapResult``.
     """
-    dtype = jnp.result_type(p1, float)
-    r = jnp.asarray(radius, dtype)
-    early = _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, True, early=True)
-    # segments that do not wrap are replaced by one that does, so that no branch
-    # computes non-finite values (they would poison gradients through `where`)
+    status, r1, r2, long_wrap = cylinder_tangents(p1, p2, radius, length, wrap_axis, wrap_sign)
+    if not (isinstance(single_wrap, bool) and single_wrap):
+        r1, r2 = adjust_tangent_points(p1, p2, r1, r2, radius, long_wrap,
+                                       ~jnp.asarray(single_wrap) & (status >= WRAPPED))
+    return _finish(status, p1, p2, r1, r2, spiral_length(r1, r2, radius, long_wrap))
+
+
+def cylinder_tangents(p1, p2, radius, length, wrap_axis=0, wrap_sign=0):
+    """``wrap_cylinder`` before the tangent-point adjustment and the spiral:
+    ``(status, r1, r2, long_wrap)`` of one segment (``vmap`` for a batch).
+
+    Segments that do not wrap are computed on a stand-in segment that does, so that
+    no branch computes non-finite values (they would poison gradients through
+    ``where``); their points are meaningless.
+    """
+    r = jnp.asarray(radius, jnp.result_type(p1, float))
+    early = _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, early=True)
     ok = early >= WRAPPED
     d1 = jnp.stack([-2.0 * r, 0.5 * r, 0.0 * r])
     d2 = jnp.stack([2.0 * r, 0.5 * r, 0.1 * r])
-    if not (isinstance(single_wrap, bool) and single_wrap):
-        single_wrap = jnp.asarray(single_wrap) | ~ok  # (the stand-in segment needs no tangent adjustment)
-    status, r1, r2, arc = _cylinder(jnp.where(ok, p1, d1), jnp.where(ok, p2, d2), radius, length, wrap_axis,
-                                    wrap_sign, single_wrap)
-    return _finish(jnp.where(ok, status, early), p1, p2, r1, r2, arc)
+    status, r1, r2, long_wrap = _cylinder(jnp.where(ok, p1, d1), jnp.where(ok, p2, d2), radius, length, wrap_axis,
+                                          wrap_sign)
+    return jnp.where(ok, status, early).astype(jnp.int32), r1, r2, long_wrap
 
 
-def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, single_wrap, early=False):
-    """``wrap_cylinder``'s algorithm: ``(status, r1, r2, arc)``, or with ``early`` only
-    the status from the tests made before the tangent points are computed."""
+def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, early=False):
+    """``wrap_cylinder``'s algorithm up to the spiral: ``(status, r1, r2, long_wrap)``,
+    or with ``early`` only the status from the tests made before the tangent points
+    are computed.
+
+    OpenSim's vector formulas are written out where the cylinder's axis makes them
+    simpler (points on the axis, vectors normal to it, segments along it); the
+    arithmetic is OpenSim's, so the values agree to rounding.
+    """
     axis, sign = _quadrant(wrap_axis, wrap_sign)
     dtype = jnp.result_type(p1, float)
     r = jnp.asarray(radius, dtype)
     half = 0.5 * jnp.asarray(length, dtype)
     r_sq = r * r
-    dn = jnp.asarray(_DN, dtype)
+    eps = wm.eps_of(r)
     constrained = sign != 0
+    x1, y1, z1 = p1[0], p1[1], p1[2]
+    x2, y2, z2 = p2[0], p2[1], p2[2]
 
-    inside = (p1[0] ** 2 + p1[1] ** 2 < r_sq) | (p2[0] ** 2 + p2[1] ** 2 < r_sq)
+    inside = (x1 ** 2 + y1 ** 2 < r_sq) | (x2 ** 2 + y2 ** 2 < r_sq)
 
-    cyl_start = jnp.stack([0.0 * half, 0.0 * half, -half])
-    cyl_end = jnp.stack([0.0 * half, 0.0 * half, half])
-    ok, near12, t12, near00, _ = wm.intersect_lines(p1, p2, cyl_start, cyl_end)
-    d12 = near12 - near00
-    intersects = ok & (wm.dot(d12, d12) < r_sq) & (t12 > 0.0) & (t12 < 1.0)
+    # IntersectLines(p1, p2, (0, 0, -half), (0, 0, half)): the segment's line and the axis
+    v1, mag1 = wm.normalize_or_zero(p2 - p1)
+    vx, vy, vz = v1[0], v1[1], v1[2]
+    denom = vy * vy + vx * vx
+    ok = jnp.abs(denom) > wm.ROUNDOFF_ERROR
+    sd = jnp.where(ok, denom, 1.0)
+    az = -half - z1
+    t_ax = ((-x1) * (vz * vx) + (-y1) * (vz * vy) + az * (-(vx * vx) - vy * vy)) / sd
+    s_ln = ((-x1) * vx + (-y1) * vy) / sd
+    near12 = jnp.where(ok, p1 + s_ln * v1, p1)
+    t12 = jnp.where(ok, wm.safe_div(s_ln, mag1), 0.0)
+    near00_z = jnp.where(ok, -half + t_ax, -half)
+    d12z = near12[2] - near00_z
+    intersects = ok & (((near12[0] * near12[0] + near12[1] * near12[1]) + d12z * d12z) < r_sq) \
+        & (t12 > 0.0) & (t12 < 1.0)
 
-    p11, p22 = _axis_point(p1), _axis_point(p2)
-
-    def candidates(p, pax):
-        vv, pdist = wm.normalize_or_zero(p - pax)
-        sin_theta = r / jnp.where(pdist > 0, pdist, 1.0)
-        dist = r * sin_theta
-        pp = pax + dist * vv
-        dist = wm.safe_sqrt(r_sq - dist * dist)
-        uu = jnp.cross(dn, vv)
-        return pp + dist * uu, pp - dist * uu, pdist
-
-    r1a, r1b, p11_dist = candidates(p1, p11)
-    r2a, r2b, p22_dist = candidates(p2, p22)
-
-    # -- constrained choice of candidates
+    # -- the quadrant's status
     s1 = wm.dsign(p1[axis]) == sign
     s2 = wm.dsign(p2[axis]) == sign
     either = s1 | s2
@@ -405,12 +435,37 @@ def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, single_wrap, early=F
     if early:
         status = jnp.where(constrained, q_status, jnp.where(intersects, MANDATORY_WRAP, NO_WRAP))
         return jnp.where(inside, INSIDE_RADIUS, status)
-    r1am, r1bm, r2am, r2bm = r1a - p11, r1b - p11, r2a - p22, r2b - p22
-    alpha = wm.acos_raw(wm.dot(r1am, r2bm) / (wm.norm(r1am) * wm.norm(r2bm)))
-    beta = wm.acos_raw(wm.dot(r1bm, r2am) / (wm.norm(r1bm) * wm.norm(r2am)))
+
+    # -- the tangent points from each end, in the plane normal to the axis (2-D: the
+    # vectors from the end's axis point p11 = (0, 0, z1) or p22 = (0, 0, z2))
+    def norm2(x, y):
+        return wm.safe_sqrt(x * x + y * y)
+
+    def unit2(x, y):  # (NormalizeOrZero)
+        n = norm2(x, y)
+        ok = n >= eps
+        n = jnp.where(ok, n, 1.0)
+        return jnp.where(ok, x / n, 0.0), jnp.where(ok, y / n, 0.0)
+
+    def candidates(x, y):
+        d = norm2(x, y)
+        ux, uy = unit2(x, y)
+        dist = r * (r / jnp.where(d > 0, d, 1.0))
+        off = wm.safe_sqrt(r_sq - dist * dist)
+        px, py = dist * ux, dist * uy
+        # uu = dn x (ux, uy, 0) = (-uy, ux, 0)
+        return (px - off * uy, py + off * ux), (px + off * uy, py - off * ux), d
+
+    (a1x, a1y), (b1x, b1y), p11_dist = candidates(x1, y1)
+    (a2x, a2y), (b2x, b2y), p22_dist = candidates(x2, y2)
+    alpha = wm.acos_raw((a1x * b2x + a1y * b2y) / (norm2(a1x, a1y) * norm2(b2x, b2y)))
+    beta = wm.acos_raw((b1x * a2x + b1y * a2y) / (norm2(b1x, b1y) * norm2(a2x, a2y)))
     a_gt_b = alpha > beta
-    sa1, sb1 = wm.dsign(r1a[axis]) == sign, wm.dsign(r1b[axis]) == sign
-    sa2, sb2 = wm.dsign(r2a[axis]) == sign, wm.dsign(r2b[axis]) == sign
+    # (a tangent point's side of the quadrant: its x, its y, or its end's z)
+    xyz = jnp.asarray([0, 1, 2]) == axis
+    side = lambda x, y, z: wm.dsign(jnp.where(xyz[0], x, jnp.where(xyz[1], y, z))) == sign  # noqa: E731
+    sa1, sb1 = side(a1x, a1y, z1), side(b1x, b1y, z1)
+    sa2, sb2 = side(a2x, a2y, z2), side(b2x, b2y, z2)
     # candidate pair A = (r1a, r2b), B = (r1b, r2a)
     none_active = ~sa1 & ~sb1 & ~sa2 & ~sb2
     choose_a = jnp.where(sa1 & sb1, ~sa2,
@@ -418,64 +473,71 @@ def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, single_wrap, early=F
                                    jnp.where(~sa1 & sb1, False,
                                              jnp.where(sa2, False, jnp.where(sb2, True, a_gt_b)))))
     far_c = jnp.where(none_active, True, jnp.where(choose_a, a_gt_b, ~a_gt_b))
-    c_r1 = jnp.where(choose_a, r1a, r1b)
-    c_r2 = jnp.where(choose_a, r2b, r2a)
-    sum_musc = (c_r1 - p1) + (c_r2 - p2)
-    sum_r = (c_r1 - p11) + (c_r2 - p22)
-    long_c = wm.dot(sum_r, sum_musc) < 0.0
-
     # -- unconstrained choice: the pair closest in angle
-    u1a, u1b, u2a, u2b = wm.unit(r1am), wm.unit(r1bm), wm.unit(r2am), wm.unit(r2bm)
-    d1, d2, d3, d4 = wm.dot(u1a, u2a), wm.dot(u1a, u2b), wm.dot(u1b, u2a), wm.dot(u1b, u2b)
+    (e1x, e1y), (f1x, f1y) = unit2(a1x, a1y), unit2(b1x, b1y)
+    (e2x, e2y), (f2x, f2y) = unit2(a2x, a2y), unit2(b2x, b2y)
+    d1, d2 = e1x * e2x + e1y * e2y, e1x * f2x + e1y * f2y
+    d3, d4 = f1x * e2x + f1y * e2y, f1x * f2x + f1y * f2y
     pick_aa = (d1 > d2) & (d1 > d3) & (d1 > d4)
     pick_ab = ~pick_aa & (d2 > d3) & (d2 > d4)
     pick_ba = ~pick_aa & ~pick_ab & (d3 > d4)
-    u_r1 = jnp.where(pick_aa | pick_ab, r1a, r1b)
-    u_r2 = jnp.where(pick_aa | pick_ba, r2a, r2b)
-
-    r1 = jnp.where(constrained, c_r1, u_r1)
-    r2 = jnp.where(constrained, c_r2, u_r2)
+    first_a = jnp.where(constrained, choose_a, pick_aa | pick_ab)
+    second_a = jnp.where(constrained, ~choose_a, pick_aa | pick_ba)
+    q1x, q1y = jnp.where(first_a, a1x, b1x), jnp.where(first_a, a1y, b1y)
+    q2x, q2y = jnp.where(second_a, a2x, b2x), jnp.where(second_a, a2y, b2y)
+    # (OpenSim's long-wrap test: the sum of the radial vectors against the sum of the
+    # vectors from the ends; the z parts of both are zero)
+    sum_musc = ((q1x - x1) + (q2x - x2), (q1y - y1) + (q2y - y2))
+    long_wrap = constrained & ((q1x + q2x) * sum_musc[0] + (q1y + q2y) * sum_musc[1] < 0.0)
     far_side = constrained & far_c
-    long_wrap = constrained & long_c
 
     # -- the apex: where the wrap plane meets the cylinder, on the chosen side
     t = p11_dist / (p11_dist + p22_dist)
     mpt = p1 + t * (p2 - p1)
-    axispt = _axis_point(mpt)
+    axispt = mpt * jnp.asarray([0.0, 0.0, 1.0], dtype)
     l1 = wm.unit(p1 - axispt)
     l2 = wm.unit(p2 - axispt)
-    plane_normal = wm.unit(wm.unit(jnp.cross(l1, l2)))
-    vert1 = wm.unit(jnp.cross(dn, plane_normal))
-    vert2 = wm.unit(jnp.cross(plane_normal, dn))
-    apex1 = axispt + r * vert1
-    apex2 = axispt + r * vert2
-    dist1 = wm.dot(mpt - apex1, mpt - apex1)
-    dist2 = wm.dot(mpt - apex2, mpt - apex2)
+    pn = wm.unit(wm.unit(jnp.cross(l1, l2)))
+    # vert1 = unit(dn x pn) = unit((-pn_y, pn_x, 0)); vert2 = -vert1
+    wx, wy = unit2(-pn[1], pn[0])
+    dist1 = (mpt[0] - r * wx) ** 2 + (mpt[1] - r * wy) ** 2
+    dist2 = (mpt[0] + r * wx) ** 2 + (mpt[1] + r * wy) ** 2
     near1 = dist1 < dist2
-    apex = jnp.where(far_side != near1, apex1, apex2)
+    sgn = jnp.where(far_side != near1, 1.0, -1.0)
+    apex = axispt + jnp.stack([sgn * r * wx, sgn * r * wy, 0.0 * r])
 
     # -- slide r1, r2 along the axis onto the plane through p1, p2 and the apex
-    uu = wm.unit(p1 - apex)
-    vv = wm.unit(p2 - apex)
-    plane_normal = wm.unit(jnp.cross(uu, vv))
-    d = -p1[0] * plane_normal[0] - p1[1] * plane_normal[1] - p1[2] * plane_normal[2]
-    inter1, r1p = wm.intersect_segment_plane(r1 - 10.0 * dn, r1 + 10.0 * dn, plane_normal, d)
-    inter2, r2p = wm.intersect_segment_plane(r2 - 10.0 * dn, r2 + 10.0 * dn, plane_normal, d)
-    c1 = wm.closest_point_on_line(r1p, p11, p22)[0]
-    use1 = inter1 & (wm.dot(c1 - p22, c1 - p22) < wm.dot(p11 - p22, p11 - p22))
-    c2 = wm.closest_point_on_line(r2p, p11, p22)[0]
-    use2 = inter2 & (wm.dot(c2 - p11, c2 - p11) < wm.dot(p22 - p11, p22 - p11))
-    r1 = jnp.where(use1, r1p, r1)
-    r2 = jnp.where(use2, r2p, r2)
+    # (IntersectLineSegPlane from 10 below to 10 above the point; the result is kept
+    # where its closest axis point, OpenSim's GetClosestPointOnLineToPoint with the
+    # point p22 as the line's direction, lies on the far side of the other end)
+    nrm = wm.unit(jnp.cross(wm.unit(p1 - apex), wm.unit(p2 - apex)))
+    d = -x1 * nrm[0] - y1 * nrm[1] - z1 * nrm[2]
+
+    def slide(x, y, z):
+        zlo, dz = z - 10.0, (z + 10.0) - (z - 10.0)
+        dp = nrm[2] * dz
+        hit = jnp.abs(dp) >= wm.LINE_EPSILON
+        tt = (-d - nrm[0] * x - nrm[1] * y - nrm[2] * zlo) / jnp.where(hit, dp, 1.0)
+        hit = hit & (tt >= -wm.LINE_EPSILON) & (tt <= 1.0 + wm.LINE_EPSILON)
+        return hit, jnp.where(hit, zlo + tt * dz, z)
+
+    hit1, r1z = slide(q1x, q1y, z1)
+    hit2, r2z = slide(q2x, q2y, z2)
+    big = jnp.abs(z2) >= eps
+    axis_dir = jnp.where(big, z2 / jnp.where(big, jnp.abs(z2), 1.0), 0.0)  # (the unit "line" p22)
+    c1z = z1 + (r1z - z1) * axis_dir * axis_dir
+    c2z = z1 + (r2z - z1) * axis_dir * axis_dir
+    use1 = hit1 & ((c1z - z2) ** 2 < (z1 - z2) ** 2)
+    use2 = hit2 & ((c2z - z1) ** 2 < (z2 - z1) ** 2)
+    r1 = jnp.stack([q1x, q1y, jnp.where(use1, r1z, z1)])
+    r2 = jnp.stack([q2x, q2y, jnp.where(use2, r2z, z2)])
 
     beyond = ((r1[2] < -half) | (r1[2] > half)) & ((r2[2] < -half) | (r2[2] > half))
-
-    r1, r2, arc = _make_spiral_path(p1, p2, r1, r2, r, long_wrap, single_wrap)
 
     status = jnp.where(constrained, q_status, jnp.where(intersects, MANDATORY_WRAP, NO_WRAP))
     status = jnp.where((status >= WRAPPED) & beyond, NO_WRAP, status)
     status = jnp.where(inside, INSIDE_RADIUS, status)
-    return status, r1, r2, arc
+    return status, r1, r2, long_wrap
 
 
 # -- ellipsoid ------------------------------------------------------------------------------

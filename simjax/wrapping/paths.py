@@ -16,11 +16,19 @@ Vectorization. All wrapped paths are padded to a common number of points ``N`` a
 PathWraps ``W`` and evaluated together: the current path is a fixed-length array of
 node ids (points ``0..N-1``, then wrap ``w``'s points ``N+2w``, ``N+2w+1``) edited by
 masked compaction and insertion; every candidate segment of a PathWrap is wrapped at
-once (for an ellipsoid, whose wraps are all mandatory, only a path's first crossing
-segment is solved). The passes are a ``while_loop`` (paths with one PathWrap are done
-after the first); within a pass the PathWraps are taken slot by slot in a
-``fori_loop``, with one geometry call per wrap-object type, so the program grows
-with the number of shapes, never with the number of paths, points or PathWraps.
+once, with one geometry call per wrap-object type, so the program grows with the
+number of shapes, never with the number of paths, points or PathWraps. The first
+PathWrap of every path is applied in one such call; the paths with several PathWraps
+then go on in a ``while_loop`` over passes (a ``fori_loop`` over their PathWraps
+within a pass), which ends once they converge or a pass wraps nothing.
+
+Cost on the CPU. A program there costs about one kernel launch per fused operation,
+and every iteration of a loop pays for its body's kernels, so the iterative work is
+kept to what OpenSim's answer needs: an ellipsoid (whose wraps are all mandatory) is
+solved for a path's first crossing segment only, and not at all when none crosses;
+a cylinder's tangent-point adjustment (paths with several PathWraps) runs on the
+segments whose wrap can be taken, one per path at a time; loops carry few arrays and
+sum short axes element-wise (a reduction is a kernel of its own).
 
 OpenSim's cached positions. OpenSim caches a point's location in Ground when it is
 first asked for (``Point::getLocationInGround``), and moving a wrap point does not
@@ -38,9 +46,11 @@ on their directions (``calcSpeedBetween``). The result is the ``Segments`` recor
 (``TangentPoints``) with their force and speed directions.
 
 Derivatives. The passes run on constants (``stop_gradient``); they return, for each
-wrap, the segment ends in the wrap frame, from which ``_rewrap`` evaluates the
-geometry once more, differentiably in the wrap objects' poses and sizes but with the
-ends held fixed in the wrap frame. So the tangent points and arcs move with the wrap
+wrap, the segment ends in the wrap frame with the tangent points and arc computed
+there, and ``_rewrap`` places these on the wrap object's body, differentiably in its
+pose; their derivatives with respect to the objects' sizes are those of the geometry
+re-evaluated at the same ends (``_recorded``, a ``custom_jvp`` whose rule runs only
+when the sizes are differentiated). So the tangent points and arcs move with the wrap
 object's body as the coordinates change, and the derivative of the length with
 respect to the coordinates is OpenSim's virtual-work moment arm (``computeMomentArm``),
 the one consistent with the forces applied. (OpenSim's tangent points are not exactly
@@ -58,6 +68,7 @@ point stays exact), and the choice between candidate segments stays OpenSim's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -65,6 +76,7 @@ import numpy as np
 
 from .. import spatial
 from ..component import ModelError
+from . import _wrapmath as wm
 from . import geometry as G
 from . import smooth as S
 from ._ellipsoid import wrap_ellipsoid_status
@@ -112,7 +124,8 @@ class _Batch:
     where its PathWraps differ); ``single (G,)``:
     the path has one PathWrap; ``slot_kinds (W, 4)``: whether some path may meet each
     wrap-object type in each slot (the first two PathWraps may trade places);
-    ``eps (G, W)``: the PathWraps' ``smoothing`` (m, 0: none).
+    ``eps (G, W)``: the PathWraps' ``smoothing`` (m, 0: none); ``exists (G, W)``: the
+    PathWrap exists; ``kinds``: ``(kind, paths, method)`` for each wrap-object type.
     """
 
     rows: np.ndarray
@@ -132,6 +145,8 @@ class _Batch:
     single: np.ndarray
     slot_kinds: np.ndarray
     eps: np.ndarray
+    exists: np.ndarray
+    kinds: tuple
 
     @property
     def n_points(self) -> int:
@@ -148,7 +163,8 @@ class WrapStatic:
 
     ``objects``: wrap-object component paths; ``frames``: the PhysicalFrames they
     are fixed to; ``obj_frame``, ``obj_mob``, ``obj_kind (O,)``; ``batch``: the
-    wrapped paths.
+    wrapped paths, the ``n_single`` with one PathWrap first; ``multi``: the others (with
+    several PathWraps) as a batch of their own, or None.
     """
 
     objects: tuple
@@ -157,6 +173,8 @@ class WrapStatic:
     obj_mob: np.ndarray
     obj_kind: np.ndarray
     batch: _Batch
+    n_single: int = 0
+    multi: _Batch | None = None
 
 
 def _kind_of(obj, where: str) -> int:
@@ -218,9 +236,13 @@ def compile_wrapping(build, topology) -> WrapStatic:
                           parse_method(pw.method, pw_path), bool(wo.active), float(pw.smoothing)))
         entries.append((row, wraps))
     obj_mob = np.asarray(obj_mob, np.int32)
+    entries.sort(key=lambda e: len(e[1]) > 1)  # (stable) the paths with one PathWrap first
+    batch = _batch(entries, topology, obj_mob)
+    n_single = int(batch.single.sum())
+    rows = np.arange(len(entries))
     return WrapStatic(objects=tuple(objects), frames=tuple(frames), obj_frame=np.asarray(obj_frame, np.int32),
-                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32),
-                      batch=_batch(entries, topology, obj_mob))
+                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32), batch=batch,
+                      n_single=n_single, multi=_subset(batch, rows[n_single:]) if n_single < len(entries) else None)
 
 
 def _batch(entries, topology, obj_mob):
@@ -252,24 +274,42 @@ def _batch(entries, topology, obj_mob):
     exists = np.zeros((Gn, W), bool)
     for g, (_, wraps) in enumerate(entries):
         exists[g, :len(wraps)] = True
+    return _grouped(rows=np.asarray([r for r, _ in entries], np.int32), pt=pt, pt_ok=pt_ok, on=on & exists,
+                    exists=exists, node_mob=node_mob, node_obj=node_obj, eps=eps, **cols)
+
+
+def _grouped(**arrays) -> _Batch:
+    """A ``_Batch`` from its per-path arrays, with the groups worked out."""
+    kind, on, exists = arrays["kind"], arrays["on"], arrays["exists"]
     single = exists.sum(1) == 1
-    groups = []
-    for kind in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
+    method = arrays["method"]
+    groups, kinds = [], []
+    for code in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
         for one in (True, False):  # (paths with one PathWrap skip the cylinder's tangent adjustment)
-            m = exists & on & (cols["kind"] == kind) & (single[:, None] == one)
+            m = on & (kind == code) & (single[:, None] == one)
             if m.any():
-                methods = set(cols["method"][m].tolist())
-                method = methods.pop() if len(methods) == 1 else None
-                groups.append((kind, np.flatnonzero(m.any(1)).astype(np.int32), method, one))
-    live = exists & on
+                methods = set(method[m].tolist())
+                groups.append((code, np.flatnonzero(m.any(1)).astype(np.int32),
+                               methods.pop() if len(methods) == 1 else None, one))
+        m = on & (kind == code)
+        if m.any():
+            methods = set(method[m].tolist())
+            kinds.append((code, np.flatnonzero(m.any(1)).astype(np.int32),
+                          methods.pop() if len(methods) == 1 else None))
+    W = kind.shape[1]
     slot_kinds = np.zeros((W, 4), bool)
     for s in range(W):
         for t in (t for t in ((0, 1) if s < 2 else (s,)) if t < W):
-            m = live[:, t] & ((t == s) | ~single)
-            slot_kinds[s, cols["kind"][m, t]] = True
-    return _Batch(rows=np.asarray([r for r, _ in entries], np.int32), pt=pt, pt_ok=pt_ok, on=on & exists,
-                  node_mob=node_mob, node_obj=node_obj, groups=tuple(groups), single=single, slot_kinds=slot_kinds,
-                  eps=eps, **cols)
+            m = on[:, t] & ((t == s) | ~single)
+            slot_kinds[s, kind[m, t]] = True
+    return _Batch(groups=tuple(groups), kinds=tuple(kinds), single=single, slot_kinds=slot_kinds, **arrays)
+
+
+def _subset(batch: _Batch, rows: np.ndarray) -> _Batch:
+    """The paths ``rows`` of a batch, as a batch of their own."""
+    names = ("rows", "pt", "pt_ok", "obj", "kind", "start", "end", "axis", "sign", "method", "on", "exists",
+             "node_mob", "node_obj", "eps")
+    return _grouped(**{n: getattr(batch, n)[rows] for n in names})
 
 
 # -- evaluation ------------------------------------------------------------------------------
@@ -328,7 +368,7 @@ def wrap_object_params(model, static: WrapStatic) -> dict:
 
 
 def _norm(v):
-    sq = jnp.sum(v * v, -1)
+    sq = wm.dot(v, v)
     return jnp.sqrt(jnp.where(sq > 0.0, sq, 1.0)) * (sq > 0.0)
 
 
@@ -410,9 +450,10 @@ class _Pass:
         return jnp.sum(piece, -1), piece, surface, differ, ok, pts
 
     def slot(self, s, carry, active):
-        """Apply the PathWrap in slot ``s`` (traced) of every path's order."""
+        """Apply the PathWrap in slot ``s`` of every path's order (``s`` traced, or a
+        Python int in the first pass, before any PathWraps trade places)."""
         b = self.b
-        seq, wpos, warc, order, result, halted, wgnd, cached, wends = carry
+        seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr = carry
         G_, N = self.orig.shape[0], b.n_points
         rows = jnp.arange(G_)
         w = order[:, s]
@@ -440,42 +481,47 @@ class _Pass:
         oc = jnp.take_along_axis(node_obj, jnp.maximum(c, 0), 1)
         cand = on[:, None] & (k[None] >= k_start[:, None]) & (k[None] < k_end[:, None]) & (c >= 0) \
             & ~((oa >= 0) & (oa == oc))
-        pts = _gather_nodes(self.nodes(wpos), seq)
-        pts_g = _gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), seq)
         obj = jnp.asarray(b.obj)[rows, w]
         R, o = self.R_obj[obj], self.o_obj[obj]
-        to_w = lambda p: jnp.einsum("gji,gkj->gki", R, p - o[:, None, :])  # noqa: E731
-        p1w, p2w = to_w(pts[:, :-1]), to_w(pts[:, 1:])
-        g1w, g2w = to_w(pts_g[:, :-1]), to_w(pts_g[:, 1:])
-        status = jnp.zeros((G_, L - 1), jnp.int32)
-        r1 = jnp.zeros((G_, L - 1, 3), p1w.dtype)
-        r2, arc = r1, jnp.zeros((G_, L - 1), p1w.dtype)
+        Rt = jnp.swapaxes(R, -1, -2)[:, None]
+        to_w = lambda p: wm.sum_last(Rt * (p - o[:, None, :])[:, :, None, :])  # noqa: E731
+        pw = to_w(_gather_nodes(self.nodes(wpos), seq))
+        gw = to_w(_gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), seq))
+        p1w, p2w, g1w, g2w = pw[:, :-1], pw[:, 1:], gw[:, :-1], gw[:, 1:]
         kind = jnp.asarray(b.kind)[rows, w]
-        for code, idx, method, single in b.groups:
+        kinds = b.kinds
+        if isinstance(s, int):  # (a static slot: the first pass, in the paths' own order)
+            kinds = []
+            for code in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
+                idx = np.flatnonzero(b.on[:, s] & (b.kind[:, s] == code)).astype(np.int32)
+                if idx.size:
+                    methods = set(b.method[idx, s].tolist())
+                    kinds.append((code, idx, methods.pop() if len(methods) == 1 else None))
+        whole = len(kinds) == 1 and len(kinds[0][1]) == G_  # (one wrap-object type: no merging)
+        if not whole:
+            status = jnp.zeros((G_, L - 1), jnp.int32)
+            r1 = jnp.zeros((G_, L - 1, 3), p1w.dtype)
+            r2, arc = r1, jnp.zeros((G_, L - 1), p1w.dtype)
+        for code, idx, method in kinds:
             wi = w[idx]
             args = (self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi], jnp.asarray(b.sign)[idx, wi],
                     jnp.asarray(b.method)[idx, wi])
-            fn = _wrap_one(code, method, single)
-
-            def solve(p1w, p2w, cand, args, fn=fn, code=code):
-                if code != ELLIPSOID:
-                    res = jax.vmap(jax.vmap(fn, (0, 0) + (None,) * 4))(p1w, p2w, *args)
-                    return res.status, res.r1, res.r2, res.length
-                # every ellipsoid wrap is mandatory: only a path's first one is solved
-                st = jax.vmap(jax.vmap(wrap_ellipsoid_status, (0, 0, None)))(p1w, p2w, args[0])
-                first = jnp.argmax(cand & (st == G.MANDATORY_WRAP), -1)
-                at = jnp.arange(p1w.shape[0])
-                one = jax.vmap(fn)(p1w[at, first], p2w[at, first], *args)
-                put = lambda v: jnp.zeros(st.shape + v.shape[1:], v.dtype).at[at, first].set(v)  # noqa: E731
-                return st, put(one.r1), put(one.r2), put(one.length)
+            single = b.single[idx]
+            solve = functools.partial(_SOLVERS.get(code, _solve_all), code=code, method=method,
+                                      single=True if single.all() else jnp.asarray(single))
 
             def skip(p1w, p2w, cand, args):
                 return (jnp.zeros(cand.shape, jnp.int32), jnp.zeros_like(p1w), jnp.zeros_like(p1w),
                         jnp.zeros(cand.shape, p1w.dtype))
 
-            # (the slot index is not batched, so this stays a branch under vmap)
-            st, g1, g2, ga = jax.lax.cond(jnp.asarray(b.slot_kinds[:, code])[s], solve, skip,
-                                          p1w[idx], p2w[idx], cand[idx], args)
+            sub = (p1w, p2w, cand) if whole else (p1w[idx], p2w[idx], cand[idx])
+            if isinstance(s, int):
+                st, g1, g2, ga = solve(*sub, args)
+            else:  # (the slot index is not batched, so this stays a branch under vmap)
+                st, g1, g2, ga = jax.lax.cond(jnp.asarray(b.slot_kinds[:, code])[s], solve, skip, *sub, args)
+            if whole:
+                status, r1, r2, arc = st, g1, g2, ga
+                continue
             mine = (kind[idx] == code)[:, None]
             status = status.at[idx].set(jnp.where(mine, st, status[idx]))
             r1 = r1.at[idx].set(jnp.where(mine[..., None], g1, r1[idx]))
@@ -491,20 +537,92 @@ class _Pass:
         last = L - 2 - jnp.argmax(cand[:, ::-1], -1)
         res_status = jnp.where(has_mandatory, G.MANDATORY_WRAP,
                                jnp.where(jnp.any(cand, -1), status[rows, last], G.NO_WRAP))
-        result = result.at[:, s].set(res_status)
+        W = b.n_wraps
+        result = jnp.where(jnp.arange(W) == s, res_status[:, None], result)
         # the tangent points, back in Ground, become wrap points of the current path
-        to_g = lambda r: jnp.einsum("gij,gj->gi", R, r) + o  # noqa: E731
-        new = jnp.stack([to_g(r1[rows, best]), to_g(r2[rows, best])], 1)
-        wpos = wpos.at[rows, w].set(jnp.where(chosen[:, None, None], new, wpos[rows, w]))
-        warc = warc.at[rows, w].set(jnp.where(chosen, arc[rows, best], 0.0))
-        ends = jnp.stack([p1w[rows, best], p2w[rows, best]], 1)
-        wends = wends.at[rows, w].set(jnp.where(chosen[:, None, None], ends, wends[rows, w]))
+        tangent = jnp.stack([r1[rows, best], r2[rows, best]], 1)  # (G, 2, 3)
+        hit = (jnp.arange(W)[None] == w[:, None]) & chosen[:, None]  # (G, W)
+        put = lambda x, old: jnp.where(_bcast(hit, old), x[:, None], old)  # noqa: E731
+        wr = put(tangent, wr)
+        wpos = put(wm.sum_last(R[:, None] * tangent[:, :, None, :]) + o[:, None], wpos)
+        warc = jnp.where((jnp.arange(W)[None] == w[:, None]), jnp.where(chosen, arc[rows, best], 0.0)[:, None], warc)
+        wends = put(jnp.stack([p1w[rows, best], p2w[rows, best]], 1), wends)
         seq = _insert_pair(seq, best + 1, ids[:, 0], ids[:, 1], chosen)
-        return seq, wpos, warc, order, result, halted, wgnd, cached, wends
+        return seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr
 
-    def run(self, carry, active):
-        """One pass: every path's PathWraps in its order."""
-        return jax.lax.fori_loop(0, self.b.n_wraps, lambda s, c: self.slot(s, c, active), carry)
+
+# -- the geometry of a slot: (p1w, p2w (g, K, 3), cand (g, K), args) -> (status, r1, r2, arc) per candidate
+
+def _solve_all(p1w, p2w, cand, args, *, code, method, single):
+    """Every candidate segment wrapped (spheres, tori)."""
+    wrap = S.WRAP_FUNCTIONS[_NAMES[code]]
+    static = isinstance(single, bool)
+
+    def fn(p1, p2, d, ax, sg, m, one=single):
+        return wrap(p1, p2, *_shape_args(code, d, ax, sg, m if method is None else method, one))
+
+    args = args if static else args + (single,)
+    res = jax.vmap(jax.vmap(fn, (0, 0) + (None,) * len(args)))(p1w, p2w, *args)
+    return res.status, res.r1, res.r2, res.length
+
+
+def _solve_cylinder(p1w, p2w, cand, args, *, code, method, single):
+    """Cylinders: the tangent points of every candidate segment; OpenSim's tangent
+    adjustment (paths with several PathWraps) only on the segments whose wrap can be
+    taken: a path's first mandatory wrap, else all its optional ones."""
+    dims, axis, sign, _ = args
+    radius = dims[:, 0]
+    # (values only: segments that do not wrap need no stand-in here)
+    st, r1, r2, long_wrap = jax.vmap(jax.vmap(G._cylinder, (0, 0) + (None,) * 4))(
+        p1w, p2w, radius, dims[:, 1], axis, sign)
+    st = st.astype(jnp.int32)
+    if not (isinstance(single, bool) and single):
+        mandatory = cand & (st == G.MANDATORY_WRAP)
+        first = jnp.arange(cand.shape[1])[None] == jnp.argmax(mandatory, -1)[:, None]
+        need = ~single[:, None] & jnp.where(jnp.any(mandatory, -1, keepdims=True), first,
+                                            cand & (st == G.WRAPPED))
+        r1, r2 = _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need)
+    return st, r1, r2, G.spiral_length(r1, r2, radius[:, None], long_wrap)
+
+
+def _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need):
+    """``adjust_tangent_points`` on the segments ``need (g, K)``, one per path at a time
+    (usually one in all), so the loop runs on ``g`` segments, not ``g K``."""
+    rows = jnp.arange(need.shape[0])
+
+    def one(carry):
+        r1, r2, need = carry
+        k = jnp.argmax(need, -1)
+        a1, a2 = G.adjust_tangent_points(p1w[rows, k], p2w[rows, k], r1[rows, k], r2[rows, k], radius,
+                                         long_wrap[rows, k], need[rows, k])
+        return r1.at[rows, k].set(a1), r2.at[rows, k].set(a2), need.at[rows, k].set(False)
+
+    r1, r2, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), one, (r1, r2, need))
+    return r1, r2
+
+
+def _solve_ellipsoid(p1w, p2w, cand, args, *, code, method, single):
+    """Ellipsoids: every wrap is mandatory, so only a path's first one is solved (and
+    nothing when no segment crosses)."""
+    fn = _wrap_one(code, method, True)
+    st = jax.vmap(jax.vmap(wrap_ellipsoid_status, (0, 0, None)))(p1w, p2w, args[0])
+    first = jnp.argmax(cand & (st == G.MANDATORY_WRAP), -1)
+    at = jnp.arange(p1w.shape[0])
+
+    def solve(p1, p2):
+        one = jax.vmap(fn)(p1, p2, *args)
+        return one.r1, one.r2, one.length
+
+    def skip(p1, p2):
+        return jnp.zeros_like(p1), jnp.zeros_like(p1), jnp.zeros(p1.shape[:1], p1.dtype)
+
+    r1, r2, length = jax.lax.cond(jnp.any(cand & (st == G.MANDATORY_WRAP)), solve, skip, p1w[at, first],
+                                  p2w[at, first])
+    put = lambda v: jnp.zeros(st.shape + v.shape[1:], v.dtype).at[at, first].set(v)  # noqa: E731
+    return st, put(r1), put(r2), put(length)
+
+
+_SOLVERS = {CYLINDER: _solve_cylinder, ELLIPSOID: _solve_ellipsoid}
 
 
 def _in_ground(wpos, wgnd, cached):
@@ -535,19 +653,24 @@ def _lever(wpos, wgnd, cached):
     return jnp.where(cached[..., None, None], (wpos - sg(wpos)) - (wgnd - sg(wgnd)), 0.0)
 
 
-def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
-    """Run OpenSim's passes on constants: ``(seq, wends, cached)``.
+def _wrap_batch(static: WrapStatic, X_obj, dims, points, active):
+    """Run OpenSim's passes on constants: ``(seq, wends, cached, wr, warc)``.
+
+    The first PathWrap of every path is applied at once; a path with one PathWrap is
+    then done, and those with several (``static.multi``) go on pass after pass in a
+    ``while_loop``, until their lengths converge, nothing wraps, or the passes run out.
 
     **Arguments:** ``X_obj``: the wrap objects' rotations and origins in Ground;
     ``dims (O, 3)``; ``points (P, 3)`` in Ground; ``active (P,)``.
 
-    **Returns:** the final current paths ``seq (G, L)``; ``wends (G, W, 2, 2, 3)``:
-    for each wrap, the segment ends (wrap frame) of its latest wrap and of the wrap
-    whose tangent points OpenSim cached (``_in_ground``); ``cached (G, W)``: whether
-    the wrap points were cached. Nothing here is differentiated (``_rewrap``
-    re-derives the tangent points from these ends), so the passes run as a
-    ``while_loop``.
+    **Returns:** the final current paths ``seq (G, L)``; for each wrap, of its latest
+    wrap and of the wrap whose tangent points OpenSim cached (``_in_ground``): the
+    segment ends ``wends (G, W, 2, 2, 3)`` and the tangent points ``wr`` (same
+    shape), both in the wrap frame, and the arcs ``warc (G, W, 2)``; ``cached (G,
+    W)``: whether the wrap points were cached. Nothing here is differentiated
+    (``_rewrap`` gives the wrap points their derivatives).
     """
+    batch = static.batch
     sg = jax.lax.stop_gradient
     X_obj, dims, points = sg(X_obj), sg(dims), sg(points)
     orig = _path_points(batch, points)
@@ -561,43 +684,84 @@ def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
         pos, jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), (Gn, N)))
     dtype = points.dtype
     zeros_w = jnp.zeros((Gn, W, 2, 3), dtype)
-    carry = (seq, zeros_w, jnp.zeros((Gn, W), dtype), jnp.broadcast_to(jnp.arange(W, dtype=jnp.int32), (Gn, W)),
-             jnp.zeros((Gn, W), jnp.int32), jnp.zeros(Gn, bool), zeros_w, jnp.zeros((Gn, W), bool), zeros_w)
-    step = _Pass(batch, X_obj, dims, orig)
-    single = jnp.asarray(batch.single)
+    zeros_a = jnp.zeros((Gn, W), dtype)
+    carry = (seq, zeros_w, zeros_a, jnp.broadcast_to(jnp.arange(W, dtype=jnp.int32), (Gn, W)),
+             jnp.zeros((Gn, W), jnp.int32), jnp.zeros(Gn, bool), zeros_w, jnp.zeros((Gn, W), bool), zeros_w, zeros_w)
+    # the first pass's first PathWrap, on every path
+    carry = _Pass(batch, X_obj, dims, orig).slot(0, carry, act)
+    # (the ends, tangent points and arc of the cached wraps)
+    state = (carry, (zeros_w, zeros_w, zeros_a), jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
+    ns = static.n_single
+    parts = []
+    if ns:
+        one = jax.tree.map(lambda x: x[:ns], state)
+        parts.append(_end_pass(None, 0, one, one[0]))
+    if static.multi is not None:
+        mb = static.multi
+        step = _Pass(mb, X_obj, dims, orig[ns:])
+        single = jnp.asarray(mb.single)
 
-    def one_pass(state):
-        kk, carry, cached_ends, last, done = state
-        seq, wpos, warc, order, result, halted, wgnd, cached, wends = step.run(carry, act)
-        # the end-of-pass length asks every point on the path for its Ground position
-        on_path = _on_path(seq, N, W)
-        fresh = (on_path & ~cached)[..., None, None]
-        wgnd = jnp.where(fresh, wpos, wgnd)
-        cached_ends = jnp.where(fresh & ~_bcast(done, fresh), wends, cached_ends)
-        cached = cached | on_path
-        new = (seq, wpos, warc, order, result, halted, wgnd, cached, wends)
-        length = step.length(seq, _in_ground(wpos, wgnd, cached), warc)[0]
-        carry = jax.tree.map(lambda n, o: jnp.where(_bcast(done, n), o, n), new, carry)
-        converged = jnp.abs(length - last) < _CONVERGED
-        last = jnp.where(done, last, length)
-        seq, wpos, warc, order, result, halted, wgnd, cached, wends = carry
-        if W > 1:
-            # after the first pass: if the first PathWrap did not wrap and the second found
-            # a point inside its object, the two trade places (and the first's points go)
-            swap = (kk == 0) & ~done & ~converged & ~single & (result[:, 0] == G.NO_WRAP) \
-                & (result[:, 1] == G.INSIDE_RADIUS)
-            order = jnp.where(swap[:, None], order.at[:, 0].set(1).at[:, 1].set(0), order)
-            seq = jnp.where(swap[:, None], _remove(seq, jnp.full((Gn, 2), N, jnp.int32)
-                                                   + jnp.asarray([0, 1], jnp.int32)), seq)
-        # a path with one PathWrap is wrapped once
-        done = done | converged | halted | single
-        return kk + 1, (seq, wpos, warc, order, result, halted, wgnd, cached, wends), cached_ends, last, done
+        def one_pass(st):
+            kk, state = st
+            # (the first pass goes on from its second PathWrap)
+            carry = jax.lax.fori_loop(jnp.where(kk == 0, 1, 0), W, lambda s, c: step.slot(s, c, act[ns:]),
+                                      state[0])
+            return kk + 1, _end_pass(step, kk, state, carry, single)
 
-    state = (0, carry, zeros_w, jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
-    _, carry, cached_ends, _, _ = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[4]),
-                                                     one_pass, state)
-    seq, _, _, _, _, _, _, cached, wends = carry
-    return seq, jnp.stack([wends, cached_ends], 2), cached
+        several = jax.tree.map(lambda x: x[ns:], state)
+        _, several = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[1][3]), one_pass,
+                                        (0, several))
+        parts.append(several)
+    outputs = [_outputs(part) for part in parts]
+    return outputs[0] if len(outputs) == 1 else tuple(jnp.concatenate(x, 0) for x in zip(*outputs))
+
+
+def _outputs(state):
+    """``_wrap_batch``'s results from the passes' final state."""
+    carry, (cached_ends, cached_wr, cached_arc), _, _ = state
+    seq, _, warc, _, _, _, _, cached, wends, wr = carry
+    return (seq, jnp.stack([wends, cached_ends], 2), cached, jnp.stack([wr, cached_wr], 2),
+            jnp.stack([warc, cached_arc], 2))
+
+
+def _end_pass(step, kk, state, new, single=None):
+    """OpenSim's bookkeeping after a pass: the wrap points that came on the path are
+    cached, and (with ``step``: paths with several PathWraps) the passes are done on
+    convergence, when nothing wrapped, or halted; after the first, the first two
+    PathWraps may trade places.
+
+    **Arguments:** ``state = (carry, cached_wrap, last, done)`` before the pass;
+    ``new``: the carry after it. **Returns:** the new state.
+    """
+    carry, cached_wrap, last, done = state
+    seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr = new
+    W = wgnd.shape[1]
+    N = seq.shape[1] - 2 * W
+    # the end-of-pass length asks every point on the path for its Ground position
+    on_path = _on_path(seq, N, W)
+    fresh = (on_path & ~cached)[..., None, None]
+    wgnd = jnp.where(fresh, wpos, wgnd)
+    keep = fresh & ~_bcast(done, fresh)
+    cached_wrap = (jnp.where(keep, wends, cached_wrap[0]), jnp.where(keep, wr, cached_wrap[1]),
+                   jnp.where(keep[..., 0, 0], warc, cached_wrap[2]))
+    cached = cached | on_path
+    new = (seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr)
+    if step is None:  # (wrapped once)
+        return new, cached_wrap, last, done
+    length = step.length(seq, _in_ground(wpos, wgnd, cached), warc)[0]
+    carry = jax.tree.map(lambda n, o: jnp.where(_bcast(done, n), o, n), new, carry)
+    converged = jnp.abs(length - last) < _CONVERGED
+    last = jnp.where(done, last, length)
+    seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr = carry
+    # after the first pass: if the first PathWrap did not wrap and the second found a
+    # point inside its object, the two trade places (and the first's points go)
+    swap = (kk == 0) & ~done & ~converged & ~single & (result[:, 0] == G.NO_WRAP) & (result[:, 1] == G.INSIDE_RADIUS)
+    order = jnp.where(swap[:, None], order.at[:, 0].set(1).at[:, 1].set(0), order)
+    seq = jnp.where(swap[:, None], _remove(seq, jnp.full((seq.shape[0], 2), N, jnp.int32)
+                                           + jnp.asarray([0, 1], jnp.int32)), seq)
+    # after a pass in which nothing wrapped, the next would repeat it
+    done = done | converged | halted | single | ~jnp.any(on_path, -1)
+    return (seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr), cached_wrap, last, done
 
 
 # segment ends far from any wrap object, for wraps no segment ever took (their results
@@ -605,20 +769,34 @@ def _wrap_batch(batch: _Batch, X_obj, dims, points, active):
 _FAR_ENDS = np.asarray([[1e3, 0.0, 0.0], [1e3, 1.0, 0.0]])
 
 
-def _rewrap(batch: _Batch, X_obj, dims, wends, chosen):
+def _rewrap(batch: _Batch, X_obj, dims, wends, chosen, wr, warc):
     """The tangent points and arcs of the final wraps, differentiable in the wrap
     objects' poses and sizes (the segment ends in the wrap frame held fixed).
 
+    The values are the passes' (``wr``, ``warc``); their derivatives with respect to
+    the sizes are those of the geometry at the recorded ends (``_recorded``), which is
+    evaluated only when the sizes are differentiated.
+
     **Arguments:** ``X_obj``, ``dims`` as for ``_wrap_batch``; ``wends (G, W, 2, 2,
-    3)`` from it; ``chosen (G, W, 2)``: which of those ends were wrapped.
+    3)``, ``wr``, ``warc`` from it; ``chosen (G, W, 2)``: which of those were wrapped.
 
     **Returns:** ``(tangent (G, W, 2, 2, 3), arc (G, W, 2))``: per wrap, its latest
     and its cached wrap points in Ground and the arcs.
     """
     R_obj, o_obj = X_obj
-    ends = jnp.where(chosen[..., None, None], jax.lax.stop_gradient(wends), jnp.asarray(_FAR_ENDS, wends.dtype))
-    r = jnp.zeros(wends.shape, wends.dtype)
-    arc = jnp.zeros(wends.shape[:3], wends.dtype)
+    sg = jax.lax.stop_gradient
+    ends = jnp.where(chosen[..., None, None], sg(wends), jnp.asarray(_FAR_ENDS, wends.dtype))
+    r, arc = _recorded(batch, dims, ends, sg(wr), sg(warc))
+    R, o = R_obj[batch.obj], o_obj[batch.obj]  # (G, W, 3, 3), (G, W, 3)
+    tangent = wm.sum_last(R[:, :, None, None] * r[..., None, :]) + o[:, :, None, None, :]
+    return tangent, arc
+
+
+def _geometry(batch: _Batch, dims, ends):
+    """The tangent points ``(G, W, 2, 2, 3)`` and arcs ``(G, W, 2)`` of every wrap's
+    latest and cached segment ``ends`` (wrap frame)."""
+    r = jnp.zeros(ends.shape, ends.dtype)
+    arc = jnp.zeros(ends.shape[:3], ends.dtype)
     for code, _, method, single in batch.groups:
         g, w = np.nonzero(batch.on & (batch.kind == code) & (batch.single[:, None] == single))  # its PathWraps
         fn = jax.vmap(jax.vmap(_wrap_one(code, method, single), (0, 0) + (None,) * 4))  # (latest, cached) per wrap
@@ -626,9 +804,23 @@ def _rewrap(batch: _Batch, X_obj, dims, wends, chosen):
                  jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]))
         r = r.at[g, w].set(jnp.stack([res.r1, res.r2], -2))
         arc = arc.at[g, w].set(res.length)
-    R, o = R_obj[batch.obj], o_obj[batch.obj]  # (G, W, 3, 3), (G, W, 3)
-    tangent = jnp.einsum("gwij,gwvej->gwvei", R, r) + o[:, :, None, None, :]
-    return tangent, arc
+    return r, arc
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _recorded(batch: _Batch, dims, ends, r, arc):
+    """``(r, arc)``: the geometry of ``ends`` as the passes computed it; its derivative
+    with respect to ``dims`` is ``_geometry``'s (the ends, in the wrap frame, are
+    constants). JAX skips the rule, and so the geometry, when ``dims`` is not
+    differentiated."""
+    return r, arc
+
+
+@_recorded.defjvp
+def _recorded_jvp(batch, primals, tangents):
+    dims, ends, r, arc = primals
+    _, out_tangents = jax.jvp(lambda d: _geometry(batch, d, ends), (dims,), (tangents[0],))
+    return (r, arc), out_tangents
 
 
 def _blend(batch: _Batch, X_obj, dims, seq, on_path, orig, seg, ds, de, a_s, a_e):
@@ -734,9 +926,9 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     applies_end = segments.applies if segments.applies_end is None else segments.applies_end
     batch = static.batch
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
-    seq, wends, cached = _wrap_batch(batch, (R_obj, o_obj), params["dims"], points, active)
+    seq, wends, cached, wr, warc = _wrap_batch(static, (R_obj, o_obj), params["dims"], points, active)
     on_path = _on_path(seq, N, W)
-    tangent, arc = _rewrap(batch, (R_obj, o_obj), params["dims"], wends, jnp.stack([on_path, cached], -1))
+    tangent, arc = _rewrap(batch, (R_obj, o_obj), params["dims"], wends, jnp.stack([on_path, cached], -1), wr, warc)
     wpos, warc = tangent[:, :, 0], arc[:, :, 0]
     wgnd = _in_ground(wpos, tangent[:, :, 1], cached)
     lever = _lever(wpos, wgnd, cached)
