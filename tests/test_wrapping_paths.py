@@ -10,7 +10,8 @@
   and moment arms along the sweeps.
 - Derivatives with respect to wrap-object sizes equal finite differences; reverse
   mode equals forward mode (two rigs: a cylinder with OpenSim's several-wrap
-  tangent adjustment, and an ellipsoid).
+  tangent adjustment, and an ellipsoid); derivatives of speeds and forces in q
+  (the tangent points sliding over the surface) equal finite differences.
 """
 
 from __future__ import annotations
@@ -240,3 +241,32 @@ def test_smoothed_paths_bridge_opensim_switches():
         np.testing.assert_allclose(np.sum(0.5 * (dL[1:] + dL[:-1]) * dq[j]), L[-1] - L[0], rtol=0.02, err_msg=where)
         np.testing.assert_allclose(force[:, j], -tension * dL, rtol=1e-10, atol=1e-12, err_msg=where)
         np.testing.assert_allclose(speed[:, j], dL, rtol=1e-10, atol=1e-12, err_msg=where)
+
+
+def test_speed_and_force_derivatives_match_finite_differences(arm26):
+    """The tangent points slide over the wrap surface as the path's neighbouring
+    points move, so derivatives of what is built on them (lengthening speeds, the
+    forces of a tension) with respect to q equal finite differences, as a gradient
+    through a simulation needs. (The single-cylinder paths TRIlat, TRImed and BRA,
+    where OpenSim's geometry is exact.)"""
+    from simjax.muscles.path import path_forces, path_speeds, path_topology_of
+
+    _, system, _ = arm26
+    paths = path_topology_of(system.topology).paths
+    rows = np.asarray([paths.index(f"/forceset/{m}/path") for m in ("TRIlat", "TRImed", "BRA")])
+    base = system.default_state()
+    controls = jnp.zeros(len(system.actuator_names))
+    u = jnp.asarray([0.7, -1.3])
+
+    @jax.jit
+    def f(q):
+        ctx = Context(system, base.replace(q=q, u=u), controls)
+        body, _ = path_forces(ctx, rows, jnp.ones(len(rows)))
+        return jnp.concatenate([path_speeds(ctx)[rows], body.reshape(-1)])
+
+    jac = jax.jit(jax.jacfwd(f))
+    h = 1e-6
+    for q in ([0.3, 1.2], [-0.2, 0.6], [0.8, 1.9]):
+        q = jnp.asarray(q)
+        fd = np.stack([(f(q.at[i].add(h)) - f(q.at[i].add(-h))) / (2 * h) for i in range(2)], 1)
+        assert_close("d/dq (speeds, forces)", fd, np.asarray(jac(q)), rtol=1e-6, atol=1e-7)

@@ -769,27 +769,51 @@ def _end_pass(step, kk, state, new, single=None):
 _FAR_ENDS = np.asarray([[1e3, 0.0, 0.0], [1e3, 1.0, 0.0]])
 
 
-def _rewrap(batch: _Batch, X_obj, dims, wends, chosen, wr, warc):
+def _rewrap(batch: _Batch, X_obj, dims, wends, chosen, wr, warc, slide=None):
     """The tangent points and arcs of the final wraps, differentiable in the wrap
-    objects' poses and sizes (the segment ends in the wrap frame held fixed).
+    objects' poses and sizes and, with ``slide``, in their segments' ends.
 
     The values are the passes' (``wr``, ``warc``); their derivatives with respect to
-    the sizes are those of the geometry at the recorded ends (``_recorded``), which is
-    evaluated only when the sizes are differentiated.
+    the sizes and ends are those of the geometry at the recorded ends (``_recorded``),
+    which is evaluated only when these are differentiated. Without ``slide`` the ends
+    are held fixed in the wrap frame: the tangent points move with the wrap object's
+    body, and the length's derivative is OpenSim's virtual-work moment arm. With
+    ``slide``, the latest wraps' ends (and the cached ones equal to them) take its
+    derivative, so the tangent points also slide over the surface as the path's
+    neighbouring points move: the derivative of the forces and speeds built on them.
 
     **Arguments:** ``X_obj``, ``dims`` as for ``_wrap_batch``; ``wends (G, W, 2, 2,
-    3)``, ``wr``, ``warc`` from it; ``chosen (G, W, 2)``: which of those were wrapped.
+    3)``, ``wr``, ``warc`` from it; ``chosen (G, W, 2)``: which of those were wrapped;
+    ``slide (G, W, 2, 3)``: the latest wraps' ends (``_neighbour_ends``) or None.
 
     **Returns:** ``(tangent (G, W, 2, 2, 3), arc (G, W, 2))``: per wrap, its latest
     and its cached wrap points in Ground and the arcs.
     """
     R_obj, o_obj = X_obj
     sg = jax.lax.stop_gradient
-    ends = jnp.where(chosen[..., None, None], sg(wends), jnp.asarray(_FAR_ENDS, wends.dtype))
+    ends = sg(wends)
+    if slide is not None:
+        moved = slide - sg(slide)  # (zero, with the neighbours' derivative)
+        same = jnp.all(ends[:, :, 0] == ends[:, :, 1], axis=(-2, -1))
+        ends = ends + jnp.stack([moved, jnp.where(same[..., None, None], moved, 0.0)], 2)
+    ends = jnp.where(chosen[..., None, None], ends, jnp.asarray(_FAR_ENDS, wends.dtype))
     r, arc = _recorded(batch, dims, ends, sg(wr), sg(warc))
     R, o = R_obj[batch.obj], o_obj[batch.obj]  # (G, W, 3, 3), (G, W, 3)
     tangent = wm.sum_last(R[:, :, None, None] * r[..., None, :]) + o[:, :, None, None, :]
     return tangent, arc
+
+
+def _neighbour_ends(batch: _Batch, seq, nodes, X_obj):
+    """The latest wraps' segment ends in their wrap frames ``(G, W, 2, 3)``: the nodes
+    before and after each wrap's points in the current paths ``seq``, from
+    ``nodes (G, N + 2W, 3)`` in Ground (meaningless for wraps not on the path)."""
+    N, W, L = batch.n_points, batch.n_wraps, seq.shape[1]
+    first = jnp.argmax(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
+    ids = jnp.stack([jnp.take_along_axis(seq, jnp.clip(first - 1, 0, L - 1), 1),
+                     jnp.take_along_axis(seq, jnp.clip(first + 2, 0, L - 1), 1)], -1)  # (G, W, 2)
+    p = jax.vmap(lambda n, i: n[jnp.maximum(i, 0)])(nodes, ids)
+    R, o = X_obj[0][batch.obj], X_obj[1][batch.obj]  # (G, W, 3, 3), (G, W, 3)
+    return wm.sum_last(jnp.swapaxes(R, -1, -2)[:, :, None] * (p - o[:, :, None])[..., None, :])
 
 
 def _geometry(batch: _Batch, dims, ends):
@@ -810,16 +834,15 @@ def _geometry(batch: _Batch, dims, ends):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
 def _recorded(batch: _Batch, dims, ends, r, arc):
     """``(r, arc)``: the geometry of ``ends`` as the passes computed it; its derivative
-    with respect to ``dims`` is ``_geometry``'s (the ends, in the wrap frame, are
-    constants). JAX skips the rule, and so the geometry, when ``dims`` is not
-    differentiated."""
+    with respect to ``dims`` and ``ends`` is ``_geometry``'s. JAX skips the rule, and
+    so the geometry, when neither is differentiated."""
     return r, arc
 
 
 @_recorded.defjvp
 def _recorded_jvp(batch, primals, tangents):
     dims, ends, r, arc = primals
-    _, out_tangents = jax.jvp(lambda d: _geometry(batch, d, ends), (dims,), (tangents[0],))
+    _, out_tangents = jax.jvp(lambda d, e: _geometry(batch, d, e), (dims, ends), tangents[:2])
     return (r, arc), out_tangents
 
 
@@ -928,13 +951,19 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
     seq, wends, cached, wr, warc = _wrap_batch(static, (R_obj, o_obj), params["dims"], points, active)
     on_path = _on_path(seq, N, W)
-    tangent, arc = _rewrap(batch, (R_obj, o_obj), params["dims"], wends, jnp.stack([on_path, cached], -1), wr, warc)
-    wpos, warc = tangent[:, :, 0], arc[:, :, 0]
-    wgnd = _in_ground(wpos, tangent[:, :, 1], cached)
-    lever = _lever(wpos, wgnd, cached)
-    orig = _path_points(batch, points)
-    _, piece, surface, differ, ok, pts = _Pass(batch, (R_obj, o_obj), params["dims"], orig).length(
-        seq, wgnd, warc, lever)
+    X_obj, chosen, orig = (R_obj, o_obj), jnp.stack([on_path, cached], -1), _path_points(batch, points)
+    step = _Pass(batch, X_obj, params["dims"], orig)
+
+    def wrapped(slide=None):
+        tangent, arc = _rewrap(batch, X_obj, params["dims"], wends, chosen, wr, warc, slide)
+        wpos = tangent[:, :, 0]
+        wgnd = _in_ground(wpos, tangent[:, :, 1], cached)
+        return wpos, step.length(seq, wgnd, arc[:, :, 0], _lever(wpos, wgnd, cached))
+
+    # the lengths with the tangent points fixed in the wrap frame (OpenSim's moment
+    # arms); the directions and points, for forces and speeds, with them sliding
+    wpos, (_, piece, _, _, _, _) = wrapped()
+    wpos, (_, _, _, differ, ok, pts) = wrapped(_neighbour_ends(batch, seq, step.nodes(wpos), X_obj))
     L = seq.shape[-1]
     k = jnp.arange(L)
     is_orig = (seq >= 0) & (seq < N)
