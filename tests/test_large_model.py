@@ -143,3 +143,19 @@ def test_one_copy_path_lengths_match_opensim_and_wraps_are_active(one_copy):
     np.testing.assert_allclose(got[:, ~wrapped], ref["straight"][:, ~wrapped], rtol=0, atol=1e-12)
     fraction = ref["active"][:, wrapped].mean()
     assert 0.15 < fraction < 0.6, fraction
+
+
+def test_benchmark_report_states_each_goal():
+    """The benchmark report names each goal of the issue that concerns a measured
+    model, met or missed by a factor (and why)."""
+    from benchmarks.__main__ import goals
+
+    row = {"model": "gait10dof18musc", "ratio": 0.25, "opensim_1s": 0.2, "batch_time": 0.1,
+           "batch": {"64": {"per_world": 0.004}, "1024": {"per_world": 0.008}}, "compile_simulate": 20.0,
+           "gradient_over_forward": 4.0}
+    text = goals([row])
+    assert "one world = 0.25 (goal <= 0.5): met" in text
+    assert "OpenSim's 1 s run = 0.2 (goal <= 0.05): missed by 4.0x (XLA on the CPU" in text
+    assert "compile time of simulate (s) = 20 (goal <= 10): missed by 2.0x" in text
+    assert "reverse-mode gradient / forward wall time = 4 (goal <= 5): met" in text
+    assert "arm26" not in text
