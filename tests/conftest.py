@@ -1,8 +1,11 @@
-"""Test configuration: float64 everywhere, and quiet OpenSim logging."""
+"""Test configuration: float64 everywhere, quiet OpenSim logging, and each module's
+compiled programs released when it ends."""
 
+import gc
 import os
 
 import jax
+import pytest
 
 jax.config.update("jax_enable_x64", True)
 os.environ.setdefault("OPENSIM_LOG_LEVEL", "off")
@@ -15,11 +18,6 @@ def pytest_configure(config):
         opensim.Logger.setLevelString("Off")
     except Exception:
         pass
-
-
-import gc
-
-import pytest
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -331,24 +331,16 @@ def distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor):
     """``WrapEllipsoid::CalcDistanceOnEllipsoid`` (scaled coordinates), at its full
     size of ``MAX_SEGMENTS`` (differentiable; ``surface_length`` gives the value).
 
-    **Returns:** ``(length, w1, w2, npts)``: the polyline length (scaled), the first
-    and last interior points (for the wrong-way test) and the number of points.
+    **Returns:** the polyline's length (scaled).
     """
     chord, nseg, a0, ar1, vsy, phi0 = _surface_frame(r1, r2, a, vs, vs4, factor)
-    short = chord < DESIRED_SEG_LENGTH
     dphi = jnp.where(far_side, -(2.0 * jnp.pi - phi0), phi0) / nseg
     k = jnp.arange(1, MAX_SEGMENTS, dtype=r1.dtype)  # interior points s_{k-1}, k = 1..498
     s = _surface_points(k, dphi, a, a0, ar1, vsy)
     interior = (k <= nseg - 1.0)[:, None]
     pts = jnp.concatenate([r1[None], jnp.where(interior, s, r2), r2[None]], 0)
-    seg = pts[1:] - pts[:-1]
-    length = jnp.sum(wm.norm(seg))
-    n_int = nseg.astype(jnp.int32) - 1
-    w1 = pts[1]
-    w2 = pts[jnp.maximum(n_int, 0)]
-    length = jnp.where(short, wm.norm(r1 - r2), length)
-    npts = jnp.where(short, 2, n_int + 2)
-    return length, w1, w2, npts
+    length = jnp.sum(wm.norm(pts[1:] - pts[:-1]))
+    return jnp.where(chord < DESIRED_SEG_LENGTH, wm.norm(r1 - r2), length)
 
 
 _CHUNK = 64  # polyline segments per pass of surface_length's loop
@@ -381,7 +373,7 @@ def _surface_length_jvp(primals, tangents):
     r1, r2, a, vs, vs4, far_side, factor = primals
 
     def dense(r1, r2, a, vs, vs4, factor):
-        return distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor)[0]
+        return distance_on_ellipsoid(r1, r2, a, vs, vs4, far_side, factor)
 
     _, t = jax.jvp(dense, (r1, r2, a, vs, vs4, factor), tuple(tangents[:5]) + (tangents[6],))
     return surface_length(*primals), t

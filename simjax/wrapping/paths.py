@@ -278,24 +278,27 @@ def _batch(entries, topology, obj_mob):
                     exists=exists, node_mob=node_mob, node_obj=node_obj, eps=eps, **cols)
 
 
+def _by_kind(mask, kind, method) -> list:
+    """``(code, rows, method)`` for each wrap-object type among the PathWraps ``mask
+    (G, W)``: the paths that have one, and their method when all share it (else None)."""
+    out = []
+    for code in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
+        m = mask & (kind == code)
+        if m.any():
+            methods = set(method[m].tolist())
+            out.append((code, np.flatnonzero(m.any(1)).astype(np.int32), methods.pop() if len(methods) == 1 else None))
+    return out
+
+
 def _grouped(**arrays) -> _Batch:
     """A ``_Batch`` from its per-path arrays, with the groups worked out."""
     kind, on, exists = arrays["kind"], arrays["on"], arrays["exists"]
     single = exists.sum(1) == 1
     method = arrays["method"]
-    groups, kinds = [], []
-    for code in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
-        for one in (True, False):  # (paths with one PathWrap skip the cylinder's tangent adjustment)
-            m = on & (kind == code) & (single[:, None] == one)
-            if m.any():
-                methods = set(method[m].tolist())
-                groups.append((code, np.flatnonzero(m.any(1)).astype(np.int32),
-                               methods.pop() if len(methods) == 1 else None, one))
-        m = on & (kind == code)
-        if m.any():
-            methods = set(method[m].tolist())
-            kinds.append((code, np.flatnonzero(m.any(1)).astype(np.int32),
-                          methods.pop() if len(methods) == 1 else None))
+    # (paths with one PathWrap skip the cylinder's tangent adjustment; ordered by type)
+    groups = sorted(((code, rows, m, one) for one in (True, False)
+                     for code, rows, m in _by_kind(on & (single[:, None] == one), kind, method)), key=lambda g: g[0])
+    kinds = _by_kind(on, kind, method)
     W = kind.shape[1]
     slot_kinds = np.zeros((W, 4), bool)
     for s in range(W):
@@ -483,20 +486,14 @@ class _Pass:
             & ~((oa >= 0) & (oa == oc))
         obj = jnp.asarray(b.obj)[rows, w]
         R, o = self.R_obj[obj], self.o_obj[obj]
-        Rt = jnp.swapaxes(R, -1, -2)[:, None]
-        to_w = lambda p: wm.sum_last(Rt * (p - o[:, None, :])[:, :, None, :])  # noqa: E731
+        to_w = lambda p: spatial.mat_tvec(R[:, None], p - o[:, None, :])  # noqa: E731
         pw = to_w(_gather_nodes(self.nodes(wpos), seq))
         gw = to_w(_gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), seq))
         p1w, p2w, g1w, g2w = pw[:, :-1], pw[:, 1:], gw[:, :-1], gw[:, 1:]
         kind = jnp.asarray(b.kind)[rows, w]
         kinds = b.kinds
         if isinstance(s, int):  # (a static slot: the first pass, in the paths' own order)
-            kinds = []
-            for code in (SPHERE, CYLINDER, ELLIPSOID, TORUS):
-                idx = np.flatnonzero(b.on[:, s] & (b.kind[:, s] == code)).astype(np.int32)
-                if idx.size:
-                    methods = set(b.method[idx, s].tolist())
-                    kinds.append((code, idx, methods.pop() if len(methods) == 1 else None))
+            kinds = _by_kind(b.on[:, s:s + 1], b.kind[:, s:s + 1], b.method[:, s:s + 1])
         whole = len(kinds) == 1 and len(kinds[0][1]) == G_  # (one wrap-object type: no merging)
         if not whole:
             status = jnp.zeros((G_, L - 1), jnp.int32)
@@ -544,7 +541,7 @@ class _Pass:
         hit = (jnp.arange(W)[None] == w[:, None]) & chosen[:, None]  # (G, W)
         put = lambda x, old: jnp.where(_bcast(hit, old), x[:, None], old)  # noqa: E731
         wr = put(tangent, wr)
-        wpos = put(wm.sum_last(R[:, None] * tangent[:, :, None, :]) + o[:, None], wpos)
+        wpos = put(spatial.mat_vec(R[:, None], tangent) + o[:, None], wpos)
         warc = jnp.where((jnp.arange(W)[None] == w[:, None]), jnp.where(chosen, arc[rows, best], 0.0)[:, None], warc)
         wends = put(jnp.stack([p1w[rows, best], p2w[rows, best]], 1), wends)
         seq = _insert_pair(seq, best + 1, ids[:, 0], ids[:, 1], chosen)
@@ -799,21 +796,29 @@ def _rewrap(batch: _Batch, X_obj, dims, wends, chosen, wr, warc, slide=None):
     ends = jnp.where(chosen[..., None, None], ends, jnp.asarray(_FAR_ENDS, wends.dtype))
     r, arc = _recorded(batch, dims, ends, sg(wr), sg(warc))
     R, o = R_obj[batch.obj], o_obj[batch.obj]  # (G, W, 3, 3), (G, W, 3)
-    tangent = wm.sum_last(R[:, :, None, None] * r[..., None, :]) + o[:, :, None, None, :]
+    tangent = spatial.mat_vec(R[:, :, None, None], r) + o[:, :, None, None, :]
     return tangent, arc
+
+
+def _wrap_neighbours(seq, N: int, W: int):
+    """Where each wrap's first point stands in the current paths ``seq (G, L)`` and
+    the nodes before and after its pair of points: ``(first, before, after)``, each
+    ``(G, W)`` (meaningless for wraps not on the path)."""
+    L = seq.shape[1]
+    first = jnp.argmax(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
+    before = jnp.take_along_axis(seq, jnp.maximum(first - 1, 0), 1)
+    after = jnp.take_along_axis(seq, jnp.minimum(first + 2, L - 1), 1)
+    return first, before, after
 
 
 def _neighbour_ends(batch: _Batch, seq, nodes, X_obj):
     """The latest wraps' segment ends in their wrap frames ``(G, W, 2, 3)``: the nodes
-    before and after each wrap's points in the current paths ``seq``, from
-    ``nodes (G, N + 2W, 3)`` in Ground (meaningless for wraps not on the path)."""
-    N, W, L = batch.n_points, batch.n_wraps, seq.shape[1]
-    first = jnp.argmax(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
-    ids = jnp.stack([jnp.take_along_axis(seq, jnp.clip(first - 1, 0, L - 1), 1),
-                     jnp.take_along_axis(seq, jnp.clip(first + 2, 0, L - 1), 1)], -1)  # (G, W, 2)
-    p = jax.vmap(lambda n, i: n[jnp.maximum(i, 0)])(nodes, ids)
+    around each wrap's points in the current paths ``seq``, from ``nodes (G, N + 2W,
+    3)`` in Ground (meaningless for wraps not on the path)."""
+    _, before, after = _wrap_neighbours(seq, batch.n_points, batch.n_wraps)
+    p = jax.vmap(lambda n, i: n[jnp.maximum(i, 0)])(nodes, jnp.stack([before, after], -1))
     R, o = X_obj[0][batch.obj], X_obj[1][batch.obj]  # (G, W, 3, 3), (G, W, 3)
-    return wm.sum_last(jnp.swapaxes(R, -1, -2)[:, :, None] * (p - o[:, :, None])[..., None, :])
+    return spatial.mat_tvec(R[:, :, None], p - o[:, :, None])
 
 
 def _geometry(batch: _Batch, dims, ends):
@@ -870,16 +875,13 @@ def _blend(batch: _Batch, X_obj, dims, seq, on_path, orig, seg, ds, de, a_s, a_e
     """
     R_obj, o_obj = X_obj
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
-    L = seq.shape[-1]
     rows = np.arange(Gn)[:, None]
-    k1 = jnp.argmax(seq[:, None, :] == jnp.asarray(N + 2 * np.arange(W, dtype=np.int32))[None, :, None], -1)
-    a = jnp.take_along_axis(seq, jnp.maximum(k1 - 1, 0), 1)
-    b = jnp.take_along_axis(seq, jnp.minimum(k1 + 2, L - 1), 1)
+    k1, a, b = _wrap_neighbours(seq, N, W)
     blend = on_path & (k1 >= 1) & (a >= 0) & (a < N) & (b >= 0) & (b < N) & jnp.asarray(batch.eps > 0)
     a, b = jnp.clip(a, 0, N - 1), jnp.clip(b, 0, N - 1)
     p1, p2 = orig[rows, a], orig[rows, b]  # (G, W, 3)
     R, o = R_obj[batch.obj], o_obj[batch.obj]
-    to_w = lambda p, far: jnp.where(blend[..., None], jnp.einsum("gwji,gwj->gwi", R, p - o),  # noqa: E731
+    to_w = lambda p, far: jnp.where(blend[..., None], spatial.mat_tvec(R, p - o),  # noqa: E731
                                     jnp.asarray(far, p.dtype))
     p1w, p2w = to_w(p1, _FAR_ENDS[0]), to_w(p2, _FAR_ENDS[1])
     w = jnp.ones((Gn, W), p1.dtype)
@@ -897,8 +899,8 @@ def _blend(batch: _Batch, X_obj, dims, seq, on_path, orig, seg, ds, de, a_s, a_e
     straight = _norm(p2 - p1)
     u = _unit(p2 - p1) * (mob_a != mob_b)[..., None]
     gap = seg[rows, a] - straight  # Lw - S
-    lever1 = (gap * (mob_a != mob_w))[..., None] * jnp.einsum("gwij,gwj->gwi", R, g1)
-    lever2 = (gap * (mob_b != mob_w))[..., None] * jnp.einsum("gwij,gwj->gwi", R, g2)
+    lever1 = (gap * (mob_a != mob_w))[..., None] * spatial.mat_vec(R, g1)
+    lever2 = (gap * (mob_b != mob_w))[..., None] * spatial.mat_vec(R, g2)
     wv = w[..., None]
     at = jnp.where(blend, a, N)  # (the owner of a blended segment is its first point)
     put = lambda x, v: x.at[rows, at].set(v, mode="drop")  # noqa: E731
@@ -954,16 +956,19 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     X_obj, chosen, orig = (R_obj, o_obj), jnp.stack([on_path, cached], -1), _path_points(batch, points)
     step = _Pass(batch, X_obj, params["dims"], orig)
 
-    def wrapped(slide=None):
+    def placed(slide=None):
+        """The latest wrap points, those the straight pieces use (Ground), and the arcs."""
         tangent, arc = _rewrap(batch, X_obj, params["dims"], wends, chosen, wr, warc, slide)
         wpos = tangent[:, :, 0]
-        wgnd = _in_ground(wpos, tangent[:, :, 1], cached)
-        return wpos, step.length(seq, wgnd, arc[:, :, 0], _lever(wpos, wgnd, cached))
+        return wpos, _in_ground(wpos, tangent[:, :, 1], cached), arc[:, :, 0]
 
     # the lengths with the tangent points fixed in the wrap frame (OpenSim's moment
-    # arms); the directions and points, for forces and speeds, with them sliding
-    wpos, (_, piece, _, _, _, _) = wrapped()
-    wpos, (_, _, _, differ, ok, pts) = wrapped(_neighbour_ends(batch, seq, step.nodes(wpos), X_obj))
+    # arms); the points and directions, for forces and speeds, with them sliding (the
+    # same values, other derivatives)
+    wpos, wgnd, arc = placed()
+    _, piece, _, differ, ok, _ = step.length(seq, wgnd, arc, _lever(wpos, wgnd, cached))
+    wpos, wgnd, _ = placed(_neighbour_ends(batch, seq, step.nodes(wpos), X_obj))
+    pts = _gather_nodes(step.nodes(wgnd), seq)
     L = seq.shape[-1]
     k = jnp.arange(L)
     is_orig = (seq >= 0) & (seq < N)
