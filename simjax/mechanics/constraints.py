@@ -29,7 +29,7 @@ from ..functions import Function
 from ..groups import stack_properties
 
 __all__ = ["Constraint", "WeldConstraint", "PointConstraint", "CoordinateCouplerConstraint", "ConstraintRows",
-           "body_jacobians", "point_jacobian", "point_bias"]
+           "body_jacobians", "point_jacobian", "relative_point_jacobian", "point_bias"]
 
 
 @jax.tree_util.register_dataclass
@@ -53,6 +53,17 @@ def body_jacobians(tree, pos):
 def point_jacobian(J_m, r):
     """Velocity Jacobian ``(3, nu)`` of the body point at Ground location ``r``."""
     return J_m[3:] - jnp.cross(r[:, None], J_m[:3], axis=0)
+
+
+def relative_point_jacobian(tree, pos, follower, base, r):
+    """Velocity Jacobians ``(k, 3, nu)`` of points at Ground locations ``r (k, 3)`` fixed
+    on the bodies ``follower (k,)``, relative to the same points fixed on ``base (k,)``
+    (static mobilizer indices): speed ``d`` moves a point ``r`` of a body it carries
+    at ``v_d + w_d x r``."""
+    S = pos.S
+    moved = jnp.asarray(tree.anc[follower][:, tree.dof_mob].astype(float) - tree.anc[base][:, tree.dof_mob], S.dtype)
+    v = S[:, 3:] + jnp.cross(S[:, :3], r[:, None, :])  # (k, nu, 3)
+    return jnp.swapaxes(moved[:, :, None] * v, -1, -2)
 
 
 def point_bias(C_m, V_m, r):

@@ -92,9 +92,11 @@ def mass_matrix(tree: Tree, params: TreeParams, pos: Positions, I0: Inertias | N
     if I0 is None:
         I0 = spatial_inertias(params, pos)
     dtype = pos.S.dtype
-    # composite inertia of the subtree each speed moves
-    Ic = Inertias.unstack(jnp.asarray(tree.anc_dof.T, dtype) @ I0.stacked())
-    F = Ic.apply(pos.S)
+    # composite inertia of each body's subtree, then of the subtree each speed moves
+    # (gathered per part, so that each gather is fused into the product that uses it)
+    Ic = Inertias.unstack(jnp.asarray(tree.anc.T, dtype) @ I0.stacked())
+    mob = tree.dof_mob
+    F = Inertias(Ic.m[mob], Ic.h[mob], Ic.J[mob]).apply(pos.S)
     A = pos.S @ F.T  # A[d, e] = S_d . Ic[mob(e)] S_e
     below = tree.anc_dof[tree.dof_mob].T  # [d, e]: mob(d) is mob(e) or an ancestor of it
     d = np.arange(tree.nu)

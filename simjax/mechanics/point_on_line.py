@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import spatial
 from ..component import ModelError, prop, socket
-from .constraints import Constraint, ConstraintRows, point_bias, point_jacobian
+from .constraints import Constraint, ConstraintRows, point_bias, relative_point_jacobian
 
 __all__ = ["PointOnLineConstraint", "perpendicular_axes"]
 
@@ -107,8 +107,8 @@ class PointOnLineConstraint(Constraint):
         r_S = spatial.mat_vec(R0[mF], params["point_on_follower"][i]) + p0[mF]
         p_BS = spatial.mat_tvec(R_B, r_S - p0[mB])
         perr = jnp.sum(xy * (p_BS - params["point_on_line"][i])[:, None], -1)
-        J, V, C = ctx.jacobians, ctx.vel.V, ctx.vel.C
-        dJ = jax.vmap(point_jacobian)(J[mF], r_S) - jax.vmap(point_jacobian)(J[mB], r_S)  # (k, 3, nu)
+        V, C = ctx.vel.V, ctx.vel.C
+        dJ = relative_point_jacobian(ctx.tree, ctx.pos, mF, mB, r_S)  # (k, 3, nu)
         G = spatial.mat_mul(xy_G, dJ)
         w_B = V[mB, :3]
         dv = (V[mF, 3:] + jnp.cross(V[mF, :3], r_S)) - (V[mB, 3:] + jnp.cross(w_B, r_S))

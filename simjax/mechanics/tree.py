@@ -643,8 +643,10 @@ def _local_kinematics(tree: Tree, params: TreeParams, q):
         th, dth, d2th = (v.reshape(tree.tf_qidx.shape) for v in
                          bank_eval(tree.tf_bank, params["tf_functions"], x, orders=(0, 1, 2)))
         R, p, per_axis, e = jax.vmap(_transform_joint)(params["tf_axis"], th, dth)
-        onehot = jnp.asarray(tree.tf_col[:, :, None] == np.arange(6), dtype)  # (k, axis, col)
-        Hs.append((onehot[:, :, :, None] * per_axis[:, :, None, :]).sum(1).reshape(-1, 6))
+        # each axis adds its motion to its coordinate's column: one small static mask per
+        # axis (a (k, 6, 6) one-hot would be a constant too big for XLA's sequential runs)
+        Hs.append(sum(jnp.asarray(tree.tf_col[:, a, None] == np.arange(6), dtype)[:, :, None]
+                      * per_axis[:, a, None, :] for a in range(6)).reshape(-1, 6))
         Rs.append(R)
         ps.append(p)
         local["transform"] = (e, p, dth, d2th)
@@ -684,11 +686,18 @@ def _local_kinematics(tree: Tree, params: TreeParams, q):
     return R_FM, p_FM, H, local
 
 
-def _motion_to_ground(R, p, m):
-    """Motion vectors ``m (...,6)`` given in a frame at pose ``(R, p)`` (about its
-    origin), re-expressed in Ground about Ground's origin."""
-    w = spatial.mat_vec(R, m[..., :3])
-    v = spatial.mat_vec(R, m[..., 3:]) + jnp.cross(p, w)
+def _motion_to_ground(R, p, m, rows=None):
+    """Motion vectors ``m (k, 6)`` given in frames at poses ``(R, p)`` (about their
+    origins), re-expressed in Ground about Ground's origin. With ``rows (k,)``, vector
+    ``i`` is in frame ``rows[i]`` of ``(R (n,3,3), p (n,3))``."""
+    if rows is None:
+        rows = np.arange(m.shape[0])
+    # R's columns gathered one by one: small arrays, fused into their products (a
+    # gathered (k, 3, 3) block would be stored, and buffers over 512 bytes turn off
+    # XLA's cheap sequential execution of small programs)
+    cols = [R[:, :, c][rows] for c in range(3)]
+    w = sum(cols[c] * m[:, c, None] for c in range(3))
+    v = sum(cols[c] * m[:, 3 + c, None] for c in range(3)) + jnp.cross(p[rows], w)
     return jnp.concatenate([w, v], -1)
 
 
@@ -724,7 +733,7 @@ def position_kinematics(tree: Tree, params: TreeParams, q) -> Positions:
     else:
         Rb, pb, Rf, pf = R0[par], p0[par], params["R_in"], params["p_in"]
     R_F, p_F = spatial.compose((Rb, pb), (Rf, pf))
-    S = _motion_to_ground(R_F[tree.dof_mob], p_F[tree.dof_mob], H)
+    S = _motion_to_ground(R_F, p_F, H, tree.dof_mob)
     if rv.any():
         S = jnp.where(rv[tree.dof_mob][:, None], -S, S)
     return Positions(R0=R0, p0=p0, R_F=R_F, p_F=p_F, S=S, q=q, local=local)
