@@ -48,10 +48,11 @@ class Context:
 
     **Arguments:** ``system``; ``state``; ``controls``: ``(n_actuators,)`` or ``None``
     to take them from the controllers; ``mobility_forces``: extra generalized forces
-    ``(nu,)`` added to the applied forces.
+    ``(nu,)`` added to the applied forces; ``params``: the tree parameters when already
+    computed (by another context of the same system).
     """
 
-    def __init__(self, system, state: State, controls=None, mobility_forces=None):
+    def __init__(self, system, state: State, controls=None, mobility_forces=None, params=None):
         self.system = system
         self.model = system.model
         self.topology = system.topology
@@ -61,6 +62,8 @@ class Context:
         self._extra_mobility = mobility_forces
         self._group_params: dict[str, Any] = {}
         self.path = "/"
+        if params is not None:
+            self.__dict__["params"] = params  # the cached property's slot
 
     def at(self, path: str) -> _At:
         """A view of this context for evaluating outputs of the component at ``path``."""

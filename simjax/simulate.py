@@ -362,8 +362,15 @@ class _Segment(Trajectory):
     event_index: jax.Array = None
 
 
-@eqx.filter_jit
 def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
+    # the system and controls are attached outside the compiled solve: returning them
+    # from it would copy every leaf and rebuild the model's pytree on each call
+    return _Segment(**_solve_arrays(system, state, t_final, controls, ts, events, options), d=state.d,
+                    system=system, controls=controls)
+
+
+@eqx.filter_jit
+def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict:
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
     cls, adaptive = SOLVERS[options["solver"]]
@@ -416,11 +423,10 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
         masks = mask if isinstance(mask, tuple) else (mask,)
         ev_index = jnp.argmax(jnp.stack([jnp.asarray(m) for m in masks]))
         ev_index = jnp.where(jnp.any(jnp.stack([jnp.asarray(m) for m in masks])), ev_index, -1)
-    return _Segment(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:], d=state.d, system=system,
-                    controls=controls, result=jnp.asarray(sol.result._value if hasattr(sol.result, "_value")
-                                                          else 0),
-                    num_steps=sol.stats["num_steps"], event_times=jnp.full(1, jnp.inf), event_index=ev_index,
-                    t_end=t_end, y_end=y_end)
+    return dict(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:],
+                result=jnp.asarray(sol.result._value if hasattr(sol.result, "_value") else 0),
+                num_steps=sol.stats["num_steps"], event_times=jnp.full(1, jnp.inf), event_index=ev_index,
+                t_end=t_end, y_end=y_end)
 
 
 def _root_finder(options):

@@ -17,18 +17,43 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected", "SimbodyController"]
+__all__ = ["RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected", "SimbodyController", "CubicHermite"]
 
 
 def _linear_interpolation(*, t0, t1, y0, y1, k=None, **kwargs):
     return diffrax.LocalLinearInterpolation(t0=t0, t1=t1, y0=y0, y1=y1)
 
 
-def _hermite_interpolation(*, t0, t1, y0, y1, k, **kwargs):
-    # cubic Hermite from the first stage (exact slope at t0) and the last one, which
-    # both RK4 and Merson evaluate at t1 (on a 3rd-order estimate of y1): a 3rd-order
-    # dense output, good enough for locating events and for off-step outputs
-    return diffrax.ThirdOrderHermitePolynomialInterpolation.from_k(t0=t0, t1=t1, y0=y0, y1=y1, k=k)
+class CubicHermite(diffrax.AbstractLocalInterpolation):
+    """Cubic Hermite dense output of one step from its end values and the slopes at
+    both ends (given as increments ``k = h f``). Diffrax's own keeps the four
+    coefficients stacked in one array; four separate ones keep small models' buffers
+    small (see ``_ExplicitRungeKutta``).
+    """
+
+    t0: jax.Array
+    t1: jax.Array
+    y0: jax.Array
+    y1: jax.Array
+    k0: jax.Array
+    k1: jax.Array
+
+    def evaluate(self, t0, t1=None, left=True):
+        """The interpolant at ``t0`` (or its increment from ``t0`` to ``t1``)."""
+        if t1 is not None:
+            return self.evaluate(t1) - self.evaluate(t0)
+        h = self.t1 - self.t0
+        s = jnp.where(h == 0, 0.0, (t0 - self.t0) / jnp.where(h == 0, 1.0, h))
+        s2, s3 = s * s, s * s * s
+        return jax.tree.map(lambda y0, y1, k0, k1: (2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * k0
+                            + (3 * s2 - 2 * s3) * y1 + (s3 - s2) * k1, self.y0, self.y1, self.k0, self.k1)
+
+
+def _hermite_interpolation(*, t0, t1, y0, y1, k0, k1, **kwargs):
+    # from the first stage (exact slope at t0) and the last one, which both RK4 and
+    # Merson evaluate at t1 (on a 3rd-order estimate of y1): a 3rd-order dense output,
+    # good enough for locating events and for off-step outputs
+    return CubicHermite(t0=t0, t1=t1, y0=y0, y1=y1, k0=k0, k1=k1)
 
 
 class _ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
@@ -78,8 +103,7 @@ class _ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
         y_error = None
         if self.b_error is not None:
             y_error = jax.tree.map(lambda *k: sum(self.b_error[j] * k[j] for j in range(n)), *ks)
-        k = jax.tree.map(lambda first, last: jnp.stack([first, last]), ks[0], ks[-1])
-        return y1, y_error, dict(y0=y0, y1=y1, k=k), None, diffrax.RESULTS.successful
+        return y1, y_error, dict(y0=y0, y1=y1, k0=ks[0], k1=ks[-1]), None, diffrax.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)

@@ -55,10 +55,10 @@ class AssemblyInfo:
     steps: Any
 
 
-def _context(system, state, controls=None):
+def _context(system, state, controls=None, params=None):
     from ..forward import Context
 
-    return Context(system, state, controls)
+    return Context(system, state, controls, params=params)
 
 
 def position_errors(system, state: State):
@@ -208,16 +208,19 @@ def project(system, state: State, iterations: int = 2, tol: float | None = None)
     q = state.q.at[fixed].set(fixed_vals)
     q = _normalize_quaternions(tree, q)
     st = state.replace(q=q)
-    rows = _context(system, st).constraints
+    ctx = _context(system, st)
+    rows = ctx.constraints
     if not rows.G.shape[0]:
         return st
 
     def project_q(st):
+        # the tree parameters from outside the conditional, where XLA can hoist them
+        # out of the integrator's loop
         for _ in range(iterations):
-            rows = _context(system, st).constraints
+            rows = _context(system, st, params=ctx.params).constraints
             du = -min_norm_correction(rows.G, rows.perr)
             st = st.replace(q=_normalize_quaternions(tree, st.q + qdot_from_u(tree, st.q, du)))
-        return st, _context(system, st).constraints
+        return st, _context(system, st, params=ctx.params).constraints
 
     def correct_u(st, rows):
         return st.replace(u=st.u - min_norm_correction(rows.G, rows.verr))
