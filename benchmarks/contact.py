@@ -138,7 +138,7 @@ def bench_simulation(system, om, names, accuracy):
         traj = run()
     jax.block_until_ready(traj.q)
     comp = time.perf_counter() - t0
-    t_sj = _best(lambda: jax.block_until_ready(run().q), repeat=3)
+    t_sj = _best(lambda: jax.block_until_ready(run().q), repeat=5)  # as many as OpenSim
     qi, ui = _coordinate_indices(system, names)
     q_sj, u_sj = np.asarray(traj.q[-1])[qi], np.asarray(traj.u[-1])[ui]
     print(f"   OpenSim Manager.integrate:  {t_os * 1e3:8.1f} ms")
