@@ -25,7 +25,7 @@ import numpy as np
 
 from .forward import Context
 from .mechanics.tree import qdot_from_u
-from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController
+from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController, ExplicitRungeKutta
 from .state import State
 
 __all__ = ["simulate", "Trajectory", "ControlTable", "Event", "rhs", "SOLVERS", "simulate_batch"]
@@ -376,6 +376,10 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
     cls, adaptive = SOLVERS[options["solver"]]
     if cls is SemiImplicitEuler:
         solver = SemiImplicitEuler(nq, nu, _kinematics)
+    elif issubclass(cls, ExplicitRungeKutta):
+        # the stage loop differentiable as the adjoint needs (Diffrax does this for its
+        # own Runge-Kutta solvers)
+        solver = cls(scan_kind={"direct": "bounded", "backsolve": "lax"}.get(options["adjoint"]))
     else:
         solver = cls()
     if options["project"] and _has_constraints(system):

@@ -13,11 +13,13 @@ from typing import ClassVar
 
 import diffrax
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected", "SimbodyController", "CubicHermite"]
+__all__ = ["ExplicitRungeKutta", "RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected", "SimbodyController",
+           "CubicHermite"]
 
 
 def _linear_interpolation(*, t0, t1, y0, y1, k=None, **kwargs):
@@ -28,7 +30,7 @@ class CubicHermite(diffrax.AbstractLocalInterpolation):
     """Cubic Hermite dense output of one step from its end values and the slopes at
     both ends (given as increments ``k = h f``). Diffrax's own keeps the four
     coefficients stacked in one array; four separate ones keep small models' buffers
-    small (see ``_ExplicitRungeKutta``).
+    small (see ``ExplicitRungeKutta``).
     """
 
     t0: jax.Array
@@ -56,7 +58,7 @@ def _hermite_interpolation(*, t0, t1, y0, y1, k0, k1, **kwargs):
     return CubicHermite(t0=t0, t1=t1, y0=y0, y1=y1, k0=k0, k1=k1)
 
 
-class _ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
+class ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
     """An explicit Runge–Kutta method whose stages run in one loop (one copy of the
     right-hand side in the program), each stage's increment kept in its own buffer.
 
@@ -74,6 +76,10 @@ class _ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
     b: ClassVar[np.ndarray]
     b_error: ClassVar[np.ndarray | None]
     c: ClassVar[np.ndarray]
+    #: how the stage loop is differentiated (``equinox.internal.while_loop``'s kinds):
+    #: ``None`` checkpointed (reverse mode), ``"bounded"`` (forward and reverse, for
+    #: Diffrax's direct adjoint), ``"lax"`` (forward mode only)
+    scan_kind: str | None = None
     term_structure: ClassVar = diffrax.AbstractTerm
     interpolation_cls: ClassVar[Callable] = staticmethod(_hermite_interpolation)
 
@@ -92,13 +98,17 @@ class _ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
         def combine(weights, ks):
             return jax.tree.map(lambda y, *k: y + sum(weights[j] * k[j] for j in range(n)), y0, *ks)
 
-        def stage(i, ks):
+        def stage(carry):
+            i, ks = carry
             ki = terms.vf_prod(t0 + c[i] * (t1 - t0), combine(a[i], ks), args, control)
-            return tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
-                         for j, kj in enumerate(ks))
+            return i + 1, tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
+                                for j, kj in enumerate(ks))
 
         zeros = jax.tree.map(jnp.zeros_like, y0)
-        ks = jax.lax.fori_loop(0, n, stage, (zeros,) * n)
+        # a checkpointed loop, as Diffrax's own stages: reverse mode recomputes a stage
+        # from its start instead of storing everything inside it
+        _, ks = eqxi.while_loop(lambda carry: carry[0] < n, stage, (jnp.asarray(0), (zeros,) * n), max_steps=n,
+                                kind=self.scan_kind or "checkpointed", checkpoints=n)
         y1 = combine(self.b, ks)
         y_error = None
         if self.b_error is not None:
@@ -109,7 +119,7 @@ class _ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
         return terms.vf(t0, y0, args)
 
 
-class RungeKuttaMerson(_ExplicitRungeKutta):
+class RungeKuttaMerson(ExplicitRungeKutta):
     """Runge–Kutta–Merson: 4th order, 5 stages, with Merson's error estimate.
 
     The method of Simbody's ``RungeKuttaMersonIntegrator`` (OpenSim's default). Its
@@ -126,7 +136,7 @@ class RungeKuttaMerson(_ExplicitRungeKutta):
     c: ClassVar[np.ndarray] = np.array([0.0, 1 / 3, 1 / 3, 1 / 2, 1.0])
 
 
-class RK4(_ExplicitRungeKutta):
+class RK4(ExplicitRungeKutta):
     """The classical 4th-order Runge–Kutta method (fixed steps; no error estimate)."""
 
     a: ClassVar[np.ndarray] = np.array([[0, 0, 0, 0], [0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 1.0, 0]])
