@@ -144,7 +144,7 @@ def weld_rows(ctx, mob1, mob2, X1, X2) -> ConstraintRows:
     J = ctx.jacobians
     G = J[mob2] - J[mob1]
     # translational rows: velocity of frame2's origin relative to the point of body 1 there
-    Gt = jax.vmap(point_jacobian)(J[mob2], p2) - jax.vmap(point_jacobian)(J[mob1], p2)
+    Gt = relative_point_jacobian(ctx.tree, ctx.pos, mob2, mob1, p2)
     G = jnp.concatenate([G[:, :3], Gt], 1)
     V, C = ctx.vel.V, ctx.vel.C
     bt = jax.vmap(point_bias)(C[mob2], V[mob2], p2) - jax.vmap(point_bias)(C[mob1], V[mob1], p2)

@@ -690,14 +690,12 @@ def _motion_to_ground(R, p, m, rows=None):
     """Motion vectors ``m (k, 6)`` given in frames at poses ``(R, p)`` (about their
     origins), re-expressed in Ground about Ground's origin. With ``rows (k,)``, vector
     ``i`` is in frame ``rows[i]`` of ``(R (n,3,3), p (n,3))``."""
-    if rows is None:
-        rows = np.arange(m.shape[0])
     # R's columns gathered one by one: small arrays, fused into their products (a
     # gathered (k, 3, 3) block would be stored, and buffers over 512 bytes turn off
     # XLA's cheap sequential execution of small programs)
-    cols = [R[:, :, c][rows] for c in range(3)]
+    cols = [R[:, :, c] if rows is None else R[:, :, c][rows] for c in range(3)]
     w = sum(cols[c] * m[:, c, None] for c in range(3))
-    v = sum(cols[c] * m[:, 3 + c, None] for c in range(3)) + jnp.cross(p[rows], w)
+    v = sum(cols[c] * m[:, 3 + c, None] for c in range(3)) + jnp.cross(p if rows is None else p[rows], w)
     return jnp.concatenate([w, v], -1)
 
 
