@@ -21,6 +21,7 @@ import numpy as np
 from . import spatial
 from .component import ModelError
 from .function_bank import bank_eval, bank_params
+from .groups import group_key
 from .mechanics import dynamics as dyn
 from .mechanics.constraints import ConstraintRows, body_jacobians, weld_rows
 from .mechanics.linalg import psd_solve
@@ -48,11 +49,12 @@ class Context:
 
     **Arguments:** ``system``; ``state``; ``controls``: ``(n_actuators,)`` or ``None``
     to take them from the controllers; ``mobility_forces``: extra generalized forces
-    ``(nu,)`` added to the applied forces; ``params``: the tree parameters when already
-    computed (by another context of the same system).
+    ``(nu,)`` added to the applied forces; ``parameters``: state-independent
+    parameters already computed (``prepared()`` of another context of the same
+    system), so that a loop over states computes them once, outside the loop.
     """
 
-    def __init__(self, system, state: State, controls=None, mobility_forces=None, params=None):
+    def __init__(self, system, state: State, controls=None, mobility_forces=None, parameters=None):
         self.system = system
         self.model = system.model
         self.topology = system.topology
@@ -60,28 +62,50 @@ class Context:
         self.state = state
         self._controls = controls
         self._extra_mobility = mobility_forces
-        self._group_params: dict[str, Any] = {}
+        self._parameters: dict[str, Any] = dict(parameters or {})
         self.path = "/"
-        if params is not None:
-            self.__dict__["params"] = params  # the cached property's slot
 
     def at(self, path: str) -> _At:
         """A view of this context for evaluating outputs of the component at ``path``."""
         return _At(self, path)
 
     # -- parameters ---------------------------------------------------------------------
+    # Everything derived from the model alone (stacked properties, spline coefficients,
+    # curve control points) goes through ``parameter``. XLA hoists such work out of a
+    # loop's body, but not out of a conditional inside it, which is where reverse mode
+    # puts the integrator's step; ``prepared`` computes it all once, before the loop.
 
-    @functools.cached_property
+    def parameter(self, key: str, compute):
+        """The state-independent parameter ``key``: ``compute()`` on first use, or as
+        given to this context."""
+        if key not in self._parameters:
+            self._parameters[key] = compute()
+        return self._parameters[key]
+
+    def prepared(self) -> dict:
+        """Every state-independent parameter an evaluation of the system uses (tree,
+        groups, and what each group class adds through its ``prepare_parameters``),
+        as a pytree to give to other contexts of the same system."""
+        self.params
+        self.parameter("control_bounds", lambda: _control_bounds(self))
+        if self.topology.prescribed is not None:
+            self.parameter("prescribed", lambda: _prescribed_functions(self.system))
+        for groups in self.topology.roles.values():
+            for g in groups:
+                self.group_params(g)
+                hook = getattr(g.cls, "prepare_parameters", None)
+                if hook is not None:
+                    hook(g, self)
+        return dict(self._parameters)
+
+    @property
     def params(self):
         """Traced tree parameters (mass properties, joint offsets, axis functions)."""
-        return tree_params(self.model, self.tree)
+        return self.parameter("tree", lambda: tree_params(self.model, self.tree))
 
     def group_params(self, group):
         """Stacked traced parameters of a group (computed once per context)."""
-        key = id(group)
-        if key not in self._group_params:
-            self._group_params[key] = group.cls.group_params(self.model, group)
-        return self._group_params[key]
+        return self.parameter(group_key(group), lambda: group.cls.group_params(self.model, group))
 
     # -- position and velocity stages --------------------------------------------------------
 
@@ -328,12 +352,21 @@ class _At:
         return getattr(self._ctx, name)
 
 
+def _control_bounds(ctx: Context):
+    dtype = jnp.result_type(float)
+    paths = ctx.topology.actuators
+    if not paths:
+        return jnp.zeros(0, dtype), jnp.zeros(0, dtype)
+    lo = jnp.stack([jnp.asarray(ctx.model.find(p).min_control, dtype) for p in paths])
+    hi = jnp.stack([jnp.asarray(ctx.model.find(p).max_control, dtype) for p in paths])
+    return lo, hi
+
+
 def _check_control_bounds(ctx: Context, controls):
     paths = ctx.topology.actuators
     if not paths:
         return controls
-    lo = jnp.stack([jnp.asarray(ctx.model.find(p).min_control, controls.dtype) for p in paths])
-    hi = jnp.stack([jnp.asarray(ctx.model.find(p).max_control, controls.dtype) for p in paths])
+    lo, hi = ctx.parameter("control_bounds", lambda: _control_bounds(ctx))
     bad = (controls < lo) | (controls > hi)
     msgs = [f"control of {p} is outside [min_control, max_control]" for p in paths]
     return eqx.branched_error_if(controls, jnp.any(bad), jnp.argmax(bad), msgs)
@@ -348,7 +381,7 @@ def _builtin_constraint_rows(ctx: Context) -> list[ConstraintRows]:
     if len(locked):
         G = jnp.zeros((len(locked), tree.nu), dtype).at[np.arange(len(locked)), locked].set(1.0)
         rows.append(ConstraintRows(jnp.zeros(len(locked), dtype), u[locked], G, jnp.zeros(len(locked), dtype)))
-    pm = prescribed_motion(ctx.system, ctx.state.t)
+    pm = prescribed_motion(ctx.system, ctx.state.t, ctx._parameters)
     if pm is not None:
         qi, ui, f0, f1, f2 = pm
         n = len(qi)
@@ -363,16 +396,24 @@ def _builtin_constraint_rows(ctx: Context) -> list[ConstraintRows]:
     return rows
 
 
-def prescribed_motion(system, t):
+def prescribed_motion(system, t, parameters=None):
     """Prescribed coordinates at time ``t``: ``(q index, u index, value, speed,
-    acceleration)`` (static indices, traced values), or ``None`` if there are none."""
+    acceleration)`` (static indices, traced values), or ``None`` if there are none.
+    ``parameters``: a ``Context.prepared()`` of the system, or None."""
     pres = system.topology.prescribed
     if pres is None:
         return None
-    fns = [system.model.find(p).prescribed_function for p in pres["paths"]]
-    tt = jnp.broadcast_to(jnp.asarray(t), (len(fns),))
-    f0, f1, f2 = bank_eval(pres["bank"], bank_params(pres["bank"], fns), tt, orders=(0, 1, 2))
+    fparams = (parameters or {}).get("prescribed")
+    if fparams is None:
+        fparams = _prescribed_functions(system)
+    tt = jnp.broadcast_to(jnp.asarray(t), (len(pres["paths"]),))
+    f0, f1, f2 = bank_eval(pres["bank"], fparams, tt, orders=(0, 1, 2))
     return pres["q"], pres["u"], f0, f1, f2
+
+
+def _prescribed_functions(system):
+    pres = system.topology.prescribed
+    return bank_params(pres["bank"], [system.model.find(p).prescribed_function for p in pres["paths"]])
 
 
 def quaternion_errors(tree, q):

@@ -15,7 +15,10 @@ A participating class overrides some of these classmethods:
   property stacked along a leading axis);
 - ``group_forces(group, params, ctx) -> Forces``  (``Force`` subclasses);
 - ``group_controls(group, params, ctx) -> controls`` (``Controller`` subclasses);
-- ``group_zdot(group, params, ctx) -> (k, nz_each)`` (components owning z).
+- ``group_zdot(group, params, ctx) -> (k, nz_each)`` (components owning z);
+- ``prepare_parameters(group, ctx)``: compute, through ``ctx.parameter``, the
+  state-independent parameters its evaluation uses beyond ``group_params`` (path and
+  wrap-object parameters, curves), so that ``Context.prepared`` finds them all.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Group", "BuildInfo", "stack_properties", "Forces"]
+__all__ = ["Group", "BuildInfo", "group_key", "stack_properties", "Forces"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -41,6 +44,11 @@ class Group:
     @property
     def size(self) -> int:
         return len(self.paths)
+
+
+def group_key(group: Group) -> str:
+    """The key of a group's parameters among a context's (``Context.parameter``)."""
+    return f"group:{group.cls.__module__}.{group.cls.__qualname__}:{','.join(group.paths)}"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

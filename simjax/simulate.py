@@ -63,24 +63,28 @@ def _controls_at(controls, t, state):
     return controls
 
 
-def rhs(system, t, y, d, controls=None):
+def rhs(system, t, y, d, controls=None, parameters=None):
     """The ODE right-hand side ``dy/dt = (qdot, udot, zdot)``.
 
     **Arguments:** ``system``; time ``t``; ``y = (q, u, z)``; discrete variables
-    ``d``; ``controls`` as for ``simulate``.
+    ``d``; ``controls`` as for ``simulate``; ``parameters``: the system's
+    ``Context.prepared()``, when computed once outside a loop over states.
     """
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
     state = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
-    acc = Context(system, state, _controls_at(controls, t, state)).acc
+    acc = Context(system, state, _controls_at(controls, t, state), parameters=parameters).acc
     return jnp.concatenate([acc.qdot, acc.udot, acc.zdot])
 
 
 class _Packed(eqx.Module):
-    """Diffrax ``args``: the array leaves of (system, controls) as a flat tuple.
+    """Diffrax ``args``: the array leaves of (system, controls, the system's prepared
+    parameters) as a flat tuple.
 
     Diffrax handles ``args`` with ``tree_at`` and ``stop_gradient``, which trip over the
     empty tuples a Model is full of; flat leaves avoid that. The structure is static.
+    The parameters (``Context.prepared``) are computed once per solve, outside the
+    integrator's loop: reverse mode would otherwise recompute them in every step.
     """
 
     leaves: tuple
@@ -88,18 +92,22 @@ class _Packed(eqx.Module):
     treedef: Any = eqx.field(static=True)
 
     @staticmethod
-    def of(system, controls, d) -> _Packed:
-        leaves, treedef = jax.tree.flatten((system, controls))
+    def of(system, controls, d, parameters=None) -> _Packed:
+        leaves, treedef = jax.tree.flatten((system, controls, parameters))
         return _Packed(tuple(leaves), d, treedef)
 
     def unpack(self):
-        system, controls = jax.tree.unflatten(self.treedef, self.leaves)
+        system, controls, _ = jax.tree.unflatten(self.treedef, self.leaves)
         return system, controls, self.d
+
+    @property
+    def parameters(self):
+        return jax.tree.unflatten(self.treedef, self.leaves)[2]
 
 
 def _vector_field(t, y, args):
     system, controls, d = args.unpack()
-    return rhs(system, t, y, d, controls)
+    return rhs(system, t, y, d, controls, args.parameters)
 
 
 def _kinematics(t, q, u, args):
@@ -118,7 +126,7 @@ def _projector(tol):
 
     def project(t, y, args):
         sys_, _, d = args.unpack()
-        return assembly.project_y(sys_, t, y, d, tol=tol)
+        return assembly.project_y(sys_, t, y, d, tol=tol, parameters=args.parameters)
 
     return project
 
@@ -409,7 +417,8 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
     y0 = state.y
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_vector_field), solver, t0=state.t, t1=t_final, dt0=options["dt"], y0=y0,
-        args=_Packed.of(system, controls, state.d), saveat=saveat, stepsize_controller=controller,
+        args=_Packed.of(system, controls, state.d, Context(system, state).prepared()), saveat=saveat,
+        stepsize_controller=controller,
         max_steps=options["max_steps"], adjoint=_adjoint(options["adjoint"]), event=event,
         throw=options["throw"],
         progress_meter=diffrax.TextProgressMeter() if options["progress"] else diffrax.NoProgressMeter(),

@@ -16,7 +16,8 @@ from ..component import ModelError, Stage, output, prop
 from ..function_bank import FunctionBank, bank_eval, bank_params
 from ..functions import Function, SimmSpline
 from ..groups import Forces
-from ..muscles.path import GeometryPath, PathPoint, path_forces, path_geometry, path_speeds, path_topology
+from ..muscles.path import (GeometryPath, PathPoint, path_forces, path_geometry, path_speeds, path_topology,
+                           prepare_path_parameters)
 from .base import Force
 
 __all__ = ["PathSpring", "Ligament", "default_ligament_curve"]
@@ -49,6 +50,11 @@ class _PathForce(Force):
     @classmethod
     def _tension(cls, group, params, length, speed):
         raise NotImplementedError
+
+    @classmethod
+    def prepare_parameters(cls, group, ctx) -> None:
+        """The paths' parameters (``Context.prepared``)."""
+        prepare_path_parameters(group, ctx)
 
     @classmethod
     def group_forces(cls, group, params, ctx) -> Forces:

@@ -55,10 +55,10 @@ class AssemblyInfo:
     steps: Any
 
 
-def _context(system, state, controls=None, params=None):
+def _context(system, state, controls=None, parameters=None):
     from ..forward import Context
 
-    return Context(system, state, controls, params=params)
+    return Context(system, state, controls, parameters=parameters)
 
 
 def position_errors(system, state: State):
@@ -69,9 +69,10 @@ def position_errors(system, state: State):
     return jnp.concatenate([ctx.constraints.perr, quaternion_errors(ctx.tree, state.q)])
 
 
-def fixed_coordinates(system, state: State):
+def fixed_coordinates(system, state: State, parameters=None):
     """Static indices into ``q`` of locked and prescribed coordinates, and their values
-    (locked: the value in ``state``; prescribed: the function at ``state.t``)."""
+    (locked: the value in ``state``; prescribed: the function at ``state.t``);
+    ``parameters``: a ``Context.prepared()`` of the system, or None."""
     from ..forward import prescribed_motion
 
     topo = system.topology
@@ -79,7 +80,7 @@ def fixed_coordinates(system, state: State):
     locked_q = np.asarray([info.q for info in tree.coordinates.values() if info.u in set(topo.locked_u.tolist())],
                           np.int32)
     idx, vals = [locked_q], [state.q[locked_q]]
-    pm = prescribed_motion(system, state.t)
+    pm = prescribed_motion(system, state.t, parameters)
     if pm is not None:
         idx.append(pm[0])
         vals.append(pm[2])
@@ -187,7 +188,7 @@ def _normalize_quaternions(tree, q):
     return q.at[idx].set(quats / jnp.linalg.norm(quats, axis=-1, keepdims=True))
 
 
-def project(system, state: State, iterations: int = 2, tol: float | None = None):
+def project(system, state: State, iterations: int = 2, tol: float | None = None, parameters=None):
     """Project ``q`` then ``u`` onto the constraint manifold (Simbody-style, local).
 
     ``iterations`` Gauss-Newton steps ``dq = N(q) du`` with ``du`` the minimum-norm
@@ -199,28 +200,32 @@ def project(system, state: State, iterations: int = 2, tol: float | None = None)
     projected only when the RMS of the position errors exceeds ``tol / 10``, and the
     speeds only when the RMS of the velocity errors does (Simbody's rule: nothing
     happens to a state that already satisfies its constraints). Locked and prescribed
-    coordinates are always reset and quaternions always normalized.
+    coordinates are always reset and quaternions always normalized. ``parameters``:
+    the system's ``Context.prepared()`` when computed outside a loop, or None.
+
+    **Returns:** the projected ``State``.
     """
     from ..mechanics.tree import qdot_from_u
 
     tree = system.topology.tree
-    fixed, fixed_vals = fixed_coordinates(system, state)
+    # the parameters from outside the conditionals below, where XLA can hoist them out
+    # of the integrator's loop
+    parameters = _context(system, state, parameters=parameters).prepared()
+    fixed, fixed_vals = fixed_coordinates(system, state, parameters)
     q = state.q.at[fixed].set(fixed_vals)
     q = _normalize_quaternions(tree, q)
     st = state.replace(q=q)
-    ctx = _context(system, st)
+    ctx = _context(system, st, parameters=parameters)
     rows = ctx.constraints
     if not rows.G.shape[0]:
         return st
 
     def project_q(st):
-        # the tree parameters from outside the conditional, where XLA can hoist them
-        # out of the integrator's loop
         for _ in range(iterations):
-            rows = _context(system, st, params=ctx.params).constraints
+            rows = _context(system, st, parameters=parameters).constraints
             du = -min_norm_correction(rows.G, rows.perr)
             st = st.replace(q=_normalize_quaternions(tree, st.q + qdot_from_u(tree, st.q, du)))
-        return st, _context(system, st, params=ctx.params).constraints
+        return st, _context(system, st, parameters=parameters).constraints
 
     def correct_u(st, rows):
         return st.replace(u=st.u - min_norm_correction(rows.G, rows.verr))
@@ -237,10 +242,11 @@ def _rms(x):
     return jnp.sqrt(jnp.mean(x * x))
 
 
-def project_y(system, t, y, d, tol: float | None = None):
-    """``project`` on an ODE state vector ``y = (q, u, z)`` (for the integrator)."""
+def project_y(system, t, y, d, tol: float | None = None, parameters=None):
+    """``project`` on an ODE state vector ``y = (q, u, z)`` (for the integrator;
+    ``parameters``: ``Context.prepared()`` of the system, computed outside its loop)."""
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
     st = State(t=jnp.asarray(t, y.dtype), q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
-    st = project(system, st, tol=tol)
+    st = project(system, st, tol=tol, parameters=parameters)
     return jnp.concatenate([st.q, st.u, y[nq + nu:]])

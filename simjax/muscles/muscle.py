@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..component import ModelError, Stage, flag, output, prop
-from ..groups import Forces, stack_properties
+from ..groups import Forces, group_key, stack_properties
 from .path import GeometryPath, PathActuator, _cache, path_forces, path_lengths, path_speeds
 
 __all__ = ["Muscle", "DampedFiberMuscle",
@@ -235,11 +235,14 @@ class Muscle(PathActuator):
     def params(cls, group, ctx):
         """``derived_params(group_params)`` of a group, once per context (the force and
         state-derivative roles share them)."""
-        cache = _cache(ctx)
-        key = ("muscle_params", cls)
-        if key not in cache:
-            cache[key] = cls.derived_params(group.static, ctx.group_params(group))
-        return cache[key]
+        return ctx.parameter("derived:" + group_key(group),
+                             lambda: cls.derived_params(group.static, ctx.group_params(group)))
+
+    @classmethod
+    def prepare_parameters(cls, group, ctx) -> None:
+        """The paths' parameters and the derived ones (``Context.prepared``)."""
+        super().prepare_parameters(group, ctx)
+        cls.params(group, ctx)
 
     @classmethod
     def results(cls, group, ctx) -> dict:

@@ -278,6 +278,11 @@ class PathActuator(Actuator):
                 "on": np.asarray([c.applies_force for c in comps], bool)}
 
     @classmethod
+    def prepare_parameters(cls, group, ctx) -> None:
+        """The paths' parameters (``Context.prepared``)."""
+        prepare_path_parameters(group, ctx)
+
+    @classmethod
     def group_params(cls, model, group):
         """Traced parameters: ``optimal_force`` of every member."""
         dtype = jnp.result_type(float)
@@ -606,11 +611,25 @@ def _moving_local_jvp(bank, primals, tangents):
     return val, dval + _moving_slopes(fparams, q_axes, bank) * dq
 
 
+def path_parameters(ctx, topo: PathTopology) -> dict:
+    """``path_params`` through the context's parameters (``Context.parameter``)."""
+    return ctx.parameter("paths", lambda: path_params(ctx.model, topo))
+
+
+def prepare_path_parameters(group, ctx) -> None:
+    """``prepare_parameters`` of the classes that pull along paths: the paths' and
+    their wrap objects' parameters."""
+    topo = group.static["topology"]
+    path_parameters(ctx, topo)
+    if topo.wrap is not None:
+        from ..wrapping import paths as wrapping
+
+        wrapping.wrap_parameters(ctx, topo.wrap)
+
+
 def _geometry(ctx, topo: PathTopology) -> PathGeometry:
     dtype = ctx.pos.p0.dtype
-    params = _cache(ctx).get("params")
-    if params is None:
-        params = _cache(ctx)["params"] = path_params(ctx.model, topo)
+    params = path_parameters(ctx, topo)
     P = topo.n_points
     R_f, p_f = ctx.frames_in_ground(topo.frames)
     R, p0 = R_f[topo.frame], p_f[topo.frame]

@@ -926,6 +926,11 @@ def _bcast(mask, x):
     return mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
 
 
+def wrap_parameters(ctx, static: WrapStatic) -> dict:
+    """``wrap_object_params`` through the context's parameters (``Context.parameter``)."""
+    return ctx.parameter("wrap_objects", lambda: wrap_object_params(ctx.model, static))
+
+
 def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     """Replace the segments of wrapped paths by their wrapped geometry.
 
@@ -937,12 +942,9 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     length with the arcs, the directions leaving and reaching each original point (to
     and from tangent points), whether each end applies force, and the tangent points.
     """
-    from ..muscles.path import Segments, _cache
+    from ..muscles.path import Segments
 
-    cache = _cache(ctx)
-    params = cache.get("wrap_params")
-    if params is None:
-        params = cache["wrap_params"] = wrap_object_params(ctx.model, static)
+    params = wrap_parameters(ctx, static)
     R_f, p_f = ctx.frames_in_ground(static.frames)
     R_obj, o_obj = spatial.compose((R_f[static.obj_frame], p_f[static.obj_frame]), (params["R"], params["p"]))
     P = topology.n_points
