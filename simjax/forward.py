@@ -87,9 +87,9 @@ class Context:
         groups, and what each group class adds through its ``prepare_parameters``),
         as a pytree to give to other contexts of the same system."""
         self.params
-        self.parameter("control_bounds", lambda: _control_bounds(self))
+        _control_bounds(self)
         if self.topology.prescribed is not None:
-            self.parameter("prescribed", lambda: _prescribed_functions(self.system))
+            _prescribed_functions(self)
         for groups in self.topology.roles.values():
             for g in groups:
                 self.group_params(g)
@@ -353,20 +353,24 @@ class _At:
 
 
 def _control_bounds(ctx: Context):
-    dtype = jnp.result_type(float)
-    paths = ctx.topology.actuators
-    if not paths:
-        return jnp.zeros(0, dtype), jnp.zeros(0, dtype)
-    lo = jnp.stack([jnp.asarray(ctx.model.find(p).min_control, dtype) for p in paths])
-    hi = jnp.stack([jnp.asarray(ctx.model.find(p).max_control, dtype) for p in paths])
-    return lo, hi
+    """``(min_control, max_control)`` of every actuator (a context parameter)."""
+    def compute():
+        dtype = jnp.result_type(float)
+        paths = ctx.topology.actuators
+        if not paths:
+            return jnp.zeros(0, dtype), jnp.zeros(0, dtype)
+        lo = jnp.stack([jnp.asarray(ctx.model.find(p).min_control, dtype) for p in paths])
+        hi = jnp.stack([jnp.asarray(ctx.model.find(p).max_control, dtype) for p in paths])
+        return lo, hi
+
+    return ctx.parameter("control_bounds", compute)
 
 
 def _check_control_bounds(ctx: Context, controls):
     paths = ctx.topology.actuators
     if not paths:
         return controls
-    lo, hi = ctx.parameter("control_bounds", lambda: _control_bounds(ctx))
+    lo, hi = _control_bounds(ctx)
     bad = (controls < lo) | (controls > hi)
     msgs = [f"control of {p} is outside [min_control, max_control]" for p in paths]
     return eqx.branched_error_if(controls, jnp.any(bad), jnp.argmax(bad), msgs)
@@ -381,7 +385,7 @@ def _builtin_constraint_rows(ctx: Context) -> list[ConstraintRows]:
     if len(locked):
         G = jnp.zeros((len(locked), tree.nu), dtype).at[np.arange(len(locked)), locked].set(1.0)
         rows.append(ConstraintRows(jnp.zeros(len(locked), dtype), u[locked], G, jnp.zeros(len(locked), dtype)))
-    pm = prescribed_motion(ctx.system, ctx.state.t, ctx._parameters)
+    pm = prescribed_motion(ctx.system, ctx.state.t, ctx)
     if pm is not None:
         qi, ui, f0, f1, f2 = pm
         n = len(qi)
@@ -396,24 +400,24 @@ def _builtin_constraint_rows(ctx: Context) -> list[ConstraintRows]:
     return rows
 
 
-def prescribed_motion(system, t, parameters=None):
+def prescribed_motion(system, t, ctx=None):
     """Prescribed coordinates at time ``t``: ``(q index, u index, value, speed,
     acceleration)`` (static indices, traced values), or ``None`` if there are none.
-    ``parameters``: a ``Context.prepared()`` of the system, or None."""
+    ``ctx``: a ``Context`` of the system whose parameters to use, or None."""
     pres = system.topology.prescribed
     if pres is None:
         return None
-    fparams = (parameters or {}).get("prescribed")
-    if fparams is None:
-        fparams = _prescribed_functions(system)
     tt = jnp.broadcast_to(jnp.asarray(t), (len(pres["paths"]),))
-    f0, f1, f2 = bank_eval(pres["bank"], fparams, tt, orders=(0, 1, 2))
+    f0, f1, f2 = bank_eval(pres["bank"], _prescribed_functions(ctx or Context(system, None)), tt,
+                           orders=(0, 1, 2))
     return pres["q"], pres["u"], f0, f1, f2
 
 
-def _prescribed_functions(system):
-    pres = system.topology.prescribed
-    return bank_params(pres["bank"], [system.model.find(p).prescribed_function for p in pres["paths"]])
+def _prescribed_functions(ctx: Context):
+    """The prescribed-motion functions' parameters (a context parameter)."""
+    pres = ctx.topology.prescribed
+    return ctx.parameter("prescribed", lambda: bank_params(
+        pres["bank"], [ctx.model.find(p).prescribed_function for p in pres["paths"]]))
 
 
 def quaternion_errors(tree, q):

@@ -97,17 +97,14 @@ class _Packed(eqx.Module):
         return _Packed(tuple(leaves), d, treedef)
 
     def unpack(self):
-        system, controls, _ = jax.tree.unflatten(self.treedef, self.leaves)
-        return system, controls, self.d
-
-    @property
-    def parameters(self):
-        return jax.tree.unflatten(self.treedef, self.leaves)[2]
+        """``(system, controls, d, parameters)``."""
+        system, controls, parameters = jax.tree.unflatten(self.treedef, self.leaves)
+        return system, controls, self.d, parameters
 
 
 def _vector_field(t, y, args):
-    system, controls, d = args.unpack()
-    return rhs(system, t, y, d, controls, args.parameters)
+    system, controls, d, parameters = args.unpack()
+    return rhs(system, t, y, d, controls, parameters)
 
 
 def _kinematics(t, q, u, args):
@@ -125,8 +122,8 @@ def _projector(tol):
     from .mechanics import assembly
 
     def project(t, y, args):
-        sys_, _, d = args.unpack()
-        return assembly.project_y(sys_, t, y, d, tol=tol, parameters=args.parameters)
+        sys_, _, d, parameters = args.unpack()
+        return assembly.project_y(sys_, t, y, d, tol=tol, parameters=parameters)
 
     return project
 
@@ -406,7 +403,7 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
     if events:
         def make(e):
             def cond(t, y, args, **kwargs):
-                sys_, _, d = args.unpack()
+                sys_, _, d, _ = args.unpack()
                 st = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
                 return e.fn(sys_, st)
             return cond

@@ -69,10 +69,10 @@ def position_errors(system, state: State):
     return jnp.concatenate([ctx.constraints.perr, quaternion_errors(ctx.tree, state.q)])
 
 
-def fixed_coordinates(system, state: State, parameters=None):
+def fixed_coordinates(system, state: State, ctx=None):
     """Static indices into ``q`` of locked and prescribed coordinates, and their values
     (locked: the value in ``state``; prescribed: the function at ``state.t``);
-    ``parameters``: a ``Context.prepared()`` of the system, or None."""
+    ``ctx``: a ``Context`` of the system whose parameters to use, or None."""
     from ..forward import prescribed_motion
 
     topo = system.topology
@@ -80,7 +80,7 @@ def fixed_coordinates(system, state: State, parameters=None):
     locked_q = np.asarray([info.q for info in tree.coordinates.values() if info.u in set(topo.locked_u.tolist())],
                           np.int32)
     idx, vals = [locked_q], [state.q[locked_q]]
-    pm = prescribed_motion(system, state.t, parameters)
+    pm = prescribed_motion(system, state.t, ctx)
     if pm is not None:
         idx.append(pm[0])
         vals.append(pm[2])
@@ -210,8 +210,9 @@ def project(system, state: State, iterations: int = 2, tol: float | None = None,
     tree = system.topology.tree
     # the parameters from outside the conditionals below, where XLA can hoist them out
     # of the integrator's loop
-    parameters = _context(system, state, parameters=parameters).prepared()
-    fixed, fixed_vals = fixed_coordinates(system, state, parameters)
+    outer = _context(system, state, parameters=parameters)
+    parameters = outer.prepared()
+    fixed, fixed_vals = fixed_coordinates(system, state, outer)
     q = state.q.at[fixed].set(fixed_vals)
     q = _normalize_quaternions(tree, q)
     st = state.replace(q=q)
