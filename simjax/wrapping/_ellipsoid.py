@@ -165,8 +165,10 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
     OpenSim nests three loops (an outer Gauss-Newton loop; raising the damping until
     the sum of squares stops growing; extrapolating the step while it shrinks); they
     are flattened here into one loop over phases (0: outer head, 1: damping, 2:
-    extrapolation) so that each pass evaluates the residual once. The loop carries a
-    few packed arrays (each carried array costs a copy per pass).
+    extrapolation) in which every pass evaluates the residual once: the outer head and
+    the switch from damping to extrapolation, which evaluate nothing, are taken in the
+    pass of the next evaluation. The loop carries three packed arrays (each carried
+    array costs a copy per pass).
     """
     dtype = r1.dtype
     a2 = a * a
@@ -181,17 +183,20 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
     col3 = jnp.concatenate([2.0 * p1 / a2, one1])
 
     def body(c):
-        # x = (r1, d1); f = (ssq, ssqo, alpha, dd, fakt); n = (nit, nit2, phase, done);
-        # g = (diag, v, vt) of the Gauss-Newton system dedth2
-        x, ee, f, n, dedth2, g = c
+        # xef = (x, ee, f): x = (r1, d1), the residuals ee, f = (ssq, ssqo, alpha, dd,
+        # fakt); n = (nit, nit2, phase, done); dg = (dedth2, diag, v, vt): the
+        # Gauss-Newton system dedth2 with its diagonal, right-hand side and step
+        xef, n, dg = c
+        x, ee, f = xef[0:4], xef[4:8], xef[8:13]
+        dedth2, g = dg[:16].reshape(4, 4), dg[16:].reshape(3, 4)
         r1, d1 = x[:3], x[3]
         ssq, ssqo, alpha, dd, fakt = f[0], f[1], f[2], f[3], f[4]
         nit, nit2, phase = n[0], n[1], n[2]
         diag, v, vt = g[0], g[1], g[2]
-        is0, is1, is2 = phase == 0, phase == 1, phase == 2
-        # phase 0: the outer loop's head
+        # the outer loop's head: the Gauss-Newton system at r1, then straight on to damping
         go = (ssq > ELLIPSOID_TINY) & (nit < 50)
-        start = is0 & go
+        start = (phase == 0) & go
+        done = (phase == 0) & ~go
         dedth = jnp.stack([col0, jnp.concatenate([2.0 * r1 / a2, zero1]),
                            jnp.concatenate([2.0 * (2.0 * r1) / a2, one1]), col3], axis=1)
         pcos = wm.dot(wm.unit(p1 - r1), p1m)
@@ -200,12 +205,20 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
         square = wm.sum_last(dedth[:, None, :] * dedth[None, :, :])
         dedth2 = jnp.where(start, square, dedth2)
         diag = jnp.where(start, jnp.diagonal(square), diag)
-        # phase 1: damped steps, accumulated while the sum of squares does not drop
+        nit = nit + start.astype(jnp.int32)
+        nit2 = jnp.where(start, 0, nit2)
+        is1 = (phase == 1) | start
+        # damping ends once the sum of squares drops: straight on to extrapolation
         in1 = (ssq >= ssqo) & (nit2 < 1000)
+        leave1 = is1 & ~in1
+        alpha = jnp.where(leave1, alpha / 8.0, alpha)
+        fakt = jnp.where(leave1, 0.5, fakt)
+        nit2 = jnp.where(leave1, 0, nit2)
+        is2 = (phase == 2) | leave1
+        # one residual evaluation: a damped step, a doubled extrapolation, or one step back
         step1 = is1 & in1
         m = dedth2 * (1.0 - eye) + eye * (diag * (1.0 + alpha))
         vt = jnp.where(step1, wm.sum_last(dd * _inv4(m) * v[None, :] / 16.0), vt)
-        # phase 2: doubling extrapolation, then one step back
         in2 = (ssq <= ssqo) & (nit2 < 1000)
         step2 = is2 & in2
         final = is2 & ~in2
@@ -213,22 +226,19 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
         delta = jnp.where(step1, vt, jnp.where(step2, vt * fakt2, jnp.where(final, -(vt * fakt), 0.0)))
         evaluated = step1 | step2 | final
         ee_n, ssq_n = _residual(r1 + delta[:3], d1 + delta[3], p1, a, vs, vs4)
-        leave1 = is1 & ~in1
         f = jnp.stack([jnp.where(evaluated, ssq_n, ssq),
                        jnp.where(step1 | step2, ssq, jnp.where(final, ssq_n, ssqo)),
-                       jnp.where(step1, alpha * 4.0, jnp.where(leave1, alpha / 8.0, alpha)),
-                       dd, jnp.where(leave1, 0.5, jnp.where(step2, fakt2, fakt))])
-        n = jnp.stack([nit + start.astype(jnp.int32),
-                       jnp.where(start | leave1, 0, nit2 + (step1 | step2).astype(jnp.int32)),
-                       jnp.where(start, 1, jnp.where(leave1, 2, jnp.where(final, 0, phase))),
-                       (is0 & ~go).astype(jnp.int32)])
-        return (jnp.where(evaluated, x + delta, x), jnp.where(evaluated, ee_n, ee), f, n, dedth2,
-                jnp.stack([diag, v, vt]))
+                       jnp.where(step1, alpha * 4.0, alpha), dd, jnp.where(step2, fakt2, fakt)])
+        n = jnp.stack([nit, nit2 + (step1 | step2).astype(jnp.int32),
+                       jnp.where(step1, 1, jnp.where(is2, jnp.where(final, 0, 2), phase)),
+                       done.astype(jnp.int32)])
+        return (jnp.concatenate([jnp.where(evaluated, x + delta, x), jnp.where(evaluated, ee_n, ee), f]), n,
+                jnp.concatenate([dedth2.reshape(16), diag, v, vt]))
 
-    init = (jnp.concatenate([r1, d1[None]]), ee,
-            jnp.stack([ssq, ssq, jnp.asarray(0.01, dtype), jnp.ones((), dtype), jnp.asarray(0.5, dtype)]),
-            jnp.zeros(4, jnp.int32), jnp.zeros((4, 4), dtype), jnp.zeros((3, 4), dtype))
-    r1 = jax.lax.while_loop(lambda c: c[3][3] == 0, body, init)[0][:3]
+    init = (jnp.concatenate([r1, d1[None], ee, jnp.stack([ssq, ssq, jnp.asarray(0.01, dtype), jnp.ones((), dtype),
+                                                          jnp.asarray(0.5, dtype)])]),
+            jnp.zeros(4, jnp.int32), jnp.zeros(28, dtype))
+    r1 = jax.lax.while_loop(lambda c: c[1][3] == 0, body, init)[0][:3]
     return jnp.where(jnp.abs(p1e) < 0.0001, p1, r1)
 
 
