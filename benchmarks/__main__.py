@@ -8,7 +8,8 @@ machine next to OpenSim 4.6:
   the same accuracy), their ratio, and the largest difference of the final coordinates;
 - one right-hand-side evaluation (udot and zdot) vs OpenSim's ``realizeAcceleration``;
 - batched throughput (worlds x simulated seconds per wall second) at several batch
-  sizes, on whatever device JAX uses;
+  sizes, by ``simulate_batch`` on whatever device JAX uses, in a fresh process on all
+  of the machine's cores (``benchmarks.throughput``);
 - compile time of ``simulate`` (in this process, pinned as it is, and in a fresh one
   on all of the machine's cores: ``benchmarks.compile_time``) and of its reverse-mode
   gradient, and the gradient's wall time relative to the forward run;
@@ -28,7 +29,7 @@ import platform
 
 import jax
 
-from benchmarks import compile_time, suite
+from benchmarks import compile_time, suite, throughput
 
 MODELS = ("double_pendulum", "arm26", "gait10dof18musc", "Tug_of_War_Millard", "bouncing_block", "large")
 
@@ -42,7 +43,7 @@ def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
     dq = max(abs(sj_run["q"][p] - os_run["q"][p]) for p in os_run["q"] if p in sj_run["q"])
     rhs = suite.simjax_rhs(system, state)
     grad = suite.simjax_gradient(system, state, 1.0, accuracy)
-    batch = {n: suite.simjax_batch(system, state, n, batch_time, accuracy) for n in batches}
+    batch = throughput.measure(name, batches, batch_time, accuracy)
     return {"model": name, "dof": len(system.coordinate_names), "muscles_or_z": int(system.topology.nz),
             "opensim_1s": os_run["wall"], "simjax_1s": sj_run["wall"], "ratio": sj_run["wall"] / os_run["wall"],
             "steps_opensim": os_run["steps"], "steps_simjax": sj_run["steps"], "final_q_diff": dq,
@@ -51,8 +52,9 @@ def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
             "compile_simulate_all_cores": compile_time.measure(name, accuracy)["compile_simulate"],
             "compile_gradient": grad["compile"],
             "gradient_over_forward": grad["wall"] / sj_run["wall"],
-            "batch": {str(n): {"throughput": b["throughput"], "per_world": b["per_world"],
-                               "world_steps_per_s": b["world_steps_per_s"]} for n, b in batch.items()},
+            "batch_cores": batch["cores"],
+            "batch": {n: {"throughput": b["throughput"], "per_world": b["per_world"],
+                          "world_steps_per_s": b["world_steps_per_s"]} for n, b in batch["batch"].items()},
             "peak_memory_mb": suite.peak_memory_mb()}
 
 
@@ -68,7 +70,8 @@ def markdown(rows, machine) -> str:
                      f"{r['ratio']:.2f} | {r['opensim_rhs'] * 1e6:.1f} us | {r['simjax_rhs_in_jit'] * 1e6:.1f} us | "
                      f"{r['compile_simulate']:.1f} / {r['compile_simulate_all_cores']:.1f} s | "
                      f"{r['compile_gradient']:.1f} s | "
-                     f"{r['gradient_over_forward']:.1f} | {best[1]['throughput']:.1f} (batch {best[0]}) | "
+                     f"{r['gradient_over_forward']:.1f} | {best[1]['throughput']:.1f} (batch {best[0]}, "
+                     f"{r['batch_cores']} cores) | "
                      f"{r['peak_memory_mb']:.0f} |")
     return "\n".join(lines) + "\n"
 
@@ -82,14 +85,15 @@ GOALS = (
      "wrapping, as arm26"),
     ("best batch's time per world-second / OpenSim's 1 s run", "gait10dof18musc",
      lambda r: min(b["per_world"] / r["batch_time"] for b in r["batch"].values()) / r["opensim_1s"],
-     0.05, "XLA on the CPU runs a vmapped while-loop as one kernel per operation per step (~70 ns each) for "
-     "the whole batch, at the pace of its slowest world: a batch-minor layout or a GPU would close it"),
+     0.05, "a vmapped step runs each operation as one kernel over the chunk's world-major buffers, whose inner "
+     "axes (3, 6, a body's 6x6) are too short for XLA to vectorise, so a world's right-hand side costs ~15 us "
+     "in a batch of 64 against 21 us alone: a batch-minor layout or a GPU would close it"),
     ("compile time of simulate on all cores (s)", "gait10dof18musc", lambda r: r["compile_simulate_all_cores"], 10.0,
      "XLA's optimisation of one right-hand side inlined in the solver's stages"),
     ("compile time of simulate on all cores (s)", "large", lambda r: r["compile_simulate_all_cores"], 30.0,
      "as gait10dof18musc, plus the wrapping engine's loops"),
     ("reverse-mode gradient / forward wall time", "gait10dof18musc", lambda r: r["gradient_over_forward"], 5.0,
-     "recursive checkpointing recomputes the forward steps"),
+     "the backward sweep re-runs each step inside its VJP, and a right-hand side's VJP costs ~3x its evaluation"),
 )
 
 

@@ -30,8 +30,7 @@ def main(argv=None) -> None:
     system = suite.load_simjax(name)
     state = suite.initial_state(system)
     run = suite.simjax_simulation(system, state, 1.0, accuracy, repeat=2)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(json.dumps({"model": name, "cores": cores, "compile_simulate": run["compile"]}))
+    print(json.dumps({"model": name, "cores": suite.usable_cores(), "compile_simulate": run["compile"]}))
 
 
 def measure(name: str, accuracy: float = 1e-5) -> dict:

@@ -7,7 +7,7 @@
 2. A 1 s simulation from the model's default state with both engines' Runge-Kutta-
    Merson at the same accuracy: wall time, ratio (goal <= 0.5) and final-state
    difference.
-3. A vmapped batch of 1024 drops from random heights and orientations (time per
+3. A batch of 1024 drops (``simulate_batch``, on the cores this process may use) from random heights and orientations (time per
    world).
 
 Run: ``python -m benchmarks.contact [--accuracy 1e-5] [--batch 1024] [--skip-batch]``.
@@ -161,7 +161,7 @@ def bench_batch(system, names, n, accuracy):
                       z=jnp.zeros((n, base.z.size)), d=jnp.zeros((n, base.d.size)))
 
     def run():
-        return sj.simulate_batch(system, states, 1.0, accuracy=accuracy, n_outputs=2, chunk_size=n)
+        return sj.simulate_batch(system, states, 1.0, accuracy=accuracy, n_outputs=2)
 
     t0 = time.perf_counter()
     traj = run()

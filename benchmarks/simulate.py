@@ -2,8 +2,8 @@
 
 Prints, measured in the same run: the wall time of a 10 s simulation after
 compilation next to OpenSim's Manager (Runge-Kutta-Merson) at the same accuracy
-(goal <= 1x), the time per world of a vmapped batch of 1024 (goal <= 0.02x OpenSim's
-single run), and the compile time.
+(goal <= 1x), the time per world of a batch of 1024 by ``simulate_batch`` on the cores
+this process may use (goal <= 0.02x OpenSim's single run), and the compile time.
 
 Run: ``python -m benchmarks.simulate [--accuracy 1e-5] [--batch 1024]``.
 """
@@ -33,7 +33,7 @@ def main(argv=None) -> None:
     print(f"  OpenSim Manager.integrate      {os_run['wall'] * 1e3:9.2f} ms  ({os_run['steps']} steps)")
     print(f"  simjax simulate                {sj_run['wall'] * 1e3:9.2f} ms  ({sj_run['steps']} steps)   "
           f"ratio {sj_run['wall'] / os_run['wall']:.3f} (goal <= 1)")
-    print(f"  simjax batch of {args.batch}, per world {batch['per_world'] * 1e3:9.3f} ms   "
+    print(f"  simjax batch of {args.batch} ({suite.usable_cores()} cores), per world {batch['per_world'] * 1e3:9.3f} ms   "
           f"ratio {batch['per_world'] / os_run['wall']:.4f} (goal <= 0.02)")
     print(f"  compile: simulate {sj_run['compile']:.1f} s, vmapped batch {batch['compile']:.1f} s")
     print(f"  final coordinates, simjax - OpenSim: max {dq:.2e}")

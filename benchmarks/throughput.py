@@ -1,38 +1,66 @@
 """Batched throughput of a shipped model on whatever device JAX uses (CPU or GPU).
 
-For each batch size: a vmapped batch of worlds (the default state, speeds perturbed)
-simulated for ``--final-time`` with Runge-Kutta-Merson at ``--accuracy``; prints wall
-time, worlds x simulated seconds per wall second, and integrator world-steps per
-second. Needs no OpenSim, so it runs on a GPU machine as it is.
+For each batch size: a batch of worlds (the default state, speeds perturbed) simulated
+for ``--final-time`` with Runge-Kutta-Merson at ``--accuracy`` by ``sj.simulate_batch``;
+prints wall time, worlds x simulated seconds per wall second, and integrator
+world-steps per second. A batch is meant to use the whole machine, so on a CPU this
+script first widens its own CPU affinity to every core (the suite runs pinned to one)
+and ``simulate_batch`` solves its chunks on all of them. Needs no OpenSim, so it runs on
+a GPU machine as it is.
 
-Run: ``python -m benchmarks.throughput [--model gait10dof18musc] [--batches 1,64,1024]``.
+Run: ``python -m benchmarks.throughput [--model gait10dof18musc] [--batches 1,64,1024]
+[--json]`` (``--json``: one JSON line of figures by batch size, for the suite).
 """
 
 from __future__ import annotations
 
 import argparse
-
-import jax
-
-from benchmarks import suite
+import json
+import os
+import sys
 
 
 def main(argv=None) -> None:
-    """Run the throughput sweep and print its table."""
+    """Run the throughput sweep and print its table (or its JSON line)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="gait10dof18musc")
     ap.add_argument("--batches", default="1,64,1024")
     ap.add_argument("--final-time", type=float, default=0.1)
     ap.add_argument("--accuracy", type=float, default=1e-5)
+    ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, range(os.cpu_count()))  # before JAX starts its threads
+    import jax
+
+    from benchmarks import suite
+
     system = suite.load_simjax(args.model)
     state = suite.initial_state(system)
-    print(f"{args.model}: {args.final_time:g} s per world, accuracy {args.accuracy:g}, device {jax.devices()[0]}")
-    print(f"{'batch':>7} {'wall s':>9} {'compile s':>10} {'world-s/s':>11} {'world-steps/s':>14}")
+    rows = {}
+    if not args.json:
+        print(f"{args.model}: {args.final_time:g} s per world, accuracy {args.accuracy:g}, "
+              f"device {jax.devices()[0]}, {suite.usable_cores()} cores")
+        print(f"{'batch':>7} {'wall s':>9} {'compile s':>10} {'world-s/s':>11} {'world-steps/s':>14}")
     for n in (int(b) for b in args.batches.split(",")):
-        r = suite.simjax_batch(system, state, n, args.final_time, args.accuracy)
-        print(f"{n:>7} {r['wall']:>9.3f} {r['compile']:>10.1f} {r['throughput']:>11.2f} "
-              f"{r['world_steps_per_s']:>14.0f}", flush=True)
+        r = rows[str(n)] = suite.simjax_batch(system, state, n, args.final_time, args.accuracy)
+        if not args.json:
+            print(f"{n:>7} {r['wall']:>9.3f} {r['compile']:>10.1f} {r['throughput']:>11.2f} "
+                  f"{r['world_steps_per_s']:>14.0f}", flush=True)
+    if args.json:
+        print(json.dumps({"model": args.model, "cores": suite.usable_cores(), "batch": rows}))
+
+
+def measure(name: str, batches, t_final: float, accuracy: float) -> dict:
+    """Run this script in a fresh process on all cores. **Returns:** ``{"cores": n,
+    "batch": {batch size (str): suite.simjax_batch's figures}}``."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-m", "benchmarks.throughput", "--model", name, "--json",
+                          "--batches", ",".join(str(b) for b in batches), "--final-time", str(t_final),
+                          "--accuracy", str(accuracy)], cwd=root, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

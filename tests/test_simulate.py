@@ -186,11 +186,15 @@ def test_vmapped_batch_equals_single_runs():
     rng = np.random.default_rng(0)
     q0 = jnp.asarray(rng.uniform(-1, 1, (1000, 2)))
     states = jax.vmap(lambda q: base.replace(q=q))(q0)
-    batch = sj.simulate_batch(system, states, 0.5, solver="rk4", dt=5e-3, n_outputs=2, chunk_size=500)
-    assert batch.q.shape == (1000, 2, 2)
-    for i in [0, 17, 999]:
+    # four chunks on two threads, the last padded (900..999 and 100 copies of world 999)
+    batch = sj.simulate_batch(system, states, 0.5, solver="rk4", dt=5e-3, n_outputs=2, chunk_size=300, workers=2)
+    assert batch.q.shape == (1000, 2, 2) and batch.num_steps.shape == (1000,)
+    assert batch.system is system
+    for i in [0, 17, 650, 999]:
         single = sj.simulate(system, base.replace(q=q0[i]), 0.5, solver="rk4", dt=5e-3, n_outputs=2)
         np.testing.assert_allclose(batch.q[i], single.q, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="chunk_size"):
+        sj.simulate_batch(system, states, 0.5, solver="rk4", dt=5e-3, chunk_size=0)
 
 
 def test_result_code_without_throw():
