@@ -48,9 +48,9 @@ def peak_memory_mb() -> float:
 
 def usable_cores() -> int:
     """The CPU cores this process may run on (``simulate_batch``'s default workers on a CPU)."""
-    from simjax.simulate import _usable_cores
+    from simjax.batching import usable_cores as cores
 
-    return _usable_cores()
+    return cores()
 
 
 def model_file(name: str) -> str:

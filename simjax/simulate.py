@@ -14,9 +14,7 @@ differentiated like everything else.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import diffrax
@@ -25,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .batching import map_chunks
 from .forward import Context
 from .mechanics.tree import qdot_from_u
 from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController, ExplicitRungeKutta
@@ -450,48 +449,26 @@ def _root_finder(options):
 
 def simulate_batch(system, states: State, t_final, controls=None, *, chunk_size: int | None = None,
                    workers: int | None = None, **kwargs):
-    """``simulate`` over a batch of initial states (and controls), in chunks run side by
-    side on the machine's cores.
-
-    Each chunk is one vmapped, jitted solve (all chunks share one compiled program: the
-    last is padded with copies of its last world). On a CPU the chunks run in
-    ``workers`` threads at once (XLA runs one program on one core), so a batch uses every
-    core; small chunks also keep a step's buffers in cache.
+    """``simulate`` over a batch of initial states (and controls), in vmapped chunks
+    solved side by side on the machine's cores (``batching.map_batch``).
 
     **Arguments:** ``states``: a ``State`` with a leading batch axis; ``controls``:
     ``None``, or with the same leading axis; ``chunk_size``: worlds per vmapped solve
     (default: on a CPU the batch split evenly over the workers, in chunks of about
-    2048 state variables, 16 to 512 worlds; on an accelerator the whole batch, at most
-    8192); ``workers``: chunks solved
-    at once (default: the cores this process may use on a CPU, else 1); other keywords
-    as ``simulate``.
+    2048 state variables, 16 to 512 worlds, whose buffers stay in cache; on an
+    accelerator the whole batch, at most 8192); ``workers``: chunks solved at once
+    (default: on a CPU the cores this process may use, else 1); other keywords as
+    ``simulate``.
 
     **Returns:** a ``Trajectory`` with a leading batch axis.
     """
-    n = states.q.shape[0]
-    on_cpu = jax.default_backend() == "cpu"
-    if workers is None:
-        workers = _usable_cores() if on_cpu else 1
-    if chunk_size is None:
-        chunk_size = min(-(-n // workers), _cpu_chunk(states)) if on_cpu else min(n, 8192)
-    if chunk_size < 1 or workers < 1:
-        raise ValueError(f"simulate_batch: chunk_size ({chunk_size}) and workers ({workers}) must be positive")
-    chunk_size = min(chunk_size, n)
-
-    def chunk(tree, start):
-        idx = np.minimum(np.arange(start, start + chunk_size), n - 1)  # pad with the last world
-        return None if tree is None else jax.tree.map(lambda a: a[idx], tree)
-
-    starts = range(0, n, chunk_size)
     dyn, static = eqx.partition(kwargs, eqx.is_array)
 
-    def solve(start):
-        return jax.block_until_ready(_solve_chunk(system, chunk(states, start), t_final, chunk(controls, start),
-                                                  dyn, static))
+    def solve(states, controls):
+        return _solve_chunk(system, states, t_final, controls, dyn, static)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        outs = list(pool.map(solve, starts))
-    merged = jax.tree.map(lambda *a: jnp.concatenate(a)[:n], *outs)
+    merged = map_chunks(solve, states, controls, chunk_size=chunk_size, workers=workers,
+                        cpu_chunk=_cpu_chunk(states))
     return dataclasses.replace(merged, system=system, controls=controls)
 
 
@@ -512,10 +489,3 @@ def _cpu_chunk(states: State) -> int:
     # gait10dof18musc, 56 per world, fastest at 32 worlds; a double pendulum at 512)
     ny = max(1, states.q.shape[-1] + states.u.shape[-1] + states.z.shape[-1])
     return int(np.clip(2 ** int(np.log2(2048 / ny)), 16, 512))
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1

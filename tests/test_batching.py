@@ -1,0 +1,28 @@
+"""``map_batch``: vmapped chunks side by side on the cores, equal to one ``jax.vmap``."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import simjax as sj
+
+
+def _pendulum_energy(q, params):
+    return {"e": params["m"] * 9.81 * (1 - jnp.cos(q)) + 0.5 * params["m"] * q ** 2, "q2": jnp.stack([q, 2 * q])}
+
+
+def test_map_batch_equals_vmap_over_padded_chunks():
+    rng = np.random.default_rng(0)
+    q = jnp.asarray(rng.uniform(-1, 1, 103))
+    params = {"m": jnp.asarray(rng.uniform(1, 2, 103))}
+    want = jax.vmap(_pendulum_energy)(q, params)
+    # 103 = 4 chunks of 30 (the last padded with copies of element 102) on two threads
+    got = sj.map_batch(_pendulum_energy, q, params, chunk_size=30, workers=2)
+    assert got["e"].shape == (103,) and got["q2"].shape == (103, 2)
+    np.testing.assert_allclose(got["e"], want["e"], rtol=1e-15)
+    np.testing.assert_allclose(got["q2"], want["q2"], rtol=1e-15)
+    # the defaults: one chunk per core
+    np.testing.assert_allclose(sj.map_batch(_pendulum_energy, q, params)["e"], want["e"], rtol=1e-15)
+    with pytest.raises(ValueError, match="workers"):
+        sj.map_batch(_pendulum_energy, q, params, workers=0)
