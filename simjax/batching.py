@@ -26,7 +26,9 @@ def map_batch(fn: Callable, *args, chunk_size: int | None = None, workers: int |
 
     ``fn`` is compiled once per function object (define it once, not per call) and
     per chunk shape. Its arguments' array leaves all carry the batch as their leading
-    axis (close over anything shared).
+    axis (close over anything shared). Inside ``jax.jit`` or ``jax.grad`` the chunks
+    are traced one after another into the caller's program (differentiable as
+    ``jax.vmap``).
 
     **Arguments:** ``fn``: a function of one element of each argument, returning a
     pytree of arrays; ``args``: pytrees of arrays with a common leading batch axis;
@@ -58,12 +60,17 @@ def map_chunks(call: Callable, *args, chunk_size: int | None, workers: int | Non
     def run(start):
         idx = np.minimum(np.arange(start, start + chunk_size), n - 1)  # the last chunk padded
         chunk = jax.tree.map(lambda a: a[idx], args)
-        return jax.block_until_ready(call(*chunk))
+        return call(*chunk)
 
-    # every thread calls the same compiled program; JAX compiles it once (the first
-    # caller), the others wait for it
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        outs = list(pool.map(run, range(0, n, chunk_size)))
+    starts = range(0, n, chunk_size)
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves(args)):
+        # inside jit or grad: the chunks join the caller's trace (which is per thread)
+        outs = [run(start) for start in starts]
+    else:
+        # every thread calls the same compiled program; JAX compiles it once (the first
+        # caller), the others wait for it
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            outs = list(pool.map(lambda start: jax.block_until_ready(run(start)), starts))
     return jax.tree.map(lambda *a: jnp.concatenate(a)[:n], *outs)
 
 

@@ -26,3 +26,14 @@ def test_map_batch_equals_vmap_over_padded_chunks():
     np.testing.assert_allclose(sj.map_batch(_pendulum_energy, q, params)["e"], want["e"], rtol=1e-15)
     with pytest.raises(ValueError, match="workers"):
         sj.map_batch(_pendulum_energy, q, params, workers=0)
+
+
+def test_map_batch_inside_jit_and_grad():
+    q = jnp.linspace(-1.0, 1.0, 50)
+    params = {"m": jnp.full(50, 1.5)}
+
+    def loss(m):
+        return jnp.sum(sj.map_batch(_pendulum_energy, q, {"m": m}, chunk_size=16, workers=2)["e"])
+
+    want = jax.grad(lambda m: jnp.sum(jax.vmap(_pendulum_energy)(q, {"m": m})["e"]))(params["m"])
+    np.testing.assert_allclose(jax.jit(jax.grad(loss))(params["m"]), want, rtol=1e-14)
