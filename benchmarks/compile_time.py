@@ -11,8 +11,9 @@ lowering and XLA's compilation). Prints one JSON line: ``{"model", "cores",
 from __future__ import annotations
 
 import json
-import os
 import sys
+
+from benchmarks import run_fresh, use_all_cores
 
 
 def main(argv=None) -> None:
@@ -20,27 +21,22 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     name = argv[0] if argv else "gait10dof18musc"
     accuracy = float(argv[1]) if len(argv) > 1 else 1e-5
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, range(os.cpu_count()))  # before JAX starts its threads
+    use_all_cores()  # before JAX starts its threads
     import jax
 
     jax.config.update("jax_enable_x64", True)
     from benchmarks import suite
+    from simjax.batching import usable_cores
 
     system = suite.load_simjax(name)
     state = suite.initial_state(system)
     run = suite.simjax_simulation(system, state, 1.0, accuracy, repeat=2)
-    print(json.dumps({"model": name, "cores": suite.usable_cores(), "compile_simulate": run["compile"]}))
+    print(json.dumps({"model": name, "cores": usable_cores(), "compile_simulate": run["compile"]}))
 
 
 def measure(name: str, accuracy: float = 1e-5) -> dict:
     """Run this script in a fresh process. **Returns:** its JSON line as a dict."""
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-m", "benchmarks.compile_time", name, str(accuracy)], cwd=root,
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_fresh("benchmarks.compile_time", name, str(accuracy))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@
 2. A 1 s simulation from the model's default state with both engines' Runge-Kutta-
    Merson at the same accuracy: wall time, ratio (goal <= 0.5) and final-state
    difference.
-3. A batch of 1024 drops (``simulate_batch``, on the cores this process may use) from random heights and orientations (time per
-   world).
+3. A batch of 1024 drops from random heights and orientations by ``simulate_batch``,
+   on the cores this process may use (time per world).
 
 Run: ``python -m benchmarks.contact [--accuracy 1e-5] [--batch 1024] [--skip-batch]``.
 Compile times are reported separately and excluded from the timings.

@@ -29,8 +29,8 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import simjax as sj  # noqa: E402
-from benchmarks import suite  # noqa: E402
 from benchmarks.suite import best as _best  # noqa: E402
+from simjax.batching import usable_cores  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import bicep_curl  # noqa: E402
@@ -126,7 +126,7 @@ def batch(args, system, state, os_wall):
     first = time.perf_counter() - t
     wall = _best(lambda: jax.block_until_ready(run()), repeat=2)
     per = wall / args.batch
-    print(f"batch of {args.batch} bicep curls (excitation levels 0.4 .. 1) on {suite.usable_cores()} cores")
+    print(f"batch of {args.batch} bicep curls (excitation levels 0.4 .. 1) on {usable_cores()} cores")
     print(f"  compile                           {first - wall:8.2f} s")
     print(f"  time per world                    {per * 1e3:8.3f} ms")
     print(f"  per world / OpenSim single run    {per / os_wall:8.4f}     (goal <= 0.01)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from benchmarks import suite
+from simjax.batching import usable_cores
 
 
 def main(argv=None) -> None:
@@ -33,7 +34,8 @@ def main(argv=None) -> None:
     print(f"  OpenSim Manager.integrate      {os_run['wall'] * 1e3:9.2f} ms  ({os_run['steps']} steps)")
     print(f"  simjax simulate                {sj_run['wall'] * 1e3:9.2f} ms  ({sj_run['steps']} steps)   "
           f"ratio {sj_run['wall'] / os_run['wall']:.3f} (goal <= 1)")
-    print(f"  simjax batch of {args.batch} ({suite.usable_cores()} cores), per world {batch['per_world'] * 1e3:9.3f} ms   "
+    print(f"  simjax batch of {args.batch} ({usable_cores()} cores), "
+          f"per world {batch['per_world'] * 1e3:9.3f} ms   "
           f"ratio {batch['per_world'] / os_run['wall']:.4f} (goal <= 0.02)")
     print(f"  compile: simulate {sj_run['compile']:.1f} s, vmapped batch {batch['compile']:.1f} s")
     print(f"  final coordinates, simjax - OpenSim: max {dq:.2e}")

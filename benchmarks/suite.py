@@ -46,13 +46,6 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def usable_cores() -> int:
-    """The CPU cores this process may run on (``simulate_batch``'s default workers on a CPU)."""
-    from simjax.batching import usable_cores as cores
-
-    return cores()
-
-
 def model_file(name: str) -> str:
     """The ``.osim`` file of a benchmark model: a shipped model's name, ``"large"`` (the
     synthetic large model of ``benchmarks.large_model``, 5 copies, written to

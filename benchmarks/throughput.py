@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
+
+from benchmarks import run_fresh, use_all_cores
 
 
 def main(argv=None) -> None:
@@ -29,18 +29,18 @@ def main(argv=None) -> None:
     ap.add_argument("--accuracy", type=float, default=1e-5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, range(os.cpu_count()))  # before JAX starts its threads
+    use_all_cores()  # before JAX starts its threads
     import jax
 
     from benchmarks import suite
+    from simjax.batching import usable_cores
 
     system = suite.load_simjax(args.model)
     state = suite.initial_state(system)
     rows = {}
     if not args.json:
         print(f"{args.model}: {args.final_time:g} s per world, accuracy {args.accuracy:g}, "
-              f"device {jax.devices()[0]}, {suite.usable_cores()} cores")
+              f"device {jax.devices()[0]}, {usable_cores()} cores")
         print(f"{'batch':>7} {'wall s':>9} {'compile s':>10} {'world-s/s':>11} {'world-steps/s':>14}")
     for n in (int(b) for b in args.batches.split(",")):
         r = rows[str(n)] = suite.simjax_batch(system, state, n, args.final_time, args.accuracy)
@@ -48,19 +48,14 @@ def main(argv=None) -> None:
             print(f"{n:>7} {r['wall']:>9.3f} {r['compile']:>10.1f} {r['throughput']:>11.2f} "
                   f"{r['world_steps_per_s']:>14.0f}", flush=True)
     if args.json:
-        print(json.dumps({"model": args.model, "cores": suite.usable_cores(), "batch": rows}))
+        print(json.dumps({"model": args.model, "cores": usable_cores(), "batch": rows}))
 
 
 def measure(name: str, batches, t_final: float, accuracy: float) -> dict:
     """Run this script in a fresh process on all cores. **Returns:** ``{"cores": n,
     "batch": {batch size (str): suite.simjax_batch's figures}}``."""
-    import subprocess
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-m", "benchmarks.throughput", "--model", name, "--json",
-                          "--batches", ",".join(str(b) for b in batches), "--final-time", str(t_final),
-                          "--accuracy", str(accuracy)], cwd=root, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_fresh("benchmarks.throughput", "--model", name, "--json", "--batches", ",".join(map(str, batches)),
+                     "--final-time", str(t_final), "--accuracy", str(accuracy))
 
 
 if __name__ == "__main__":
