@@ -28,7 +28,7 @@ def map_batch(fn: Callable, *args, chunk_size: int | None = None, workers: int |
     per chunk shape. Its arguments' array leaves all carry the batch as their leading
     axis (close over anything shared). Inside ``jax.jit`` or ``jax.grad`` the chunks
     are traced one after another into the caller's program (differentiable as
-    ``jax.vmap``).
+    ``jax.vmap``), by default as a single chunk.
 
     **Arguments:** ``fn``: a function of one element of each argument, returning a
     pytree of arrays; ``args``: pytrees of arrays with a common leading batch axis;
@@ -47,11 +47,17 @@ def map_chunks(call: Callable, *args, chunk_size: int | None, workers: int | Non
     """Call ``call`` (an already batched, jitted function) on chunks of ``args`` and
     concatenate its outputs; see ``map_batch`` for the arguments, ``cpu_chunk`` being
     the default chunk's upper bound on a CPU."""
-    n = jax.tree.leaves(args)[0].shape[0]
+    leaves = jax.tree.leaves(args)
+    n = leaves[0].shape[0]
+    # inside jit or grad the chunks join the caller's trace, which is per thread: they
+    # are traced one after another, by default as one chunk (one copy of the program)
+    traced = any(isinstance(a, jax.core.Tracer) for a in leaves)
     on_cpu = jax.default_backend() == "cpu"
     if workers is None:
-        workers = usable_cores() if on_cpu else 1
-    if chunk_size is None:
+        workers = usable_cores() if on_cpu and not traced else 1
+    if chunk_size is None and traced:
+        chunk_size = n
+    elif chunk_size is None:
         chunk_size = min(-(-n // max(workers, 1)), cpu_chunk) if on_cpu else min(n, 8192)
     if chunk_size < 1 or workers < 1:
         raise ValueError(f"chunk_size ({chunk_size}) and workers ({workers}) must be positive")
@@ -63,8 +69,7 @@ def map_chunks(call: Callable, *args, chunk_size: int | None, workers: int | Non
         return call(*chunk)
 
     starts = range(0, n, chunk_size)
-    if any(isinstance(a, jax.core.Tracer) for a in jax.tree.leaves(args)):
-        # inside jit or grad: the chunks join the caller's trace (which is per thread)
+    if traced:
         outs = [run(start) for start in starts]
     else:
         # every thread calls the same compiled program; JAX compiles it once (the first

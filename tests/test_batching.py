@@ -37,3 +37,6 @@ def test_map_batch_inside_jit_and_grad():
 
     want = jax.grad(lambda m: jnp.sum(jax.vmap(_pendulum_energy)(q, {"m": m})["e"]))(params["m"])
     np.testing.assert_allclose(jax.jit(jax.grad(loss))(params["m"]), want, rtol=1e-14)
+    # by default one chunk inside a trace
+    got = jax.jit(lambda m: sj.map_batch(_pendulum_energy, q, {"m": m})["e"])(params["m"])
+    np.testing.assert_allclose(got, jax.vmap(_pendulum_energy)(q, params)["e"], rtol=1e-15)
