@@ -26,6 +26,95 @@ def _linear_interpolation(*, t0, t1, y0, y1, k=None, **kwargs):
     return diffrax.LocalLinearInterpolation(t0=t0, t1=t1, y0=y0, y1=y1)
 
 
+def _combine(y0, weights, ks):
+    """``y0 + sum_j weights[j] ks[j]`` (weights a numpy or traced row)."""
+    return jax.tree.map(lambda y, *k: y + sum(weights[j] * k[j] for j in range(len(ks))), y0, *ks)
+
+
+def _stage_input(solver, t0, t1, y0, ks, i):
+    """Time and state at which stage ``i`` (traced) evaluates the vector field."""
+    dtype = jnp.result_type(*jax.tree.leaves(y0))
+    a, c = jnp.asarray(solver.a, dtype), jnp.asarray(solver.c, dtype)
+    return t0 + c[i] * (t1 - t0), _combine(y0, a[i], ks)
+
+
+def _stage_loop(solver, terms, t0, t1, y0, args, kind):
+    """The increments ``k_i = h f(t_i, y_i)`` of all stages, in one loop (one copy of
+    the right-hand side in the program), each kept in its own buffer."""
+    n = len(solver.c)
+    control = terms.contr(t0, t1)
+
+    def stage(carry):
+        i, ks = carry
+        ti, yi = _stage_input(solver, t0, t1, y0, ks, i)
+        ki = terms.vf_prod(ti, yi, args, control)
+        return i + 1, tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
+                            for j, kj in enumerate(ks))
+
+    zeros = jax.tree.map(jnp.zeros_like, y0)
+    _, ks = eqxi.while_loop(lambda carry: carry[0] < n, stage, (jnp.asarray(0), (zeros,) * n), max_steps=n,
+                            kind=kind, checkpoints=n)
+    return ks
+
+
+@eqx.filter_custom_vjp
+def _stages(inputs, solver, terms):
+    """The stage increments of one explicit Runge–Kutta step, ``inputs = (t0, t1, y0,
+    args)``, with a hand-written reverse mode.
+
+    Reverse mode walks the stages backwards, taking one right-hand-side VJP per stage at
+    its input (rebuilt from the stored increments). A step whose increments receive no
+    cotangent, a rejected step (the solve keeps its start), skips the walk: a
+    differentiated stage loop takes those VJPs too, with zeros (gait10dof18musc at
+    OpenSim's accuracy rejects 80 of 453 steps), and keeps a checkpoint per stage.
+    """
+    t0, t1, y0, args = inputs
+    return _stage_loop(solver, terms, t0, t1, y0, args, "lax")
+
+
+@_stages.def_fwd
+def _stages_fwd(perturbed, inputs, solver, terms):
+    ks = _stages.fn(inputs, solver, terms)
+    return ks, ks
+
+
+@_stages.def_bwd
+def _stages_bwd(ks, ct_ks, perturbed, inputs, solver, terms):
+    n = len(solver.c)
+    diff, static = eqx.partition(inputs, perturbed)
+    ct_ks = tuple(jax.tree.map(lambda c, k: jnp.zeros_like(k) if c is None else c, ct, k,
+                               is_leaf=lambda x: x is None) for ct, k in zip(ct_ks, ks))
+    dtype = jnp.result_type(*jax.tree.leaves(ks))
+    a = jnp.asarray(solver.a, dtype)
+
+    def increment(d, yi, i):
+        t0, t1, _, args = eqx.combine(d, static)
+        ti = t0 + jnp.asarray(solver.c, dtype)[i] * (t1 - t0)
+        return terms.vf_prod(ti, yi, args, terms.contr(t0, t1))
+
+    def walk(_):
+        def back(m, carry):
+            ct_k, ct_d = carry
+            i = n - 1 - m
+            t0, t1, y0, _ = eqx.combine(diff, static)
+            _, yi = _stage_input(solver, t0, t1, y0, ks, i)
+            ct_i = jax.tree.map(lambda *c: sum(jnp.where(i == j, c[j], 0.0) for j in range(n)), *ct_k)
+            _, pull = jax.vjp(lambda d, y: increment(d, y, i), diff, yi)
+            g_d, g_y = pull(ct_i)
+            # y_i = y0 + sum_j a[i, j] k_j: its cotangent goes to y0 and to earlier stages
+            ct_k = tuple(jax.tree.map(lambda c, g, j=j: c + a[i, j] * g, ck, g_y) for j, ck in enumerate(ct_k))
+            ct_d = jax.tree.map(jnp.add, ct_d, g_d)
+            if ct_d[2] is not None:
+                ct_d = (ct_d[0], ct_d[1], jax.tree.map(jnp.add, ct_d[2], g_y), ct_d[3])
+            return ct_k, ct_d
+
+        return jax.lax.fori_loop(0, n, back, (ct_ks, zero_d))[1]
+
+    zero_d = jax.tree.map(jnp.zeros_like, diff)
+    live = jnp.any(jnp.stack([jnp.any(c != 0) for c in jax.tree.leaves(ct_ks)]))
+    return jax.lax.cond(live, walk, lambda _: zero_d, None)
+
+
 class CubicHermite(diffrax.AbstractLocalInterpolation):
     """Cubic Hermite dense output of one step from its end values and the slopes at
     both ends (given as increments ``k = h f``). Diffrax's own keeps the four
@@ -76,9 +165,10 @@ class ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
     b: ClassVar[np.ndarray]
     b_error: ClassVar[np.ndarray | None]
     c: ClassVar[np.ndarray]
-    #: how the stage loop is differentiated (``equinox.internal.while_loop``'s kinds):
-    #: ``None`` checkpointed (reverse mode), ``"bounded"`` (forward and reverse, for
-    #: Diffrax's direct adjoint), ``"lax"`` (forward mode only)
+    #: how the stages are differentiated: ``None`` by their hand-written reverse mode
+    #: (``_stages``); else the stage loop's ``equinox.internal.while_loop`` kind,
+    #: ``"bounded"`` (forward and reverse, for Diffrax's direct adjoint) or ``"lax"``
+    #: (forward mode only)
     scan_kind: str | None = None
     term_structure: ClassVar = diffrax.AbstractTerm
     interpolation_cls: ClassVar[Callable] = staticmethod(_hermite_interpolation)
@@ -90,29 +180,15 @@ class ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
         return None
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
-        control = terms.contr(t0, t1)
-        n = len(self.c)
-        dtype = jnp.result_type(*jax.tree.leaves(y0))
-        a, c = jnp.asarray(self.a, dtype), jnp.asarray(self.c, dtype)
-
-        def combine(weights, ks):
-            return jax.tree.map(lambda y, *k: y + sum(weights[j] * k[j] for j in range(n)), y0, *ks)
-
-        def stage(carry):
-            i, ks = carry
-            ki = terms.vf_prod(t0 + c[i] * (t1 - t0), combine(a[i], ks), args, control)
-            return i + 1, tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
-                                for j, kj in enumerate(ks))
-
-        zeros = jax.tree.map(jnp.zeros_like, y0)
-        # a checkpointed loop, as Diffrax's own stages: reverse mode recomputes a stage
-        # from its start instead of storing everything inside it
-        _, ks = eqxi.while_loop(lambda carry: carry[0] < n, stage, (jnp.asarray(0), (zeros,) * n), max_steps=n,
-                                kind=self.scan_kind or "checkpointed", checkpoints=n)
-        y1 = combine(self.b, ks)
+        if self.scan_kind is None:
+            # reverse mode: the stages' adjoint written out (see ``_stages``)
+            ks = _stages((t0, t1, y0, args), self, terms)
+        else:
+            ks = _stage_loop(self, terms, t0, t1, y0, args, self.scan_kind)
+        y1 = _combine(y0, self.b, ks)
         y_error = None
         if self.b_error is not None:
-            y_error = jax.tree.map(lambda *k: sum(self.b_error[j] * k[j] for j in range(n)), *ks)
+            y_error = jax.tree.map(lambda *k: sum(self.b_error[j] * k[j] for j in range(len(ks))), *ks)
         return y1, y_error, dict(y0=y0, y1=y1, k0=ks[0], k1=ks[-1]), None, diffrax.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
