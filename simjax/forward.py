@@ -143,7 +143,7 @@ class Context:
         """Spatial velocity ``(w, v_origin)`` of a frame in Ground."""
         V = self.vel.V[self._frame_mob(path)]
         p = self.frame_transform(path)[1]
-        return jnp.concatenate([V[:3], V[3:] + jnp.cross(V[:3], p)])
+        return jnp.concatenate([V[:3], V[3:] + spatial.cross(V[:3], p)])
 
     def frame_jacobian(self, path: str):
         """``(6, nu)``: the frame's angular velocity and its origin's velocity (Ground) per speed."""
@@ -169,8 +169,8 @@ class Context:
         A = self.body_accelerations()[m]
         V = self.vel.V[m]
         p = self.frame_transform(path)[1]
-        v_o = V[3:] + jnp.cross(V[:3], p)
-        return jnp.concatenate([A[:3], A[3:] + jnp.cross(A[:3], p) + jnp.cross(V[:3], v_o)])
+        v_o = V[3:] + spatial.cross(V[:3], p)
+        return jnp.concatenate([A[:3], A[3:] + spatial.cross(A[:3], p) + spatial.cross(V[:3], v_o)])
 
     def _station(self, path: str):
         st = self.model.find(path)
@@ -186,7 +186,7 @@ class Context:
         """A Station's velocity in Ground."""
         frame, _ = self._station(path)
         V = self.vel.V[self._frame_mob(frame)]
-        return V[3:] + jnp.cross(V[:3], self.station_location(path))
+        return V[3:] + spatial.cross(V[:3], self.station_location(path))
 
     def station_acceleration(self, path: str):
         """A Station's acceleration in Ground."""
@@ -194,7 +194,7 @@ class Context:
         m = self._frame_mob(frame)
         A, V = self.body_accelerations()[m], self.vel.V[m]
         r = self.station_location(path)
-        return A[3:] + jnp.cross(A[:3], r) + jnp.cross(V[:3], V[3:] + jnp.cross(V[:3], r))
+        return A[3:] + spatial.cross(A[:3], r) + spatial.cross(V[:3], V[3:] + spatial.cross(V[:3], r))
 
     def _coord(self, path: str):
         return self.tree.coordinates[path]

@@ -16,6 +16,7 @@ Conventions (Simbody's and Featherstone's):
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "mat_vec",
     "mat_tvec",
     "skew",
+    "cross",
     "unskew",
     "rotation_about_axis",
     "rotation_x",
@@ -91,6 +93,24 @@ def skew(v):
     return jnp.stack(
         [jnp.stack([zero, -z, y], -1), jnp.stack([z, zero, -x], -1), jnp.stack([-y, x, zero], -1)], -2
     )
+
+
+@jax.custom_jvp
+def cross(a, b):
+    """``a x b`` over the last axis (broadcasting as ``jnp.cross``).
+
+    Its derivative is written as products with the primal's cross-product matrices:
+    linear maps whose transposes (reverse mode) are products too, where those of
+    ``jnp.cross``'s component slices are padded copies, one kernel each.
+    """
+    return jnp.cross(a, b)
+
+
+@cross.defjvp
+def _cross_jvp(primals, tangents):
+    a, b = primals
+    da, db = tangents
+    return cross(a, b), (skew(a) * db[..., None, :]).sum(-1) - (skew(b) * da[..., None, :]).sum(-1)
 
 
 def unskew(m):
@@ -226,7 +246,7 @@ def quat_multiply(a, b):
     aw, av = a[..., :1], a[..., 1:]
     bw, bv = b[..., :1], b[..., 1:]
     w = aw * bw - jnp.sum(av * bv, -1, keepdims=True)
-    v = aw * bv + bw * av + jnp.cross(av, bv)
+    v = aw * bv + bw * av + cross(av, bv)
     return jnp.concatenate([w, v], -1)
 
 
@@ -298,7 +318,7 @@ def motion_cross(v, m):
     """
     w, vl = v[..., :3], v[..., 3:]
     mw, mv = m[..., :3], m[..., 3:]
-    return jnp.concatenate([jnp.cross(w, mw), jnp.cross(w, mv) + jnp.cross(vl, mw)], -1)
+    return jnp.concatenate([cross(w, mw), cross(w, mv) + cross(vl, mw)], -1)
 
 
 def force_cross(v, f):
@@ -310,7 +330,7 @@ def force_cross(v, f):
     """
     w, vl = v[..., :3], v[..., 3:]
     n, fl = f[..., :3], f[..., 3:]
-    return jnp.concatenate([jnp.cross(w, n) + jnp.cross(vl, fl), jnp.cross(w, fl)], -1)
+    return jnp.concatenate([cross(w, n) + cross(vl, fl), cross(w, fl)], -1)
 
 
 def motion_transform(X_AB):
@@ -343,7 +363,7 @@ def shift_motion(m, r):
     ``(w, v_O) -> (w, v_O + w x r)``.
     """
     w, v = m[..., :3], m[..., 3:]
-    return jnp.concatenate([w, v + jnp.cross(w, r)], -1)
+    return jnp.concatenate([w, v + cross(w, r)], -1)
 
 
 def inertia_matrix(moments_products):

@@ -53,8 +53,8 @@ class Inertias:
     def apply(self, V):
         """Spatial momenta ``I V`` of motion vectors ``V (n,6)``: ``(J w + h x v, m v - h x w)``."""
         w, v = V[..., :3], V[..., 3:]
-        return jnp.concatenate([spatial.mat_vec(self.J, w) + jnp.cross(self.h, v),
-                                self.m[..., None] * v - jnp.cross(self.h, w)], -1)
+        return jnp.concatenate([spatial.mat_vec(self.J, w) + spatial.cross(self.h, v),
+                                self.m[..., None] * v - spatial.cross(self.h, w)], -1)
 
     def matrix(self):
         """The 6x6 matrices ``[[J, hx], [-hx, m 1]]`` ``(n, 6, 6)``."""

@@ -586,7 +586,7 @@ def _transform_joint(axes, th, dth):
     p = (th[3:, None] * axes[3:]).sum(0)
     we = e * dth[:3, None]
     per_axis = jnp.concatenate([
-        jnp.concatenate([we, jnp.cross(p, we)], -1),
+        jnp.concatenate([we, spatial.cross(p, we)], -1),
         jnp.concatenate([jnp.zeros((3, 3), axes.dtype), axes[3:] * dth[3:, None]], -1),
     ])
     return R, p, per_axis, e
@@ -600,9 +600,9 @@ def _transform_bias(axes, e, p, dth, d2th, qd):
     w = w_parts.sum(0)
     pdot = (rate[3:, None] * axes[3:]).sum(0)
     acc2 = d2th * qd * qd
-    alpha = (jnp.cross(w_parts[0], w_parts[1]) + jnp.cross(w_parts[0] + w_parts[1], w_parts[2])
+    alpha = (spatial.cross(w_parts[0], w_parts[1]) + spatial.cross(w_parts[0] + w_parts[1], w_parts[2])
              + (e * acc2[:3, None]).sum(0))
-    lin = (acc2[3:, None] * axes[3:]).sum(0) + jnp.cross(pdot, w) + jnp.cross(p, alpha)
+    lin = (acc2[3:, None] * axes[3:]).sum(0) + spatial.cross(pdot, w) + spatial.cross(p, alpha)
     return jnp.concatenate([alpha, lin], -1)
 
 
@@ -625,7 +625,7 @@ def _axes_motion(p, k, dtype):
     """Motion vectors (about F's origin) of unit angular velocities about F's axes of a
     body whose origin is at ``p (k,3)``: ``(k, 3, 6)``."""
     eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype), (k, 3, 3))
-    return jnp.concatenate([eye, jnp.cross(p[:, None, :], eye)], -1)
+    return jnp.concatenate([eye, spatial.cross(p[:, None, :], eye)], -1)
 
 
 def _local_kinematics(tree: Tree, params: TreeParams, q):
@@ -672,8 +672,8 @@ def _local_kinematics(tree: Tree, params: TreeParams, q):
             p = radii * n
             # dp/dw_i = radii * (e_i x n); about F's origin add p x e_i
             eye = jnp.eye(3, dtype=dtype)
-            dp = radii[:, None, :] * jnp.cross(eye[None], n[:, None, :])
-            H = jnp.concatenate([jnp.broadcast_to(eye, (k, 3, 3)), dp + jnp.cross(p[:, None, :], eye[None])], -1)
+            dp = radii[:, None, :] * spatial.cross(eye[None], n[:, None, :])
+            H = jnp.concatenate([jnp.broadcast_to(eye, (k, 3, 3)), dp + spatial.cross(p[:, None, :], eye[None])], -1)
             local["ellipsoid"] = (n, p)
         Rs.append(R)
         ps.append(p)
@@ -695,7 +695,7 @@ def _motion_to_ground(R, p, m, rows=None):
     # XLA's cheap sequential execution of small programs)
     cols = [R[:, :, c] if rows is None else R[:, :, c][rows] for c in range(3)]
     w = sum(cols[c] * m[:, c, None] for c in range(3))
-    v = sum(cols[c] * m[:, 3 + c, None] for c in range(3)) + jnp.cross(p if rows is None else p[rows], w)
+    v = sum(cols[c] * m[:, 3 + c, None] for c in range(3)) + spatial.cross(p if rows is None else p[rows], w)
     return jnp.concatenate([w, v], -1)
 
 
@@ -765,14 +765,14 @@ def velocity_kinematics(tree: Tree, params: TreeParams, pos: Positions, u) -> Ve
         if kind == "ball":
             parts.append(jnp.zeros((len(ms), 6), dtype))
         elif kind == "free":
-            parts.append(jnp.concatenate([jnp.zeros_like(w), jnp.cross(us[:, 3:], w)], -1))
+            parts.append(jnp.concatenate([jnp.zeros_like(w), spatial.cross(us[:, 3:], w)], -1))
         else:
             nrm, p = pos.local["ellipsoid"]
             radii = params["radii"]
-            ndot = jnp.cross(w, nrm)
+            ndot = spatial.cross(w, nrm)
             pdot = radii * ndot
-            pdd = radii * jnp.cross(w, ndot)
-            parts.append(jnp.concatenate([jnp.zeros_like(w), pdd + jnp.cross(pdot, w)], -1))
+            pdd = radii * spatial.cross(w, ndot)
+            parts.append(jnp.concatenate([jnp.zeros_like(w), pdd + spatial.cross(pdot, w)], -1))
     Hdu = jnp.concatenate(parts)[tree.mob_row]
     Hdu = _motion_to_ground(pos.R_F, pos.p_F, Hdu)
     if tree.reversed.any():

@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import spatial
 from ..component import Component, ModelError, Stage, flag, output, prop, socket
 from ..forces.base import Actuator
 from ..function_bank import FunctionBank, bank_eval, bank_params
@@ -693,7 +694,7 @@ def path_lengths(ctx):
 def _point_velocities(ctx, geo: PathGeometry):
     topo = geo.topology
     V = ctx.vel.V[topo.mob]
-    v = V[:, 3:] + jnp.cross(V[:, :3], geo.points)
+    v = V[:, 3:] + spatial.cross(V[:, :3], geo.points)
     if len(topo.moving):
         u_ext = jnp.concatenate([ctx.state.u, jnp.zeros(1, v.dtype)])
         v_local = geo.dlocal * u_ext[topo.mov_u]
@@ -725,7 +726,7 @@ def path_speeds(ctx):
         if seg.tangent is not None:
             tp = seg.tangent
             V = ctx.vel.V[tp.mob]
-            v_tp = V[:, 3:] + jnp.cross(V[:, :3], tp.points)
+            v_tp = V[:, 3:] + spatial.cross(V[:, :3], tp.points)
             speed = speed - jax.ops.segment_sum(jnp.sum(v_tp * tp.speed_dir, -1), tp.row, num_segments=topo.n_paths)
         cache["speed"] = speed
     return cache["speed"]
