@@ -159,3 +159,5 @@ def test_benchmark_report_states_each_goal():
     assert "compile time of simulate on all cores (s) = 20 (goal <= 10): missed by 2.0x" in text
     assert "reverse-mode gradient / forward wall time = 4 (goal <= 5): met" in text
     assert "arm26" not in text
+    arm = {"model": "arm26", "ratio": 2.0, "gradient_over_forward": 6.0}
+    assert "arm26: reverse-mode gradient / forward wall time = 6 (goal <= 5): missed by 1.2x (the wrapping" in goals([arm])
