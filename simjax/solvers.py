@@ -31,23 +31,22 @@ def _combine(y0, weights, ks):
     return jax.tree.map(lambda y, *k: y + sum(weights[j] * k[j] for j in range(len(ks))), y0, *ks)
 
 
-def _stage_input(solver, t0, t1, y0, ks, i):
-    """Time and state at which stage ``i`` (traced) evaluates the vector field."""
+def _increment(solver, terms, t0, t1, y0, args, ks, i):
+    """Stage ``i``'s (traced) increment ``h f(t_i, y_i)``, its input built from the
+    increments ``ks`` of the stages before it."""
     dtype = jnp.result_type(*jax.tree.leaves(y0))
     a, c = jnp.asarray(solver.a, dtype), jnp.asarray(solver.c, dtype)
-    return t0 + c[i] * (t1 - t0), _combine(y0, a[i], ks)
+    return terms.vf_prod(t0 + c[i] * (t1 - t0), _combine(y0, a[i], ks), args, terms.contr(t0, t1))
 
 
 def _stage_loop(solver, terms, t0, t1, y0, args, kind):
     """The increments ``k_i = h f(t_i, y_i)`` of all stages, in one loop (one copy of
     the right-hand side in the program), each kept in its own buffer."""
     n = len(solver.c)
-    control = terms.contr(t0, t1)
 
     def stage(carry):
         i, ks = carry
-        ti, yi = _stage_input(solver, t0, t1, y0, ks, i)
-        ki = terms.vf_prod(ti, yi, args, control)
+        ki = _increment(solver, terms, t0, t1, y0, args, ks, i)
         return i + 1, tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
                             for j, kj in enumerate(ks))
 
@@ -84,29 +83,17 @@ def _stages_bwd(ks, ct_ks, perturbed, inputs, solver, terms):
     diff, static = eqx.partition(inputs, perturbed)
     ct_ks = tuple(jax.tree.map(lambda c, k: jnp.zeros_like(k) if c is None else c, ct, k,
                                is_leaf=lambda x: x is None) for ct, k in zip(ct_ks, ks))
-    dtype = jnp.result_type(*jax.tree.leaves(ks))
-    a = jnp.asarray(solver.a, dtype)
-
-    def increment(d, yi, i):
-        t0, t1, _, args = eqx.combine(d, static)
-        ti = t0 + jnp.asarray(solver.c, dtype)[i] * (t1 - t0)
-        return terms.vf_prod(ti, yi, args, terms.contr(t0, t1))
 
     def walk(_):
         def back(m, carry):
             ct_k, ct_d = carry
             i = n - 1 - m
-            t0, t1, y0, _ = eqx.combine(diff, static)
-            _, yi = _stage_input(solver, t0, t1, y0, ks, i)
             ct_i = jax.tree.map(lambda *c: sum(jnp.where(i == j, c[j], 0.0) for j in range(n)), *ct_k)
-            _, pull = jax.vjp(lambda d, y: increment(d, y, i), diff, yi)
-            g_d, g_y = pull(ct_i)
-            # y_i = y0 + sum_j a[i, j] k_j: its cotangent goes to y0 and to earlier stages
-            ct_k = tuple(jax.tree.map(lambda c, g, j=j: c + a[i, j] * g, ck, g_y) for j, ck in enumerate(ct_k))
-            ct_d = jax.tree.map(jnp.add, ct_d, g_d)
-            if ct_d[2] is not None:
-                ct_d = (ct_d[0], ct_d[1], jax.tree.map(jnp.add, ct_d[2], g_y), ct_d[3])
-            return ct_k, ct_d
+            # the VJP in the increments too: stage i's input carries its cotangent on to
+            # the earlier stages (and to y0 through ``d``, where differentiated)
+            _, pull = jax.vjp(lambda d, k: _increment(solver, terms, *eqx.combine(d, static), k, i), diff, ks)
+            g_d, g_k = pull(ct_i)
+            return jax.tree.map(jnp.add, ct_k, g_k), jax.tree.map(jnp.add, ct_d, g_d)
 
         return jax.lax.fori_loop(0, n, back, (ct_ks, zero_d))[1]
 

@@ -28,6 +28,23 @@ def test_skew_unskew():
     np.testing.assert_allclose(spatial.unskew(spatial.skew(v)), v, atol=1e-15)
 
 
+def test_cross_and_its_derivatives():
+    """``spatial.cross`` (broadcasting) equals numpy's, and its written-out derivative,
+    forward and reverse, equals that of ``jnp.cross``."""
+    a, b = RNG.normal(size=(N, 1, 3)), RNG.normal(size=(1, 4, 3))
+    np.testing.assert_allclose(spatial.cross(a, b), np.cross(a, b), atol=1e-14)
+    x, y = jnp.asarray(RNG.normal(size=(5, 3))), jnp.asarray(RNG.normal(size=(5, 3)))
+    for jac in (jax.jacfwd, jax.jacrev):
+        got = jac(spatial.cross, argnums=(0, 1))(x, y)
+        want = jac(jnp.cross, argnums=(0, 1))(x, y)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, atol=1e-15)
+    # second derivative (the derivative of the written-out derivative)
+    hess = jax.hessian(lambda v: jnp.sum(spatial.cross(v[:3], v[3:]) ** 2))(jnp.concatenate([x[0], y[0]]))
+    want = jax.hessian(lambda v: jnp.sum(jnp.cross(v[:3], v[3:]) ** 2))(jnp.concatenate([x[0], y[0]]))
+    np.testing.assert_allclose(hess, want, atol=1e-13)
+
+
 def test_xyz_body_rotation_is_the_body_fixed_sequence():
     a = RNG.uniform(-np.pi, np.pi, (N, 3))
     R = np.asarray(spatial.xyz_body_rotation(a))
