@@ -45,10 +45,10 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-from .simulate import ControlTable, Event, Trajectory, simulate, simulate_batch  # noqa: E402
+from .simulate import NONFINITE_STATE, ControlTable, Event, Trajectory, simulate, simulate_batch  # noqa: E402
 from .batching import map_batch  # noqa: E402
 
-__all__ += ["ControlTable", "Event", "Trajectory", "simulate", "simulate_batch", "map_batch"]
+__all__ += ["NONFINITE_STATE", "ControlTable", "Event", "Trajectory", "simulate", "simulate_batch", "map_batch"]
 
 from . import models  # noqa: E402
 from .io.osim import load_osim, save_osim  # noqa: E402

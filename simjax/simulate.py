@@ -29,7 +29,7 @@ from .mechanics.tree import qdot_from_u
 from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController, ExplicitRungeKutta
 from .state import State
 
-__all__ = ["simulate", "Trajectory", "ControlTable", "Event", "rhs", "SOLVERS", "simulate_batch"]
+__all__ = ["simulate", "Trajectory", "NONFINITE_STATE", "ControlTable", "Event", "rhs", "SOLVERS", "simulate_batch"]
 
 #: solver name -> (Diffrax solver class, adaptive?)
 SOLVERS = {
@@ -144,12 +144,22 @@ class Event:
     direction: int = 0
 
 
+#: ``Trajectory.result`` of a solve whose state became non-finite (NaN or inf)
+NONFINITE_STATE = 100
+_NONFINITE_MESSAGE = (
+    "simulate: the state became non-finite (NaN or inf). A step too large for the model's fastest "
+    "dynamics does this with a fixed-step solver (the fiber lengths of muscles with elastic tendons are "
+    "stiff): use a smaller dt or an adaptive solver (solver='rkm'). With throw=False the trajectory comes "
+    "back with result = simjax.NONFINITE_STATE (100).")
+
+
 class Trajectory(eqx.Module):
     """The result of ``simulate``.
 
     **Fields:** ``t (n,)``, ``q (n, nq)``, ``u (n, nu)``, ``z (n, nz)``, ``d (nd,)``
     (discrete variables at the end), ``system``, ``controls`` (as given),
-    ``result`` (Diffrax's result code: 0 = success), ``num_steps``, and
+    ``result`` (0 = success; else Diffrax's result code, or ``NONFINITE_STATE`` where
+    the state became NaN or inf), ``num_steps``, and
     ``event_times`` (times at which events fired; ``inf`` padding), and ``t_end``,
     ``y_end``: the time and state where integration stopped (``t_final``, or a
     terminating event's zero crossing).
@@ -434,10 +444,22 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
         masks = mask if isinstance(mask, tuple) else (mask,)
         ev_index = jnp.argmax(jnp.stack([jnp.asarray(m) for m in masks]))
         ev_index = jnp.where(jnp.any(jnp.stack([jnp.asarray(m) for m in masks])), ev_index, -1)
-    return dict(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:],
-                result=jnp.asarray(sol.result._value if hasattr(sol.result, "_value") else 0),
+    result = jnp.asarray(sol.result._value if hasattr(sol.result, "_value") else 0)
+    result, y_end = _finite_or_fail(result, ys, keep, y_end, options["throw"])
+    return dict(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:], result=result,
                 num_steps=sol.stats["num_steps"], event_times=jnp.full(1, jnp.inf), event_index=ev_index,
                 t_end=t_end, y_end=y_end)
+
+
+def _finite_or_fail(result, ys, keep, y_end, throw: bool):
+    """``(result, y_end)``: ``NONFINITE_STATE`` as the result where a saved or the final
+    state holds a NaN or inf (a fixed-step solver goes on stepping through them), and
+    with ``throw`` a runtime error saying so."""
+    saved = jnp.where(keep[:, None], ys, 0.0)
+    bad = ~(jnp.all(jnp.isfinite(saved)) & jnp.all(jnp.isfinite(y_end)))
+    if throw:
+        y_end = eqx.error_if(y_end, bad, _NONFINITE_MESSAGE)
+    return jnp.where(bad, NONFINITE_STATE, result), y_end
 
 
 def _root_finder(options):

@@ -227,6 +227,26 @@ def test_result_code_without_throw():
         jax.block_until_ready(sj.simulate(system, s, 5.0, max_steps=5, n_outputs=2).q)
 
 
+def test_nonfinite_state_is_an_error_not_a_result():
+    """A fixed step far beyond a stiff spring's stability limit overflows the state to
+    NaN: simulate raises (or, with throw=False, reports NONFINITE_STATE) instead of
+    returning NaNs as a success; a step within the limit is a success."""
+    m = ball().model.add(sj.SpringGeneralizedForce("stiff", "height", stiffness=1e8, rest_length=0.5))
+    system = m.build()
+    s = system.default_state()
+    traj = sj.simulate(system, s, 1.0, solver="rk4", dt=1e-2, n_outputs=3, throw=False)
+    assert int(traj.result) == sj.NONFINITE_STATE == 100
+    assert not np.isfinite(np.asarray(traj.q)).all()
+    with pytest.raises(Exception, match="non-finite"):
+        jax.block_until_ready(sj.simulate(system, s, 1.0, solver="rk4", dt=1e-2, n_outputs=3).q)
+    ok = sj.simulate(system, s, 0.01, solver="rk4", dt=1e-5, n_outputs=3)
+    assert int(ok.result) == 0 and np.isfinite(np.asarray(ok.q)).all()
+    # a vmapped batch flags only the world that failed
+    dts = sj.simulate_batch(system, jax.tree.map(lambda x: jnp.stack([x, x]), s), 1.0, solver="rk4", dt=1e-2,
+                            n_outputs=3, throw=False)
+    assert np.asarray(dts.result).tolist() == [100, 100]
+
+
 def ball():
     m = sj.Model("ball")
     m = m.add(sj.Body("ball", 1.0, (0, 0, 0), (0.001, 0.001, 0.001, 0, 0, 0)))
