@@ -21,7 +21,6 @@ import numpy as np
 import jax
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import matplotlib
 import matplotlib.pyplot as plt
 import simjax as sj
 from simjax import plot
