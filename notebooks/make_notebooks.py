@@ -241,15 +241,19 @@ h = 1e-6
 fd = np.array([(loss(params.at[i].add(h)) - loss(params.at[i].add(-h))) / (2 * h) for i in range(2)])
 print("autodiff:", np.asarray(g[:2]), " finite differences:", fd)
 np.testing.assert_allclose(np.asarray(g[:2]), fd, rtol=1e-5)'''),
-    ("code", '''steps = 40 if CI else 100
-opt = optax.adam(0.2, b1=0.5)   # little momentum: near the target the loss is a narrow valley
-opt_state = opt.init(params)
-history = []
-for k in range(steps):
-    value, g = value_and_grad(params)
-    updates, opt_state = opt.update(g, opt_state)
-    params = optax.apply_updates(params, updates)
-    history.append(float(value))
+    ("code", '''def descend(value_and_grad, params, optimiser, steps):
+    """``steps`` optax updates: the final parameters and the loss at each step."""
+    opt_state, history = optimiser.init(params), []
+    for _ in range(steps):
+        value, g = value_and_grad(params)
+        updates, opt_state = optimiser.update(g, opt_state)
+        params = optax.apply_updates(params, updates)
+        history.append(float(value))
+    return params, history
+
+steps = 40 if CI else 100
+# little momentum (b1): near the target the loss is a narrow valley
+params, history = descend(value_and_grad, params, optax.adam(0.2, b1=0.5), steps)
 final = run(params)
 miss_deg = np.degrees(abs(float(final.q[-1, 1]) - TARGET))
 print(f"loss {history[0]:.3f} -> {history[-1]:.5f}; final angle misses the target by {miss_deg:.3f} deg")
@@ -302,14 +306,7 @@ arm_value_and_grad = jax.jit(jax.value_and_grad(lambda p: arm_objective(p, arm_r
 # float64 and not weakly typed, like the optimiser's updates, so jit compiles once
 arm_params = jnp.full((4, 6), -2.0, dtype=jnp.float64)'''),
     ("code", '''arm_steps = 40 if CI else 80
-opt = optax.adam(0.1, b1=0.5)
-opt_state = opt.init(arm_params)
-arm_history = []
-for k in range(arm_steps):
-    value, g = arm_value_and_grad(arm_params)
-    updates, opt_state = opt.update(g, opt_state)
-    arm_params = optax.apply_updates(arm_params, updates)
-    arm_history.append(float(value))
+arm_params, arm_history = descend(arm_value_and_grad, arm_params, optax.adam(0.1, b1=0.5), arm_steps)
 arm_final = arm_run(arm_params, throw=False)   # the same compiled solve as the random search's
 arm_miss = np.degrees(np.asarray(arm_final.q[-1] - ARM_TARGET))
 print(f"loss {arm_history[0]:.3f} -> {arm_history[-1]:.5f}; misses (deg): shoulder {arm_miss[0]:.3f}, "
