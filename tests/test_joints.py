@@ -223,13 +223,12 @@ _COLLECT = {"stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.resha
 
 
 def test_program_size_does_not_grow_with_bodies():
-    """Forward dynamics lower to the same program for 5, 20 or 40 bodies at equal depth;
-    for deeper trees only the pointer-jumping steps of the pose pass are added
-    (ceil(log2(depth)) of them)."""
+    """Forward dynamics lower to the same program for 5, 20 or 40 bodies at equal depth.
+    Shallow trees compose their poses by pointer jumping (ceil(log2(depth)) steps);
+    from depth 6 on by a scan over the levels, whose program does not grow with depth."""
     wide = [_hlo_ops(_chain(n, width=n // 5)) for n in (5, 20, 40)]
     assert wide[0] == wide[1] == wide[2]
-    deep = [_hlo_ops(_chain(n)) for n in (5, 20, 40)]
-    steps = [3, 5, 6]  # ceil(log2(depth))
-    per_step = (deep[1] - deep[0]) / (steps[1] - steps[0])
-    assert per_step < 40  # one compose of the (R, p) arrays, written elementwise
-    assert deep[2] - deep[1] == pytest.approx(per_step * (steps[2] - steps[1]))
+    deep = [_hlo_ops(_chain(n)) for n in (4, 5, 6, 20, 40)]
+    assert deep[1] - deep[0] < 40  # one more jump: one compose of the (R, p) arrays
+    assert deep[2] == deep[3] == deep[4]
+    assert deep[2] - deep[1] < 100

@@ -28,13 +28,15 @@ Joints come in kinds, each evaluated for all its mobilizers at once:
 
 Program size: every kind is one vectorized block; body poses are composed by
 *pointer jumping* (``ceil(log2(depth))`` batched steps, each body composing with its
-ancestor ``2^k`` levels up), so a traced program grows only with the logarithm of the
-tree depth and not with the number of bodies.
+ancestor ``2^k`` levels up), or in deep trees by a ``lax.scan`` over the levels, so a
+traced program grows at most with the logarithm of the tree depth and not with the
+number of bodies.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -699,6 +701,58 @@ def _motion_to_ground(R, p, m, rows=None):
     return jnp.concatenate([w, v], -1)
 
 
+# from this depth on, poses are composed level by level: pointer jumping does
+# log2(depth) passes over every body, a scan one short pass per level (cheaper for
+# chains of 6 and more, single or vmapped; shallow, wide trees favour jumping)
+_SCAN_DEPTH = 6
+
+
+@functools.lru_cache(maxsize=64)
+def _level_slots(tree: Tree):
+    """Bodies by level, padded to the widest level ``W``: ``body (L, W)`` the body in
+    each slot (``n``: padding), ``parent (L, W)`` its parent's slot in the level above
+    (0 at the first level, whose parent is Ground), ``flat (n,)`` each body's slot in
+    the flattened ``(L * W)`` layout (Ground: ``L * W``, an appended identity)."""
+    L, W, n = len(tree.levels), max(len(b) for b in tree.levels), tree.n_mob
+    body = np.full((L, W), n, np.int32)
+    parent = np.zeros((L, W), np.int32)
+    flat = np.full(n, L * W, np.int32)
+    for lv, bodies in enumerate(tree.levels):
+        body[lv, :len(bodies)] = bodies
+        flat[bodies] = lv * W + np.arange(len(bodies))
+        if lv:
+            parent[lv, :len(bodies)] = flat[tree.parent[bodies]] - (lv - 1) * W
+    return body, parent, flat
+
+
+def _poses_in_ground(tree: Tree, R, p):
+    """Compose every body's pose in its parent ``(R (n,3,3), p (n,3))`` (Ground's the
+    identity) into its pose in Ground."""
+    if len(tree.levels) < _SCAN_DEPTH:
+        # pointer jumping: after step k each pose is relative to the ancestor 2^(k+1)
+        # levels up (Ground's pose is the identity: ancestors beyond it change nothing)
+        for ptr in tree.jumps:
+            R, p = spatial.compose((R[ptr], p[ptr]), (R, p))
+        return R, p
+    body, parent, flat = _level_slots(tree)
+    dtype = R.dtype
+    eye, zero = jnp.eye(3, dtype=dtype)[None], jnp.zeros((1, 3), dtype)
+
+    def level(above, x):
+        R_up, p_up = above
+        R_l, p_l, up = x
+        pose = spatial.compose((R_up[up], p_up[up]), (R_l, p_l))
+        return pose, pose
+
+    W = body.shape[1]
+    first = (jnp.broadcast_to(eye, (W, 3, 3)), jnp.zeros((W, 3), dtype))
+    _, (R_s, p_s) = jax.lax.scan(level, first, (jnp.concatenate([R, eye])[body], jnp.concatenate([p, zero])[body],
+                                                jnp.asarray(parent)))
+    R_s = jnp.concatenate([R_s.reshape(-1, 3, 3), eye])
+    p_s = jnp.concatenate([p_s.reshape(-1, 3), zero])
+    return R_s[flat], p_s[flat]
+
+
 def position_kinematics(tree: Tree, params: TreeParams, q) -> Positions:
     """Poses of all bodies and motion subspaces of all speeds (Position stage).
 
@@ -716,11 +770,7 @@ def position_kinematics(tree: Tree, params: TreeParams, q) -> Positions:
         R_J, p_J = R_FM, p_FM
     R, p = spatial.compose(spatial.compose((params["R_in"], params["p_in"]), (R_J, p_J)),
                            spatial.inverse((params["R_out"], params["p_out"])))
-    # pointer jumping: after step k each pose is relative to the ancestor 2^(k+1) levels
-    # up (Ground's pose is the identity, so ancestors beyond Ground change nothing)
-    for ptr in tree.jumps:
-        R, p = spatial.compose((R[ptr], p[ptr]), (R, p))
-    R0, p0 = R, p
+    R0, p0 = _poses_in_ground(tree, R, p)
     # joint frame F in Ground: on the inboard body, or on the outboard one if reversed
     par = tree.parent
     if rv.any():
