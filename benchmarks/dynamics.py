@@ -11,8 +11,9 @@ identically in both engines (same tree, joint types, offsets and mass properties
   loop (``in-jit``: the cost inside a simulation, without Python dispatch);
 - ``vmap crba`` / ``vmap aba``: time per state of the core vmapped over 4096 states,
   with CRBA + Cholesky and with the articulated-body algorithm, in one vmapped call
-  and (``chunked``) as a ``lax.map`` over vmapped chunks of 64 states in one program,
-  whose buffers stay in cache;
+  and (``chunked``) as a ``lax.map`` over vmapped chunks in one program, whose buffers
+  stay in cache (``batching.cache_chunk``: 256 states of the 2-link arm, 16 of the
+  40-link chain; ``sj.map_batch`` runs its chunks so);
 - ``compile``: lowering plus compilation of ``sj.forward_dynamics``.
 
 Goals (issue 3): vmapped time per state <= Pinocchio's single call; compile time of
@@ -33,6 +34,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import simjax as sj  # noqa: E402
+from simjax.batching import cache_chunk  # noqa: E402
 from simjax import spatial  # noqa: E402
 from simjax.mechanics import dynamics as dyn  # noqa: E402
 from simjax.mechanics import tree as tr  # noqa: E402
@@ -107,7 +109,7 @@ def _median_time(fn, repeat, number):
     return float(np.median(times))
 
 
-def bench(label, spec, batch=4096, loop=1000, repeat=5, chunk=64):
+def bench(label, spec, batch=4096, loop=1000, repeat=5):
     """Time one model; returns a dict of seconds."""
     import pinocchio as pin
 
@@ -161,7 +163,8 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5, chunk=64):
         fv(params, qb, ub, tb).block_until_ready()
         res[key] = _median_time(lambda: fv(params, qb, ub, tb), repeat, 1) / batch
         # the same batch as a loop over vmapped chunks, in one program: the chunk's
-        # buffers stay in cache (a 4096-state batch's do not)
+        # buffers stay in cache (a 4096-state batch's do not); sized as map_batch sizes them
+        chunk = cache_chunk(tree.nq + 2 * tree.nu)
         fc = jax.jit(lambda p, q, u, t, fn=fn: jax.lax.map(lambda x: fn(p, *x), (q, u, t), batch_size=chunk))
         fc(params, qb, ub, tb).block_until_ready()
         res[key + "_chunked"] = _median_time(lambda: fc(params, qb, ub, tb), repeat, 1) / batch

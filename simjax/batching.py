@@ -3,7 +3,8 @@
 XLA runs one compiled program on one CPU core, so a single vmapped call leaves the
 other cores idle, and a large batch's buffers fall out of cache. ``map_batch`` vmaps a
 function over chunks of the batch (one compiled program: the last chunk is padded with
-copies of the last element) and, on a CPU, solves the chunks in a thread per core.
+copies of the last element) and, on a CPU, solves the chunks in a thread per core,
+each chunk as a loop over vmapped pieces small enough to stay in cache.
 ``simulate_batch`` is built on it.
 """
 
@@ -18,10 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["map_batch", "usable_cores"]
+__all__ = ["map_batch", "cache_chunk", "usable_cores"]
 
 
-def map_batch(fn: Callable, *args, chunk_size: int | None = None, workers: int | None = None):
+def map_batch(fn: Callable, *args, chunk_size: int | None = None, workers: int | None = None,
+              piece_size: int | None = None):
     """``jax.vmap(fn)(*args)``, in vmapped chunks solved side by side on the cores.
 
     ``fn`` is compiled once per function object (define it once, not per call) and
@@ -35,12 +37,28 @@ def map_batch(fn: Callable, *args, chunk_size: int | None = None, workers: int |
     ``chunk_size``: elements per vmapped call (default: on a CPU the batch split evenly
     over the workers, at most 1024 a chunk; on an accelerator the whole batch, at most
     8192); ``workers``: chunks computed at once (default: on a CPU the cores this
-    process may use, else 1).
+    process may use, else 1); ``piece_size``: on a CPU each chunk runs as a
+    ``lax.map`` over vmapped pieces of this many elements, in one program (default:
+    ``cache_chunk`` of the numbers in one element of ``args``; on an accelerator the
+    whole chunk at once).
 
     **Returns:** ``fn``'s outputs stacked along a leading batch axis.
     """
-    return map_chunks(lambda *chunk: _vmapped(fn, *chunk), *args, chunk_size=chunk_size, workers=workers,
-                      cpu_chunk=1024)
+    if piece_size is None:
+        leaves = jax.tree.leaves(args)
+        per_element = sum(int(np.prod(np.shape(a)[1:])) for a in leaves)
+        piece_size = cache_chunk(per_element) if jax.default_backend() == "cpu" else None
+    return map_chunks(lambda *chunk: _vmapped(fn, piece_size, *chunk), *args, chunk_size=chunk_size,
+                      workers=workers, cpu_chunk=1024)
+
+
+def cache_chunk(per_element: int) -> int:
+    """Batch elements per vmapped piece whose buffers stay in a CPU's cache: about
+    2048 numbers of input a piece, a power of two from 16 to 512 (measured: a
+    simulation of gait10dof18musc, 56 state variables a world, fastest at 32 worlds, a
+    double pendulum at 512; forward dynamics of a 40-link chain, 120 numbers a state,
+    at 16 to 32, 2.5x faster than in one vmapped call of 4096 states)."""
+    return int(np.clip(2 ** int(np.log2(2048 / max(1, per_element))), 16, 512))
 
 
 def map_chunks(call: Callable, *args, chunk_size: int | None, workers: int | None, cpu_chunk: int):
@@ -80,8 +98,11 @@ def map_chunks(call: Callable, *args, chunk_size: int | None, workers: int | Non
 
 
 @eqx.filter_jit
-def _vmapped(fn, *args):
-    return jax.vmap(fn)(*args)
+def _vmapped(fn, piece_size, *args):
+    n = jax.tree.leaves(args)[0].shape[0]
+    if piece_size is None or n <= piece_size:
+        return jax.vmap(fn)(*args)
+    return jax.lax.map(lambda element: fn(*element), args, batch_size=piece_size)
 
 
 def usable_cores() -> int:

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .batching import map_chunks
+from .batching import cache_chunk, map_chunks
 from .forward import Context
 from .mechanics.tree import qdot_from_u
 from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController, ExplicitRungeKutta
@@ -507,7 +507,4 @@ def _solve_chunk(system, states, t_final, controls, dyn, static):
 
 
 def _cpu_chunk(states: State) -> int:
-    # a step's buffers stay in cache at about 2048 state variables a chunk (measured:
-    # gait10dof18musc, 56 per world, fastest at 32 worlds; a double pendulum at 512)
-    ny = max(1, states.q.shape[-1] + states.u.shape[-1] + states.z.shape[-1])
-    return int(np.clip(2 ** int(np.log2(2048 / ny)), 16, 512))
+    return cache_chunk(states.q.shape[-1] + states.u.shape[-1] + states.z.shape[-1])

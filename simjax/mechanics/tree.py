@@ -703,8 +703,9 @@ def _motion_to_ground(R, p, m, rows=None):
 
 # from this depth on, poses are composed level by level: pointer jumping does
 # log2(depth) passes over every body, a scan one short pass per level (cheaper for
-# chains of 6 and more, single or vmapped; shallow, wide trees favour jumping)
-_SCAN_DEPTH = 6
+# chains of 6 and more, single or vmapped; shallow, wide trees favour jumping, and so
+# does reverse mode: gait10dof18musc, depth 6, has its gradient 4% faster by jumping)
+_SCAN_DEPTH = 7
 
 
 @functools.lru_cache(maxsize=64)
