@@ -585,7 +585,7 @@ def _transform_joint(axes, th, dth):
     R12 = spatial.mat_mul(R1, R2)
     R = spatial.mat_mul(R12, spatial.rotation_about_axis(axes[2], th[2]))
     e = jnp.stack([axes[0], spatial.mat_vec(R1, axes[1]), spatial.mat_vec(R12, axes[2])])
-    p = (th[3:, None] * axes[3:]).sum(0)
+    p = _sum3(th[3:, None] * axes[3:])
     we = e * dth[:3, None]
     per_axis = jnp.concatenate([
         jnp.concatenate([we, spatial.cross(p, we)], -1),
@@ -599,13 +599,19 @@ def _transform_bias(axes, e, p, dth, d2th, qd):
     rates ``qd`` per axis."""
     rate = dth * qd
     w_parts = e * rate[:3, None]
-    w = w_parts.sum(0)
-    pdot = (rate[3:, None] * axes[3:]).sum(0)
+    w = _sum3(w_parts)
+    pdot = _sum3(rate[3:, None] * axes[3:])
     acc2 = d2th * qd * qd
     alpha = (spatial.cross(w_parts[0], w_parts[1]) + spatial.cross(w_parts[0] + w_parts[1], w_parts[2])
-             + (e * acc2[:3, None]).sum(0))
-    lin = (acc2[3:, None] * axes[3:]).sum(0) + spatial.cross(pdot, w) + spatial.cross(p, alpha)
+             + _sum3(e * acc2[:3, None]))
+    lin = _sum3(acc2[3:, None] * axes[3:]) + spatial.cross(pdot, w) + spatial.cross(p, alpha)
     return jnp.concatenate([alpha, lin], -1)
+
+
+def _sum3(x):
+    """``x.sum(0)`` over three rows, as additions (fused, not a reduction: see
+    ``spatial.mat_mul``)."""
+    return x[0] + x[1] + x[2]
 
 
 def _rotation_of(tree: Tree, q_rot):
