@@ -452,6 +452,18 @@ class _Pass:
         piece = jnp.where(ok, piece, 0.0)
         return jnp.sum(piece, -1), piece, surface, differ, ok, pts
 
+    def window(self, s, L: int) -> int:
+        """How many segments from a PathWrap's first one in range can be candidates in
+        slot ``s`` (static): the widest range, and the points of the PathWraps applied
+        before it (``s`` of them in the first pass, any other later)."""
+        b = self.b
+        width = b.end - b.start
+        if isinstance(s, int):
+            width, others = width[b.on[:, s], s], s
+        else:
+            width, others = width[b.on], b.n_wraps - 1
+        return int(np.clip(max(width, default=1) + 2 * others, 1, L - 1))
+
     def slot(self, s, carry, active):
         """Apply the PathWrap in slot ``s`` of every path's order (``s`` traced, or a
         Python int in the first pass, before any PathWraps trade places)."""
@@ -475,20 +487,22 @@ class _Pass:
         emp = N - 1 - jnp.argmax(inr[:, ::-1], -1)
         k_start = jnp.argmax(seq == smp[:, None], -1)
         k_end = jnp.argmax(seq == emp[:, None], -1)
-        # candidate segments (seq[k], seq[k+1]) for k_start <= k < k_end
+        # candidate segments (seq[k], seq[k+1]) for k_start <= k < k_end, in a window
+        # of the K segments from k_start (the geometry is solved on the window only)
         L = seq.shape[-1]
-        k = jnp.arange(L - 1)
-        a, c = seq[:, :-1], seq[:, 1:]
+        K = self.window(s, L)
+        k = k_start[:, None] + jnp.arange(K + 1)[None]  # (G, K + 1) the window's nodes
+        win = jnp.take_along_axis(seq, jnp.minimum(k, L - 1), 1)
+        a, c = win[:, :-1], win[:, 1:]
         node_obj = jnp.asarray(b.node_obj)
         oa = jnp.take_along_axis(node_obj, jnp.maximum(a, 0), 1)
         oc = jnp.take_along_axis(node_obj, jnp.maximum(c, 0), 1)
-        cand = on[:, None] & (k[None] >= k_start[:, None]) & (k[None] < k_end[:, None]) & (c >= 0) \
-            & ~((oa >= 0) & (oa == oc))
+        cand = on[:, None] & (k[:, :-1] < k_end[:, None]) & (c >= 0) & ~((oa >= 0) & (oa == oc))
         obj = jnp.asarray(b.obj)[rows, w]
         R, o = self.R_obj[obj], self.o_obj[obj]
         to_w = lambda p: spatial.mat_tvec(R[:, None], p - o[:, None, :])  # noqa: E731
-        pw = to_w(_gather_nodes(self.nodes(wpos), seq))
-        gw = to_w(_gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), seq))
+        pw = to_w(_gather_nodes(self.nodes(wpos), win))
+        gw = to_w(_gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), win))
         p1w, p2w, g1w, g2w = pw[:, :-1], pw[:, 1:], gw[:, :-1], gw[:, 1:]
         kind = jnp.asarray(b.kind)[rows, w]
         kinds = b.kinds
@@ -496,9 +510,9 @@ class _Pass:
             kinds = _by_kind(b.on[:, s:s + 1], b.kind[:, s:s + 1], b.method[:, s:s + 1])
         whole = len(kinds) == 1 and len(kinds[0][1]) == G_  # (one wrap-object type: no merging)
         if not whole:
-            status = jnp.zeros((G_, L - 1), jnp.int32)
-            r1 = jnp.zeros((G_, L - 1, 3), p1w.dtype)
-            r2, arc = r1, jnp.zeros((G_, L - 1), p1w.dtype)
+            status = jnp.zeros((G_, K), jnp.int32)
+            r1 = jnp.zeros((G_, K, 3), p1w.dtype)
+            r2, arc = r1, jnp.zeros((G_, K), p1w.dtype)
         for code, idx, method in kinds:
             wi = w[idx]
             args = (self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi], jnp.asarray(b.sign)[idx, wi],
@@ -531,7 +545,7 @@ class _Pass:
         best = jnp.where(has_mandatory, jnp.argmax(mandatory, -1),
                          jnp.argmin(jnp.where(wrapped, change, jnp.inf), -1))
         chosen = has_mandatory | jnp.any(wrapped, -1)
-        last = L - 2 - jnp.argmax(cand[:, ::-1], -1)
+        last = K - 1 - jnp.argmax(cand[:, ::-1], -1)
         res_status = jnp.where(has_mandatory, G.MANDATORY_WRAP,
                                jnp.where(jnp.any(cand, -1), status[rows, last], G.NO_WRAP))
         W = b.n_wraps
@@ -544,7 +558,7 @@ class _Pass:
         wpos = put(spatial.mat_vec(R[:, None], tangent) + o[:, None], wpos)
         warc = jnp.where((jnp.arange(W)[None] == w[:, None]), jnp.where(chosen, arc[rows, best], 0.0)[:, None], warc)
         wends = put(jnp.stack([p1w[rows, best], p2w[rows, best]], 1), wends)
-        seq = _insert_pair(seq, best + 1, ids[:, 0], ids[:, 1], chosen)
+        seq = _insert_pair(seq, k_start + best + 1, ids[:, 0], ids[:, 1], chosen)
         return seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr
 
 
