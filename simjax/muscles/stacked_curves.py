@@ -113,7 +113,12 @@ def _split(a):
 def _solve(residual, slope):
     """Root in [0, 1] of an increasing elementwise ``residual(u)`` with
     ``residual(0) <= 0 <= residual(1)``: Newton steps, replaced by the secant of the
-    current bracket when they would leave it (unrolled; no derivatives)."""
+    current bracket when they would leave it (no derivatives).
+
+    The loop carries one packed array (the iterate, the bracket and its residuals), so
+    each step is a single fused kernel; five separate carries cost a dozen kernels a
+    step on the CPU, where a small kernel's launch outweighs its arithmetic.
+    """
     lo = jnp.zeros_like(residual(jnp.zeros(())))
     hi = jnp.ones_like(lo)
     r_lo, r_hi = residual(lo), residual(hi)
@@ -122,10 +127,8 @@ def _solve(residual, slope):
         span = r_hi - r_lo
         return jnp.where(span > 0, lo - r_lo * (hi - lo) / jnp.where(span > 0, span, 1.0), 0.5 * (lo + hi))
 
-    u = secant(lo, hi, r_lo, r_hi)
-
-    def step(_, carry):
-        u, lo, hi, r_lo, r_hi = carry
+    def step(_, packed):
+        u, lo, hi, r_lo, r_hi = packed
         r, d = residual(u), slope(u)
         neg = r < 0
         lo, r_lo = jnp.where(neg, u, lo), jnp.where(neg, r, r_lo)
@@ -133,10 +136,10 @@ def _solve(residual, slope):
         newton = u - r / jnp.where(d > 0, d, 1.0)
         ok = (d > 0) & (newton >= lo) & (newton <= hi)
         u = jnp.where(r == 0, u, jnp.where(ok, newton, secant(lo, hi, r_lo, r_hi)))
-        return u, lo, hi, r_lo, r_hi
+        return jnp.stack([u, lo, hi, r_lo, r_hi])
 
-    u = jax.lax.fori_loop(0, _N_NEWTON, step, (u, lo, hi, r_lo, r_hi), unroll=_UNROLL)[0]
-    return u
+    packed = jnp.stack([secant(lo, hi, r_lo, r_hi), lo, hi, r_lo, r_hi])
+    return jax.lax.fori_loop(0, _N_NEWTON, step, packed, unroll=_UNROLL)[0]
 
 
 def solve_in_curve(c: StackedCurve, alpha, beta, rhs):
