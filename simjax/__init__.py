@@ -47,8 +47,10 @@ __version__ = "0.1.0"
 
 from .simulate import NONFINITE_STATE, ControlTable, Event, Trajectory, simulate, simulate_batch  # noqa: E402
 from .batching import map_batch  # noqa: E402
+from .compiling import compiler_options  # noqa: E402
 
-__all__ += ["NONFINITE_STATE", "ControlTable", "Event", "Trajectory", "simulate", "simulate_batch", "map_batch"]
+__all__ += ["NONFINITE_STATE", "ControlTable", "Event", "Trajectory", "simulate", "simulate_batch", "map_batch",
+            "compiler_options"]
 
 from . import models  # noqa: E402
 from .io.osim import load_osim, save_osim  # noqa: E402

@@ -6,10 +6,10 @@ differentiable in the state, the controls and every property of the model.
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax.numpy as jnp
 
 from . import spatial
+from .compiling import jit
 from .forward import Accelerations, Context, quaternion_errors
 from .mechanics import dynamics as dyn
 from .state import State
@@ -20,7 +20,7 @@ __all__ = ["forward_dynamics", "accelerations", "mass_matrix", "inverse_dynamics
            "frame_acceleration", "frame_jacobian", "station_velocity", "station_acceleration", "station_jacobian"]
 
 
-@eqx.filter_jit
+@jit
 def accelerations(system, state: State, controls=None, mobility_forces=None) -> Accelerations:
     """All time derivatives at a state (Acceleration stage).
 
@@ -41,13 +41,13 @@ def forward_dynamics(system, state: State, controls=None, mobility_forces=None):
     return accelerations(system, state, controls, mobility_forces).udot
 
 
-@eqx.filter_jit
+@jit
 def mass_matrix(system, state: State):
     """The mass matrix ``M(q)`` ``(nu, nu)`` (kg, kg m, kg m^2)."""
     return Context(system, state).mass_matrix
 
 
-@eqx.filter_jit
+@jit
 def inverse_dynamics(system, state: State, udot, controls=None, include_applied: bool = True):
     """Generalized forces that produce ``udot`` (RNEA), constraints ignored.
 
@@ -69,13 +69,13 @@ def inverse_dynamics(system, state: State, udot, controls=None, include_applied:
     return tau
 
 
-@eqx.filter_jit
+@jit
 def controls(system, state: State):
     """The controls the model's controllers produce at ``state``."""
     return Context(system, state).controls
 
 
-@eqx.filter_jit
+@jit
 def _output(system, state, path, name, controls):
     ctx = Context(system, state, controls)
     comp = system.model.find(path)
@@ -102,7 +102,7 @@ def outputs(system, state: State, specs, controls=None) -> dict:
     return {s: output(system, state, s, controls) for s in specs}
 
 
-@eqx.filter_jit
+@jit
 def constraint_errors(system, state: State) -> dict:
     """Constraint errors: ``qerr`` (position errors and quaternion norms), ``uerr``
     (velocity errors) and ``udoterr`` (acceleration errors of the solved ``udot``)."""
@@ -112,7 +112,7 @@ def constraint_errors(system, state: State) -> dict:
     return {"qerr": qerr, "uerr": rows.verr, "udoterr": ctx.acc.udot_err}
 
 
-@eqx.filter_jit
+@jit
 def body_poses(system, state: State):
     """Poses in Ground of all mobilized bodies (``R (n,3,3)``, ``p (n,3)``), tree order."""
     ctx = Context(system, state)
@@ -130,14 +130,14 @@ def station_location(system, state: State, frame: str, point):
     return spatial.transform_point((R, p), jnp.asarray(point))
 
 
-@eqx.filter_jit
+@jit
 def kinetic_energy(system, state: State):
     """Kinetic energy of the multibody system (J)."""
     ctx = Context(system, state)
     return dyn.kinetic_energy(ctx.params, ctx.pos, ctx.vel)
 
 
-@eqx.filter_jit
+@jit
 def potential_energy(system, state: State):
     """Gravitational potential energy (J), plus the potential energy of forces that
     define one (springs)."""
@@ -150,14 +150,14 @@ def potential_energy(system, state: State):
     return pe
 
 
-@eqx.filter_jit
+@jit
 def momentum(system, state: State):
     """Spatial momentum of the system about Ground's origin ``(angular(3), linear(3))``."""
     ctx = Context(system, state)
     return dyn.momentum(ctx.params, ctx.pos, ctx.vel)
 
 
-@eqx.filter_jit
+@jit
 def mass_center(system, state: State):
     """``(total mass, mass center in Ground)``."""
     ctx = Context(system, state)
@@ -184,7 +184,7 @@ def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: 
     return _assemble(system, state, weights, tol, max_steps, throw, return_info)
 
 
-@eqx.filter_jit
+@jit
 def _assemble(system, state, weights, tol, max_steps, throw, return_info):
     from .mechanics import assembly
 
@@ -192,7 +192,7 @@ def _assemble(system, state, weights, tol, max_steps, throw, return_info):
                              return_info=return_info)
 
 
-@eqx.filter_jit
+@jit
 def project(system, state: State, iterations: int = 2):
     """Project ``q`` then ``u`` onto the constraint manifold from a nearby state
     (Simbody ``project``: what the integrator does after each step).
@@ -206,7 +206,7 @@ def project(system, state: State, iterations: int = 2):
     return assembly.project(system, state, iterations)
 
 
-@eqx.filter_jit
+@jit
 def _frame_kinematics(system, state, path, controls):
     ctx = Context(system, state, controls)
     return ctx.frame_transform(path), ctx.frame_velocity(path), ctx.frame_acceleration(path)
@@ -218,7 +218,7 @@ def frame_velocity(system, state: State, path: str):
     return _frame_velocity(system, state, path)
 
 
-@eqx.filter_jit
+@jit
 def _frame_velocity(system, state, path):
     return Context(system, state).frame_velocity(path)
 
@@ -230,7 +230,7 @@ def frame_acceleration(system, state: State, path: str, controls=None):
     return _frame_kinematics(system, state, path, controls)[2]
 
 
-@eqx.filter_jit
+@jit
 def _station_kinematics(system, state, frame, point, controls, order):
     ctx = Context(system, state, controls)
     m = ctx._frame_mob(frame)
@@ -253,13 +253,13 @@ def station_acceleration(system, state: State, frame: str, point, controls=None)
     return _station_kinematics(system, state, frame, point, controls, 2)
 
 
-@eqx.filter_jit
+@jit
 def frame_jacobian(system, state: State, path: str):
     """``J (6, nu)`` of the frame at ``path``: ``(w, v_origin) = J u`` in Ground."""
     return Context(system, state).frame_jacobian(path)
 
 
-@eqx.filter_jit
+@jit
 def station_jacobian(system, state: State, frame: str, point):
     """``J (3, nu)``: the velocity in Ground of ``point`` (fixed in ``frame``) is ``J u``."""
     return Context(system, state).station_jacobian(frame, point)

@@ -14,10 +14,11 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from .compiling import jit
 
 __all__ = ["map_batch", "cache_chunk", "usable_cores"]
 
@@ -97,7 +98,7 @@ def map_chunks(call: Callable, *args, chunk_size: int | None, workers: int | Non
     return jax.tree.map(lambda *a: jnp.concatenate(a)[:n], *outs)
 
 
-@eqx.filter_jit
+@jit
 def _vmapped(fn, piece_size, *args):
     n = jax.tree.leaves(args)[0].shape[0]
     if piece_size is None or n <= piece_size:

@@ -24,9 +24,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from .batching import cache_chunk, map_chunks
+from .compiling import jit
 from .forward import Context
 from .mechanics.tree import qdot_from_u
-from .solvers import RK4, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController, ExplicitRungeKutta
+from .solvers import (
+    RK4,
+    ExplicitRungeKutta,
+    Projected,
+    RungeKuttaMerson,
+    SemiImplicitEuler,
+    SimbodyController,
+)
 from .state import State
 
 __all__ = ["simulate", "Trajectory", "NONFINITE_STATE", "ControlTable", "Event", "rhs", "SOLVERS", "simulate_batch"]
@@ -243,7 +251,7 @@ class Trajectory(eqx.Module):
         write_table(table, path)
 
 
-@eqx.filter_jit
+@jit
 def _trajectory_output(system, t, q, u, z, d, controls, path, name):
     comp = system.model.find(path)
     fn = comp.output_specs()[name].fn
@@ -385,7 +393,7 @@ def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
                     system=system, controls=controls)
 
 
-@eqx.filter_jit
+@jit
 def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict:
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
@@ -494,7 +502,7 @@ def simulate_batch(system, states: State, t_final, controls=None, *, chunk_size:
     return dataclasses.replace(merged, system=system, controls=controls)
 
 
-@eqx.filter_jit
+@jit
 def _solve_chunk(system, states, t_final, controls, dyn, static):
     kwargs = eqx.combine(dyn, static)
 

@@ -19,11 +19,11 @@ path lengths, one tangent per coordinate, for all paths at once.
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiling import jit
 from ..forward import Context
 from ..mechanics.linalg import min_norm_correction
 from ..mechanics.tree import qdot_from_u
@@ -92,7 +92,7 @@ def _lengths(system, state, rows):
     return L
 
 
-@eqx.filter_jit
+@jit
 def moment_arms(system, state: State, paths=None, coordinates=None) -> jax.Array:
     """Moment arms of many paths about many coordinates at once.
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiling import jit
 from ..state import State
 from ..system import System
 
@@ -132,7 +132,7 @@ class NumericOutputProbe(Agent):
         self.data = list(state)
 
 
-@eqx.filter_jit
+@jit
 def _advance(system, state, ta, tb, controls, rtol, atol, max_steps, solver):
     from ..simulate import _solve
 
