@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 
 import simjax as sj  # noqa: E402
 import simjax.io.osim_forces  # noqa: E402,F401  (registers forces and contact with the .osim reader)
+from benchmarks.suite import jit  # noqa: E402
 
 MODEL = os.environ.get("SIMJAX_BOUNCING_BLOCK", str(sj.models.path("bouncing_block")))
 
@@ -82,12 +83,12 @@ def bench_calls(system, om, s, names):
 
     t_os = _best(lambda: osim_call(), repeat=5, number=200)
     one = jax.tree_util.tree_map(lambda x: x[0], states)
-    f1 = jax.jit(lambda st: sj.accelerations(system, st).udot)
+    f1 = jit(lambda st: sj.accelerations(system, st).udot)
     t0 = time.perf_counter()
     f1(one).block_until_ready()
     c1 = time.perf_counter() - t0
     t_sj = _best(lambda: f1(one).block_until_ready(), repeat=5, number=200)
-    fb = jax.jit(jax.vmap(lambda st: sj.accelerations(system, st).udot))
+    fb = jit(jax.vmap(lambda st: sj.accelerations(system, st).udot))
     t0 = time.perf_counter()
     fb(states).block_until_ready()
     cb = time.perf_counter() - t0

@@ -34,6 +34,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import simjax as sj  # noqa: E402
+from benchmarks.suite import jit  # noqa: E402
 from simjax.batching import cache_chunk  # noqa: E402
 from simjax import spatial  # noqa: E402
 from simjax.mechanics import dynamics as dyn  # noqa: E402
@@ -142,7 +143,7 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5):
         vel = tr.velocity_kinematics(tree, params, pos, u)
         return dyn.aba(tree, params, pos, vel, tau)
 
-    f = jax.jit(core)
+    f = jit(core)
     f(params, q, u, tau).block_until_ready()
     res["core"] = _median_time(lambda: f(params, q, u, tau), repeat, 200)
 
@@ -151,7 +152,7 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5):
             return acc + core(params, q + 1e-9 * acc[0], u, tau)
         return jax.lax.fori_loop(0, loop, body, jnp.zeros_like(tau))
 
-    fl = jax.jit(looped)
+    fl = jit(looped)
     fl(params, q, u, tau).block_until_ready()
     res["in_jit"] = _median_time(lambda: fl(params, q, u, tau), repeat, 1) / loop
 
@@ -159,13 +160,13 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5):
     ub = jnp.asarray(rng.normal(size=(batch, tree.nu)))
     tb = jnp.asarray(rng.normal(size=(batch, tree.nu)))
     for key, fn in (("vmap_crba", core), ("vmap_aba", core_aba)):
-        fv = jax.jit(jax.vmap(fn, in_axes=(None, 0, 0, 0)))
+        fv = jit(jax.vmap(fn, in_axes=(None, 0, 0, 0)))
         fv(params, qb, ub, tb).block_until_ready()
         res[key] = _median_time(lambda: fv(params, qb, ub, tb), repeat, 1) / batch
         # the same batch as a loop over vmapped chunks, in one program: the chunk's
         # buffers stay in cache (a 4096-state batch's do not); sized as map_batch sizes them
         chunk = cache_chunk(tree.nq + 2 * tree.nu)
-        fc = jax.jit(lambda p, q, u, t, fn=fn: jax.lax.map(lambda x: fn(p, *x), (q, u, t), batch_size=chunk))
+        fc = jit(lambda p, q, u, t, fn=fn: jax.lax.map(lambda x: fn(p, *x), (q, u, t), batch_size=chunk))
         fc(params, qb, ub, tb).block_until_ready()
         res[key + "_chunked"] = _median_time(lambda: fc(params, qb, ub, tb), repeat, 1) / batch
 

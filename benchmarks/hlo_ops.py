@@ -86,7 +86,7 @@ def main(argv=None) -> None:
     fn = lambda st: sj.accelerations(system, st).udot  # noqa: E731
     if args.batch:
         state, fn = suite.perturbed_states(system, state, args.batch), jax.vmap(fn)
-    print(report(jax.jit(fn).lower(state).compile().as_text(), args.top))
+    print(report(suite.jit(fn).lower(state).compile().as_text(), args.top))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import simjax as sj  # noqa: E402
-from benchmarks.suite import best as _best  # noqa: E402
+from benchmarks.suite import best as _best, jit  # noqa: E402
 from simjax.batching import usable_cores  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
@@ -145,7 +145,7 @@ def gait_rhs(args):
     controls = jnp.full(len(system.actuator_names), 0.3)
     n = 2000
 
-    @jax.jit
+    @jit
     def loop(sys_, y):
         def body(i, y):
             st = state.with_y(y)

@@ -34,7 +34,7 @@ def measure(copies: int, final_time: float, folder: str) -> dict:
     system = suite.load_simjax(path)
     state = suite.initial_state(system)
     counts = large_model.counts(open(path, encoding="utf-8").read())
-    rhs = jax.jit(lambda st: sj.accelerations(system, st).udot).lower(state).compile().as_text()
+    rhs = suite.jit(lambda st: sj.accelerations(system, st).udot).lower(state).compile().as_text()
     kernels = int(hlo_ops.report(rhs, 0).split()[0])
 
     def run():

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.suite import best, load, timed
+from benchmarks.suite import best, jit, load, timed
 
 from simjax.forward import Context
 from simjax.muscles.path import GeometryPath, path_lengths
@@ -65,10 +65,10 @@ def simjax_lengths(system, names, q):
         return path_lengths(Context(system, s0.replace(q=s0.q.at[qi].set(x)), acts))
 
     Q = jnp.asarray(q)
-    single = jax.jit(lengths)
+    single = jit(lengths)
     _, c1 = timed(lambda: single(Q[0]))
     t1 = best(lambda: jax.block_until_ready(single(Q[0])), 10)
-    batch = jax.jit(jax.vmap(lengths))
+    batch = jit(jax.vmap(lengths))
     out, c2 = timed(lambda: batch(Q))
     t2 = best(lambda: jax.block_until_ready(batch(Q)), 3)
     return np.asarray(out), {"compile_single": c1, "single": t1, "compile_batch": c2, "per_state": t2 / len(q)}

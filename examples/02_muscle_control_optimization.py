@@ -49,7 +49,8 @@ def loss(params):
     miss = traj.q[-1, 1] - TARGET
     return 100.0 * miss ** 2 + 0.1 * jnp.mean(excitation(params) ** 2)
 
-value_and_grad = jax.jit(jax.value_and_grad(loss))
+# (the XLA options simjax compiles its own programs with: faster to compile and to run on a CPU)
+value_and_grad = jax.jit(jax.value_and_grad(loss), compiler_options=sj.compiler_options())
 params = jnp.linspace(-2.0, -1.0, 5)         # start from a low, slowly rising excitation
 print("initial loss", float(loss(params)))
 
@@ -129,7 +130,8 @@ def arm_objective(params, traj):
     miss = traj.q[-1] - ARM_TARGET
     return 100.0 * jnp.sum(miss ** 2) + 0.1 * jnp.mean(excitation(params) ** 2)
 
-arm_value_and_grad = jax.jit(jax.value_and_grad(lambda p: arm_objective(p, arm_run(p))))
+arm_value_and_grad = jax.jit(jax.value_and_grad(lambda p: arm_objective(p, arm_run(p))),
+                             compiler_options=sj.compiler_options())
 # float64 and not weakly typed, like the optimiser's updates, so jit compiles once
 arm_params = jnp.full((4, 6), -2.0, dtype=jnp.float64)
 

@@ -67,7 +67,9 @@ def residuals(x):
     a, f = measure(GUESS * jnp.exp(x))
     return jnp.concatenate([(a - angle_data) / SIGMA_ANGLE, (f - force_data) / SIGMA_FORCE])
 
-residuals_and_jacobian = jax.jit(lambda x: (residuals(x), jax.jacfwd(residuals)(x)))
+# (the XLA options simjax compiles its own programs with: faster to compile and to run on a CPU)
+residuals_and_jacobian = jax.jit(lambda x: (residuals(x), jax.jacfwd(residuals)(x)),
+                                 compiler_options=sj.compiler_options())
 x, damping = jnp.zeros(4), 1e-3
 r, J = residuals_and_jacobian(x)
 history = [float(r @ r)]
