@@ -3,7 +3,7 @@
 On the CPU, XLA can generate a fused kernel's code in two ways: its MLIR "fusion
 emitters" (the default since 2025) or its older LLVM elemental emitters. simjax's
 programs are hundreds of small fusions run one after another, and for them the older
-emitters compile in two thirds of the time and run 5-10% faster (gait10dof18musc:
+emitters compile in two thirds of the time and run 2-10% faster (gait10dof18musc:
 compile 11.0 -> 7.0 s, 1 s simulation 65 -> 64 ms; arm26: 33 -> 22 s, 280 -> 255
 ms), with results equal to round-off. ``jit`` asks for them on the CPU and leaves
 other backends as they are.
