@@ -19,12 +19,13 @@ def use_all_cores() -> None:
         os.sched_setaffinity(0, range(os.cpu_count()))
 
 
-def run_fresh(module: str, *args: str) -> dict:
-    """Run ``python -m module *args`` in a fresh process. **Returns:** the JSON line it
-    prints last, as a dict."""
+def run_fresh(module: str, *args: str, timeout: float = 1200.0) -> dict:
+    """Run ``python -m module *args`` in a fresh process, for at most ``timeout`` seconds
+    (``subprocess.TimeoutExpired`` after that: the large model's batch can hang in XLA,
+    see the README). **Returns:** the JSON line it prints last, as a dict."""
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-m", module, *args], cwd=root, capture_output=True, text=True,
-                         check=True)
+                         check=True, timeout=timeout)
     return json.loads(out.stdout.strip().splitlines()[-1])
