@@ -27,14 +27,7 @@ from .batching import cache_chunk, map_chunks
 from .compiling import jit
 from .forward import Context
 from .mechanics.tree import qdot_from_u
-from .solvers import (
-    RK4,
-    ExplicitRungeKutta,
-    Projected,
-    RungeKuttaMerson,
-    SemiImplicitEuler,
-    SimbodyController,
-)
+from .solvers import RK4, ExplicitRungeKutta, Projected, RungeKuttaMerson, SemiImplicitEuler, SimbodyController
 from .state import State
 
 __all__ = ["simulate", "Trajectory", "NONFINITE_STATE", "ControlTable", "Event", "rhs", "SOLVERS", "simulate_batch"]
