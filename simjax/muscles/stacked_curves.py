@@ -7,8 +7,9 @@ curves (``stack_curve``) into a form that evaluates in a few fused kernels:
 
 - each quintic Bézier segment is converted once to monomial coefficients
   (``x(u) = sum a_j u^j``, ``y(u) = sum b_j u^j``: Horner's rule, no binomials);
-- the Bézier parameter ``u`` of a given ``x`` is found by a fixed, unrolled sequence
-  of bisection and safeguarded Newton steps (elementwise, so XLA fuses it);
+- the Bézier parameter ``u`` of a given ``x`` is found by a fixed number of
+  safeguarded Newton steps (the secant of the current bracket where Newton would
+  leave it), elementwise, each step one fused kernel;
 - derivatives come from the implicit function theorem at the solution
   (``du/dx = 1 / x'(u)``), exact to first order in ``x`` and in the curve's control
   points (hence its properties); the iterations themselves carry no derivatives.
