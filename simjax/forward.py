@@ -24,7 +24,7 @@ from .function_bank import bank_eval, bank_params
 from .groups import group_key
 from .mechanics import dynamics as dyn
 from .mechanics.constraints import ConstraintRows, body_jacobians, weld_rows
-from .mechanics.linalg import psd_solve
+from .mechanics.linalg import cho_solve, cholesky, psd_solve
 from .mechanics.tree import frame_table_rows, position_kinematics, tree_params, velocity_kinematics
 from .state import State
 
@@ -311,18 +311,18 @@ class Context:
         body, mob = self.applied
         f = dyn.generalized_forces(self.tree, self.pos, body - dyn.inertial_forces(
             self.tree, self.params, self.pos, self.vel, None, self.inertias)) + mob
-        cho = jax.scipy.linalg.cho_factor(M)
+        L = cholesky(M)
         rows = self.constraints
         if rows.G.shape[0]:
             # one pair of triangular solves for both right-hand sides
-            X = jax.scipy.linalg.cho_solve(cho, jnp.concatenate([rows.G.T, f[:, None]], 1))
+            X = cho_solve(L, jnp.concatenate([rows.G.T, f[:, None]], 1))
             MinvGt, Minvf = X[:, :-1], X[:, -1]
             lam = psd_solve(rows.G @ MinvGt, rows.G @ Minvf - rows.b)
             udot = Minvf - MinvGt @ lam
             err = rows.G @ udot - rows.b
         else:
             lam = jnp.zeros(0, f.dtype)
-            udot = jax.scipy.linalg.cho_solve(cho, f)
+            udot = cho_solve(L, f)
             err = lam
         return Accelerations(udot=udot, qdot=self.vel.qdot, zdot=self.zdot, multipliers=lam, udot_err=err)
 

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
+from .linalg import cho_solve, cholesky
 from .tree import Positions, Tree, TreeParams, Velocities
 
 __all__ = ["Inertias", "spatial_inertias", "mass_matrix", "generalized_forces", "bias_forces",
@@ -164,7 +165,7 @@ def forward_dynamics_unconstrained(tree, params, pos, vel, tau, body_forces=None
     if body_forces is not None:
         f = f - body_forces
     rhs = tau - generalized_forces(tree, pos, f)
-    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), rhs)
+    return cho_solve(cholesky(M), rhs)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,0 +1,116 @@
+"""simjax.mechanics.linalg: LAPACK solves that are safe to batch in threads.
+
+Values and derivatives are compared with JAX's own (``jax.scipy.linalg``,
+``jnp.linalg.pinv``), unbatched and in batches split into pieces; a subprocess runs
+batched solves in as many threads as the machine's cores at once, which made JAX's
+LAPACK kernels wait forever on their own thread pool.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from simjax.mechanics import linalg
+
+jax.config.update("jax_enable_x64", True)
+
+
+def _spd(batch, n, seed=0):
+    a = np.random.default_rng(seed).standard_normal((batch, n, n))
+    return a @ a.transpose(0, 2, 1) + n * np.eye(n)
+
+
+def _reference_solve(M, b):
+    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M, lower=True), b)
+
+
+def _solve(M, b):
+    return linalg.cho_solve(linalg.cholesky(M), b)
+
+
+@pytest.mark.parametrize("batch, n", [(64, 50), (512, 10), (3, 4)])
+def test_batched_cholesky_solve_equals_jax(batch, n):
+    # 64 x 50^3 flops: one matrix a piece; 512 x 10^3: pieces of 199; 3 x 4^3: one call
+    M = _spd(batch, n)
+    b = np.random.default_rng(1).standard_normal((batch, n))
+    L = jax.jit(jax.vmap(linalg.cholesky))(M)
+    np.testing.assert_allclose(L, np.linalg.cholesky(M), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(jax.jit(jax.vmap(_solve))(M, b), np.linalg.solve(M, b[..., None])[..., 0],
+                               rtol=1e-10, atol=1e-12)
+    B = np.random.default_rng(2).standard_normal((batch, n, 3))
+    np.testing.assert_allclose(jax.vmap(_solve)(M, B), np.linalg.solve(M, B), rtol=1e-10, atol=1e-12)
+    # a shared right-hand side (not batched) is broadcast
+    np.testing.assert_allclose(jax.vmap(_solve, in_axes=(0, None))(M, b[0]),
+                               np.linalg.solve(M, b[0][None, :, None].repeat(batch, 0))[..., 0], rtol=1e-10)
+
+
+def test_derivatives_equal_jax():
+    M = _spd(8, 6)
+    b = np.random.default_rng(3).standard_normal((8, 6))
+    dM = _spd(8, 6, seed=4)  # symmetric tangents, as a mass matrix's are
+    db = np.random.default_rng(5).standard_normal((8, 6))
+
+    def loss(solve):
+        return lambda M, b: jnp.sum(jnp.sin(solve(M, b)))
+
+    for fn in (jax.vmap(jax.grad(loss(_solve), argnums=(0, 1))), jax.grad(
+            lambda M, b: jnp.sum(jax.vmap(loss(_solve))(M, b)), argnums=(0, 1))):
+        got = fn(M, b)
+        want = jax.vmap(jax.grad(loss(_reference_solve), argnums=(0, 1)))(M, b)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+    jvp = jax.vmap(lambda M, b, dM, db: jax.jvp(_solve, (M, b), (dM, db)))(M, b, dM, db)
+    ref = jax.vmap(lambda M, b, dM, db: jax.jvp(_reference_solve, (M, b), (dM, db)))(M, b, dM, db)
+    np.testing.assert_allclose(jvp[1], ref[1], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("rank", [5, 3])
+def test_pinv_and_psd_solve_equal_jax(rank):
+    a = np.random.default_rng(6).standard_normal((16, 5, rank))
+    A = a @ a.transpose(0, 2, 1)
+    da = np.random.default_rng(7).standard_normal((16, 5, rank))
+    dA = da @ a.transpose(0, 2, 1) + a @ da.transpose(0, 2, 1)  # keeps the rank
+    b = A @ np.random.default_rng(8).standard_normal((16, 5))[..., None]
+
+    def ref(A):
+        return jnp.linalg.pinv(A, rtol=linalg.PINV_RTOL, hermitian=True)
+
+    np.testing.assert_allclose(jax.vmap(linalg.pinv)(A), jax.vmap(ref)(A), rtol=1e-9, atol=1e-12)
+    tangent = jax.vmap(lambda A, dA: jax.jvp(linalg.pinv, (A,), (dA,))[1])(A, dA)
+    np.testing.assert_allclose(tangent, jax.vmap(lambda A, dA: jax.jvp(ref, (A,), (dA,))[1])(A, dA),
+                               rtol=1e-7, atol=1e-9)
+    x = jax.vmap(linalg.psd_solve)(A, b[..., 0])
+    np.testing.assert_allclose(x, np.einsum("bij,bj->bi", jax.vmap(ref)(A), b[..., 0]), rtol=1e-8, atol=1e-10)
+
+
+def test_batched_solves_in_a_thread_per_core_finish():
+    # before: the LAPACK kernel split the batch into tasks on XLA's thread pool, whose
+    # every thread was running one of these programs and waiting: a hang
+    code = textwrap.dedent("""
+        from concurrent.futures import ThreadPoolExecutor
+        import jax, numpy as np
+        jax.config.update("jax_enable_x64", True)
+        from simjax.batching import usable_cores
+        from simjax.mechanics import linalg
+        a = np.random.default_rng(0).standard_normal((64, 50, 50))
+        M = a @ a.transpose(0, 2, 1) + 50 * np.eye(50)
+        b = np.ones((64, 50))
+        solve = jax.vmap(lambda M, b: linalg.cho_solve(linalg.cholesky(M), b))
+        f = jax.jit(lambda M, b: jax.lax.fori_loop(0, 50, lambda i, x: solve(M, b + 1e-9 * x), b))
+        f(M, b).block_until_ready()
+        threads = max(2, usable_cores())
+        with ThreadPoolExecutor(threads) as pool:
+            for _ in range(10):
+                list(pool.map(lambda _: f(M, b).block_until_ready(), range(threads)))
+        print("done")
+    """)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("done")
