@@ -17,7 +17,9 @@ nothing is left to run the tasks: the process hangs (a 50-DoF model's batch of 3
 worlds is enough). So every LAPACK call here goes through ``_serial_lapack``, whose
 batching rule gives LAPACK pieces of the batch small enough to be solved on the
 calling thread, one piece after another (the pieces cost what the split batch did on
-one core).
+one core). The derivatives' own solves call LAPACK directly, since JAX transposes those
+and cannot transpose through a batching rule; gradients run in one thread
+(``map_batch`` traces its chunks one after another under ``jax.grad``).
 """
 
 from __future__ import annotations
