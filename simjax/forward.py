@@ -22,9 +22,10 @@ from . import spatial
 from .component import ModelError
 from .function_bank import bank_eval, bank_params
 from .groups import group_key
+from .lapack import cho_solve, cholesky
 from .mechanics import dynamics as dyn
 from .mechanics.constraints import ConstraintRows, body_jacobians, weld_rows
-from .mechanics.linalg import cho_solve, cholesky, psd_solve
+from .mechanics.linalg import psd_solve
 from .mechanics.tree import frame_table_rows, position_kinematics, tree_params, velocity_kinematics
 from .state import State
 

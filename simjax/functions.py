@@ -35,6 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import lapack
+
 __all__ = [
     "Function",
     "Constant",
@@ -697,7 +699,7 @@ def _natural_spline_pp(x: Array, y: Array, m: int) -> PiecewisePolynomial:
     system = jnp.zeros((size, size), dtype).at[np.concatenate(rows), np.concatenate(idx)].set(
         jnp.concatenate(vals)
     )
-    ctrl = jnp.linalg.solve(system, jnp.concatenate([y, jnp.zeros((size - n,), dtype)]))
+    ctrl = lapack.solve(system, jnp.concatenate([y, jnp.zeros((size - n,), dtype)]))
     local = jnp.einsum("ij,ijp->ip", ctrl[cols], pieces)  # in powers of s
     hx = x[1:] - x[:-1]
     coefs = local / hx[:, None] ** np.arange(k + 1)

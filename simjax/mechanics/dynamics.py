@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from .linalg import cho_solve, cholesky
+from ..lapack import cho_solve, cholesky
 from .tree import Positions, Tree, TreeParams, Velocities
 
 __all__ = ["Inertias", "spatial_inertias", "mass_matrix", "generalized_forces", "bias_forces",

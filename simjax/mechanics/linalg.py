@@ -1,6 +1,6 @@
-"""Small dense solves: the mass matrix's Cholesky factorization, and ``A x = b`` with
-``A`` symmetric positive semidefinite (``G M^-1 G^T``, ``G G^T``), possibly singular
-when constraints are redundant (a planar loop closed by a 6-equation weld).
+"""Small dense solves for constraint equations: ``A x = b`` with ``A`` symmetric positive
+semidefinite (``G M^-1 G^T``, ``G G^T``), possibly singular when constraints are
+redundant (a planar loop closed by a 6-equation weld).
 
 The pseudo-inverse gives the minimum-norm solution whatever the rank, but an
 eigendecomposition per call costs several times a Cholesky factorization. So
@@ -9,36 +9,17 @@ positive definite, the usual case; only a (numerically) singular ``A`` takes the
 pseudo-inverse, through ``lax.cond``, so one world pays for it only when it needs it
 (under ``vmap`` both branches run and the right one is selected).
 
-On the CPU, JAX's LAPACK kernels split a batch (a ``vmap``) of more than about 2e5
-flops into tasks on XLA's intra-op thread pool and block the pool thread that runs
-the program until the tasks are done. Programs running at once in as many threads as
-the pool has (``simulate_batch``'s chunks, one thread per core) then all block, and
-nothing is left to run the tasks: the process hangs (a 50-DoF model's batch of 32
-worlds is enough). So every LAPACK call here goes through ``_serial_lapack``, whose
-batching rule gives LAPACK pieces of the batch small enough to be solved on the
-calling thread, one piece after another (the pieces cost what the split batch did on
-one core). The derivatives' own solves call LAPACK directly, since JAX transposes those
-and cannot transpose through a batching rule; gradients run in one thread
-(``map_batch`` traces its chunks one after another under ``jax.grad``).
+The factorizations are ``simjax.lapack``'s (safe to batch in threads).
 """
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
-from jax.custom_batching import custom_vmap
 
-__all__ = [
-    "PINV_RTOL",
-    "cho_solve",
-    "cholesky",
-    "min_norm_correction",
-    "pinv",
-    "psd_solve",
-    "triangular_solve",
-]
+from ..lapack import cho_solve, cholesky, pinv
+
+__all__ = ["PINV_RTOL", "psd_solve", "min_norm_correction"]
 
 #: relative eigenvalue cutoff of the pseudo-inverse (redundant constraints)
 PINV_RTOL = 1e-10
@@ -79,120 +60,3 @@ def min_norm_correction(G, err):
     **Arguments:** ``G (m, n)``; ``err (m,)``. **Returns:** ``dx (n,)``.
     """
     return G.T @ psd_solve(G @ G.T, err)
-
-
-# -- LAPACK, in pieces a thread can solve alone (see the module's docstring) -------------------
-
-#: jaxlib solves a batched LAPACK call on the calling thread below this many flops
-_INLINE_FLOPS = 200_000
-
-
-def _serial_lapack(raw, flops):
-    """``raw`` (a function of unbatched arrays that calls LAPACK) whose ``vmap`` hands
-    LAPACK pieces of the batch costing less than ``_INLINE_FLOPS`` each (``flops``:
-    an upper bound on the cost of one element, from the unbatched arguments' shapes),
-    in a ``lax.map``; a batch that costs less goes in one call. Not differentiable:
-    the public functions below give it derivatives with ``custom_jvp``."""
-
-    @custom_vmap
-    def call(*args):
-        return raw(*args)
-
-    @call.def_vmap
-    def rule(axis_size, in_batched, *args):
-        args = tuple(a if b else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, b in zip(args, in_batched))
-        piece = max(1, (_INLINE_FLOPS - 1) // max(1, flops(*(a[0] for a in args))))
-        if piece >= axis_size:
-            out = jax.vmap(raw)(*args)
-        elif piece == 1:  # one element at a time, through ``call`` so an outer vmap is split too
-            out = jax.lax.map(lambda xs: call(*xs), args)
-        else:
-            out = jax.lax.map(lambda xs: raw(*xs), args, batch_size=piece)
-        return out, jax.tree.map(lambda _: True, out)
-
-    return call
-
-
-# (the costs are jaxlib's own estimates; the eigendecomposition's bounds its 4 n^3)
-_potrf = _serial_lapack(lambda M: jax.lax.linalg.cholesky(M, symmetrize_input=False),
-                        lambda M: M.shape[-1] ** 3 // 3)
-
-
-@jax.custom_jvp
-def cholesky(M):
-    """The lower Cholesky factor ``L`` of a symmetric positive definite ``M (n, n)``
-    (its lower triangle is read), as ``jax.scipy.linalg.cho_factor(M, lower=True)``
-    but safe to batch in threads (module docstring). NaN where ``M`` is not positive
-    definite."""
-    return _potrf(M)
-
-
-@cholesky.defjvp
-def _cholesky_jvp(primals, tangents):
-    (M,), (dM,) = primals, tangents
-    L = cholesky(M)
-    # dL = L phi(L^-1 dM L^-T), phi: the lower triangle with the diagonal halved
-    X = _raw_triangular_solve(L, _raw_triangular_solve(L, dM.T, False).T, False)
-    phi = jnp.tril(X) * (1.0 - 0.5 * jnp.eye(M.shape[-1], dtype=M.dtype))
-    return L, L @ phi
-
-
-def _raw_triangular_solve(L, b, transpose):
-    """``L^-1 b`` (``L^-T b`` if ``transpose``) for a lower-triangular ``L (n, n)``, ``b (n, k)``."""
-    return jax.lax.linalg.triangular_solve(L, b, left_side=True, lower=True, transpose_a=transpose)
-
-
-@functools.cache
-def _trsm(transpose: bool):
-    return _serial_lapack(functools.partial(_raw_triangular_solve, transpose=transpose),
-                          lambda L, b: L.shape[-1] ** 2 * b.shape[-1])
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
-def triangular_solve(L, b, transpose: bool = False):
-    """``L^-1 b``, or ``L^-T b`` if ``transpose``, for a lower-triangular ``L (n, n)``
-    (its lower triangle is read) and ``b (n,)`` or ``(n, k)``; safe to batch in
-    threads (module docstring)."""
-    x = _trsm(bool(transpose))(L, b[:, None] if b.ndim == 1 else b)
-    return x[:, 0] if b.ndim == 1 else x
-
-
-@triangular_solve.defjvp
-def _triangular_solve_jvp(transpose, primals, tangents):
-    (L, b), (dL, db) = primals, tangents
-    x = triangular_solve(L, b, transpose)
-    dL = jnp.tril(dL)
-    rhs = db - (dL.T if transpose else dL) @ x
-    col = rhs[:, None] if rhs.ndim == 1 else rhs
-    dx = _raw_triangular_solve(L, col, transpose)
-    return x, dx[:, 0] if rhs.ndim == 1 else dx
-
-
-def cho_solve(L, b):
-    """``M^-1 b`` from ``M``'s lower Cholesky factor ``L (n, n)`` (``cholesky``);
-    ``b (n,)`` or ``(n, k)``."""
-    return triangular_solve(L, triangular_solve(L, b, False), True)
-
-
-@functools.cache
-def _pinv(rtol: float):
-    return _serial_lapack(lambda A: jnp.linalg.pinv(A, rtol=rtol, hermitian=True),
-                          lambda A: 10 * A.shape[-1] ** 3)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def pinv(A, rtol: float = PINV_RTOL):
-    """The pseudo-inverse of a symmetric ``A (m, m)`` (eigenvalues below ``rtol`` times
-    the largest treated as zero), as ``jnp.linalg.pinv(A, rtol, hermitian=True)`` but
-    safe to batch in threads (module docstring)."""
-    return _pinv(float(rtol))(A)
-
-
-@pinv.defjvp
-def _pinv_jvp(rtol, primals, tangents):
-    # the derivative of the pseudo-inverse at constant rank (Golub and Pereyra)
-    (A,), (dA,) = primals, tangents
-    p = pinv(A, rtol)
-    eye = jnp.eye(A.shape[-1], dtype=A.dtype)
-    dp = -p @ dA @ p + p @ p.T @ dA.T @ (eye - A @ p) + (eye - p @ A) @ dA.T @ p.T @ p
-    return p, dp
