@@ -21,8 +21,8 @@ def use_all_cores() -> None:
 
 def run_fresh(module: str, *args: str, timeout: float = 1200.0) -> dict:
     """Run ``python -m module *args`` in a fresh process, for at most ``timeout`` seconds
-    (``subprocess.TimeoutExpired`` after that: the large model's batch can hang in XLA,
-    see the README). **Returns:** the JSON line it prints last, as a dict."""
+    (``subprocess.TimeoutExpired`` after that, so a hung measurement is reported rather
+    than waited for). **Returns:** the JSON line it prints last, as a dict."""
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

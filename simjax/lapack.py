@@ -79,14 +79,17 @@ def _cholesky_jvp(primals, tangents):
 
 
 def _raw_triangular_solve(L, b, transpose):
-    """``L^-1 b`` (``L^-T b`` if ``transpose``) for a lower-triangular ``L (n, n)``, ``b (n, k)``."""
-    return jax.lax.linalg.triangular_solve(L, b, left_side=True, lower=True, transpose_a=transpose)
+    """``L^-1 b`` (``L^-T b`` if ``transpose``) for a lower-triangular ``L (n, n)``,
+    ``b (n,)`` or ``(n, k)``."""
+    x = jax.lax.linalg.triangular_solve(L, b.reshape(b.shape[0], -1), left_side=True, lower=True,
+                                        transpose_a=transpose)
+    return x.reshape(b.shape)
 
 
 @functools.cache
 def _trsm(transpose: bool):
     return _serial_lapack(functools.partial(_raw_triangular_solve, transpose=transpose),
-                          lambda L, b: L.shape[-1] ** 2 * b.shape[-1])
+                          lambda L, b: L.shape[-1] ** 2 * (b.shape[-1] if b.ndim == 2 else 1))
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
@@ -94,8 +97,7 @@ def triangular_solve(L, b, transpose: bool = False):
     """``L^-1 b``, or ``L^-T b`` if ``transpose``, for a lower-triangular ``L (n, n)``
     (its lower triangle is read) and ``b (n,)`` or ``(n, k)``; safe to batch in
     threads (module docstring)."""
-    x = _trsm(bool(transpose))(L, b[:, None] if b.ndim == 1 else b)
-    return x[:, 0] if b.ndim == 1 else x
+    return _trsm(bool(transpose))(L, b)
 
 
 @triangular_solve.defjvp
@@ -103,10 +105,7 @@ def _triangular_solve_jvp(transpose, primals, tangents):
     (L, b), (dL, db) = primals, tangents
     x = triangular_solve(L, b, transpose)
     dL = jnp.tril(dL)
-    rhs = db - (dL.T if transpose else dL) @ x
-    col = rhs[:, None] if rhs.ndim == 1 else rhs
-    dx = _raw_triangular_solve(L, col, transpose)
-    return x, dx[:, 0] if rhs.ndim == 1 else dx
+    return x, _raw_triangular_solve(L, db - (dL.T if transpose else dL) @ x, transpose)
 
 
 def cho_solve(L, b):
