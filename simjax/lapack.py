@@ -39,16 +39,19 @@ def _serial_lapack(raw, flops):
     def call(*args):
         return raw(*args)
 
+    def in_pieces(*args):
+        piece = max(1, (_INLINE_FLOPS - 1) // max(1, flops(*(a[0] for a in args))))
+        if piece >= args[0].shape[0]:
+            return jax.vmap(raw)(*args)
+        if piece == 1:  # one element at a time, through ``call`` so an outer vmap is split too
+            return jax.lax.map(lambda xs: call(*xs), args)
+        return jax.lax.map(lambda xs: raw(*xs), args, batch_size=piece)
+
     @call.def_vmap
     def rule(axis_size, in_batched, *args):
         args = tuple(a if b else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, b in zip(args, in_batched))
-        piece = max(1, (_INLINE_FLOPS - 1) // max(1, flops(*(a[0] for a in args))))
-        if piece >= axis_size:
-            out = jax.vmap(raw)(*args)
-        elif piece == 1:  # one element at a time, through ``call`` so an outer vmap is split too
-            out = jax.lax.map(lambda xs: call(*xs), args)
-        else:
-            out = jax.lax.map(lambda xs: raw(*xs), args, batch_size=piece)
+        # only the CPU's kernels split a batch over threads; a GPU solves it in one call
+        out = jax.lax.platform_dependent(*args, cpu=in_pieces, default=jax.vmap(raw))
         return out, jax.tree.map(lambda _: True, out)
 
     return call

@@ -136,3 +136,13 @@ def test_batched_solves_in_a_thread_per_core_finish():
                          check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("done")
+
+
+def test_only_the_cpu_splits_a_batch():
+    # a GPU's solver takes the whole batch in one call: no loop over pieces there
+    from jax import export
+
+    f = jax.jit(jax.vmap(lapack.cholesky))
+    M = jnp.broadcast_to(jnp.eye(50), (64, 50, 50))
+    assert "stablehlo.while" in export.export(f, platforms=["cpu"])(M).mlir_module()
+    assert "stablehlo.while" not in export.export(f, platforms=["cuda"])(M).mlir_module()
