@@ -192,24 +192,26 @@ def perturbed_states(system, state, n: int, scale: float = 0.05, seed: int = 0):
     return batch.replace(u=batch.u + scale * jnp.asarray(rng.standard_normal(batch.u.shape)))
 
 
-def simjax_batch(system, state, n: int, t_final: float, accuracy: float) -> dict:
+def simjax_batch(system, state, n: int, t_final: float, accuracy: float, chunk_size: int | None = None) -> dict:
     """A batch of ``n`` worlds simulated for ``t_final`` by ``sj.simulate_batch`` (vmapped
-    chunks, solved side by side on the cores this process may use).
+    chunks of ``chunk_size`` worlds, by default ``simulate_batch``'s, solved side by side
+    on the cores this process may use).
 
     **Returns:** ``{"wall": s, "compile": s, "per_world": s, "throughput": world-seconds
     simulated per wall second, "world_steps_per_s": integrator steps of all worlds per
-    wall second}``.
+    wall second, "q_final": the worlds' final coordinates (n, nq)}``.
     """
     states = perturbed_states(system, state, n)
 
     def run():
-        traj = sj.simulate_batch(system, states, t_final, accuracy=accuracy, n_outputs=2)
+        traj = sj.simulate_batch(system, states, t_final, accuracy=accuracy, n_outputs=2, chunk_size=chunk_size)
         return traj.q, traj.num_steps
 
-    (_, steps), first = timed(run)
+    (q, steps), first = timed(run)
     wall = best(lambda: jax.block_until_ready(run()), 1 if n > 64 else 3)
     return {"wall": wall, "compile": max(first - wall, 0.0), "per_world": wall / n,
-            "throughput": n * t_final / wall, "world_steps_per_s": float(np.sum(np.asarray(steps))) / wall}
+            "throughput": n * t_final / wall, "world_steps_per_s": float(np.sum(np.asarray(steps))) / wall,
+            "q_final": np.asarray(q[:, -1])}
 
 
 def simjax_gradient(system, state, t_final: float, accuracy: float) -> dict:
