@@ -1,7 +1,7 @@
 """Where a batched right-hand side spends its device time, kernel by kernel.
 
 Times ``jax.vmap`` of the right-hand side (udot and zdot) of a shipped model over a
-batch of worlds, and the batched Cholesky factorization of its mass matrices alone,
+batch of worlds (its state-independent parameters computed once, as in a simulation), and the batched Cholesky factorization of its mass matrices alone,
 then traces a few right-hand sides with ``jax.profiler`` and prints the kernels (on a
 GPU) or XLA operations (on a CPU) that took the most time, per evaluation. Needs no
 OpenSim, so it runs on a GPU machine as it is.
@@ -36,13 +36,18 @@ def main(argv=None) -> None:
 
     import simjax as sj
     from simjax import lapack
+    from simjax.forward import Context
 
     system = suite.load_simjax(args.model)
     states = suite.perturbed_states(system, suite.initial_state(system), args.batch)
 
+    # the state-independent parameters (spline coefficients, curves) computed once, as
+    # ``simulate`` does outside its loop
+    params = jax.jit(lambda system, state: Context(system, state).prepared())(system, suite.initial_state(system))
+
     @jax.jit
-    def rhs(system, states):
-        acc = jax.vmap(lambda s: sj.accelerations(system, s))(states)
+    def rhs(system, params, states):
+        acc = jax.vmap(lambda s: Context(system, s, parameters=params).acc)(states)
         return acc.udot, acc.zdot
 
     @jax.jit
@@ -51,9 +56,9 @@ def main(argv=None) -> None:
 
     cholesky = jax.jit(jax.vmap(lapack.cholesky))
     M = jax.block_until_ready(mass_matrices(system, states))
-    jax.block_until_ready(rhs(system, states))
+    jax.block_until_ready(rhs(system, params, states))
     jax.block_until_ready(cholesky(M))
-    t_rhs = suite.best(lambda: jax.block_until_ready(rhs(system, states)), 10)
+    t_rhs = suite.best(lambda: jax.block_until_ready(rhs(system, params, states)), 10)
     t_chol = suite.best(lambda: jax.block_until_ready(cholesky(M)), 10)
     print(f"{args.model}: batch {args.batch}, {states.q.dtype}, device {jax.devices()[0]}")
     print(f"  right-hand side {t_rhs * 1e3:.3f} ms a batch ({t_rhs / args.batch * 1e9:.1f} ns a world); "
@@ -62,7 +67,7 @@ def main(argv=None) -> None:
     folder = args.trace or tempfile.mkdtemp(prefix="simjax-kernels-")
     with jax.profiler.trace(folder, create_perfetto_trace=True):
         for _ in range(_TRACED):
-            jax.block_until_ready(rhs(system, states))
+            jax.block_until_ready(rhs(system, params, states))
     totals, counts = _kernel_totals(folder)
     total = sum(totals.values())
     print(f"  traced: {sum(counts.values()) / _TRACED:.0f} kernels and {total / _TRACED / 1e3:.3f} ms "
