@@ -41,11 +41,20 @@ def jit(fun):
     """``equinox.filter_jit`` that compiles with ``compiler_options()`` for the backend in
     use when called at top level (one compiled function per backend). Called inside
     an enclosing trace (``jax.jit``, ``jax.grad``, ``jax.vmap``, ...), where JAX takes
-    no compiler options, it is a plain ``equinox.filter_jit``.
+    no compiler options, it is a plain ``equinox.filter_jit``. Either way ``fun`` is
+    traced with full-precision float32 matrix products (``jax.default_matmul_precision``
+    ``"highest"``).
 
     **Arguments:** ``fun``: the function. **Returns:** the jitted function.
     """
-    plain = eqx.filter_jit(fun)
+    @functools.wraps(fun)
+    def exact(*args, **kwargs):
+        # a GPU's float32 products default to TensorFloat-32 (10-bit mantissas), too
+        # coarse for dynamics; "highest" changes nothing in float64 or on a CPU
+        with jax.default_matmul_precision("highest"):
+            return fun(*args, **kwargs)
+
+    plain = eqx.filter_jit(exact)
     by_backend = {}
 
     @functools.wraps(fun)
@@ -55,7 +64,7 @@ def jit(fun):
         backend = jax.default_backend()
         jitted = by_backend.get(backend)
         if jitted is None:  # (setdefault: threads calling at once share one, so it compiles once)
-            jitted = by_backend.setdefault(backend, eqx.filter_jit(fun, compiler_options=compiler_options(backend)))
+            jitted = by_backend.setdefault(backend, eqx.filter_jit(exact, compiler_options=compiler_options(backend)))
         return jitted(*args, **kwargs)
 
     return call

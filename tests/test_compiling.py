@@ -66,3 +66,15 @@ def test_jit_inside_transformations_takes_no_options():
                                rtol=1e-14)
     np.testing.assert_allclose(jax.vmap(f, (None, 0))(x, x), np.sin(np.asarray(x)[:, None] * np.asarray(x)),
                                rtol=1e-15)
+
+
+def test_float32_products_are_full_precision_on_a_gpu():
+    # a GPU's default float32 product is TensorFloat-32; simjax's jit asks for "highest"
+    from jax import export
+
+    product = compiling.jit(lambda a, b: a @ b)
+    a = jnp.ones((4, 4), jnp.float32)
+    module = export.export(jax.jit(lambda a, b: product(a, b)), platforms=["cuda"])(a, a).mlir_module()
+    dots = [line for line in module.splitlines() if "stablehlo.dot_general" in line]
+    assert dots and all("precision = [HIGHEST, HIGHEST]" in line for line in dots)
+    np.testing.assert_array_equal(product(a, a), 4 * a)
