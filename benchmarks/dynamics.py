@@ -70,31 +70,77 @@ def _humanoid():
     return spec
 
 
+def _gravity():
+    return np.array([0.0, -9.80665, 0.0])
+
+
+def _orientation(i):
+    """Body ``i``'s joint orientation in its parent (x-y-z body angles, rad)."""
+    return (0.1 * i, -0.05 * i, 0.02 * i)
+
+
+def simjax_model(spec, name="bench"):
+    """The model ``spec`` in simjax (an ``sj.Model``; needs no Pinocchio)."""
+    model = sj.Model(name, gravity=_gravity())
+    for i, (body, parent, kind, loc, mass, size) in enumerate(spec):
+        com = np.array([0.0, -size[1] / 2, 0.0])
+        model = model.add(sj.Body(body, mass=mass, mass_center=com, inertia=_box_inertia(mass, size)))
+        ppath = "/ground" if parent is None else f"/bodyset/{parent}"
+        cls = {"pin": sj.PinJoint, "ball": sj.BallJoint, "free": sj.FreeJoint, "universal": sj.UniversalJoint}[kind]
+        model = model.add(cls(f"j_{body}", ppath, f"/bodyset/{body}", location_in_parent=loc,
+                              orientation_in_parent=_orientation(i)))
+    return model
+
+
 def build(spec, name="bench"):
     """The model ``spec`` in simjax and in Pinocchio: ``(sj.Model, pinocchio.Model)``."""
     import pinocchio as pin
 
-    g = np.array([0.0, -9.80665, 0.0])
-    model = sj.Model(name, gravity=g)
     pm = pin.Model()
-    pm.gravity = pin.Motion(g, np.zeros(3))
+    pm.gravity = pin.Motion(_gravity(), np.zeros(3))
     ids = {}
     for i, (body, parent, kind, loc, mass, size) in enumerate(spec):
-        com = np.array([0.0, -size[1] / 2, 0.0])
-        inertia = _box_inertia(mass, size)
-        model = model.add(sj.Body(body, mass=mass, mass_center=com, inertia=inertia))
-        ppath = "/ground" if parent is None else f"/bodyset/{parent}"
-        orient = (0.1 * i, -0.05 * i, 0.02 * i)
-        cls = {"pin": sj.PinJoint, "ball": sj.BallJoint, "free": sj.FreeJoint, "universal": sj.UniversalJoint}[kind]
-        model = model.add(cls(f"j_{body}", ppath, f"/bodyset/{body}", location_in_parent=loc,
-                              orientation_in_parent=orient))
         jm = {"pin": pin.JointModelRZ, "ball": pin.JointModelSpherical, "free": pin.JointModelFreeFlyer}.get(kind)
         jm = jm() if jm else pin.JointModelUniversal(np.array([1.0, 0, 0]), np.array([0, 1.0, 0]))
-        R = np.asarray(spatial.xyz_body_rotation(np.asarray(orient)))
+        R = np.asarray(spatial.xyz_body_rotation(np.asarray(_orientation(i))))
         jid = pm.addJoint(0 if parent is None else ids[parent], jm, pin.SE3(R, np.asarray(loc, float)), f"j_{body}")
-        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, np.diag(inertia)), pin.SE3.Identity())
+        com = np.array([0.0, -size[1] / 2, 0.0])
+        pm.appendBodyToJoint(jid, pin.Inertia(mass, com, np.diag(_box_inertia(mass, size))), pin.SE3.Identity())
         ids[body] = jid
-    return model, pm
+    return simjax_model(spec, name), pm
+
+
+MODELS = (("2-link arm", _arm), ("10-link chain", lambda: _chain(10)), ("humanoid", _humanoid),
+          ("40-link chain", lambda: _chain(40)))
+
+
+def core_functions(model):
+    """``(system, params, crba, aba)``: the built system, its tree parameters, and the
+    forward-dynamics cores ``fn(params, q, u, tau) -> udot`` by CRBA + Cholesky and by
+    the articulated-body algorithm."""
+    system = model.build()
+    tree = system.topology.tree
+    params = tr.tree_params(model, tree)
+
+    def crba(params, q, u, tau):
+        pos = tr.position_kinematics(tree, params, q)
+        vel = tr.velocity_kinematics(tree, params, pos, u)
+        return dyn.forward_dynamics_unconstrained(tree, params, pos, vel, tau)
+
+    def aba(params, q, u, tau):
+        pos = tr.position_kinematics(tree, params, q)
+        vel = tr.velocity_kinematics(tree, params, pos, u)
+        return dyn.aba(tree, params, pos, vel, tau)
+
+    return system, params, crba, aba
+
+
+def random_states(tree, n, seed=0):
+    """``n`` random ``(q, u, tau)`` for ``tree`` (``n=None``: one state, unbatched)."""
+    rng = np.random.default_rng(seed)
+    shape = () if n is None else (n,)
+    return (jnp.asarray(rng.uniform(-0.5, 0.5, shape + (tree.nq,))), jnp.asarray(rng.normal(size=shape + (tree.nu,))),
+            jnp.asarray(rng.normal(size=shape + (tree.nu,))))
 
 
 def _median_time(fn, repeat, number):
@@ -116,7 +162,7 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5):
 
     model, pm = build(spec, "bench")
     res = {"label": label}
-    system = model.build()
+    system, params, core, core_aba = core_functions(model)
     state = system.default_state()
     tree = system.topology.tree
     res["nb"], res["nu"] = tree.n_mob - 1, tree.nu
@@ -125,23 +171,9 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5):
     res["compile"] = time.perf_counter() - t0
 
     rng = np.random.default_rng(0)
-    q = jnp.asarray(rng.uniform(-0.5, 0.5, tree.nq))
-    u = jnp.asarray(rng.normal(size=tree.nu))
-    tau = jnp.asarray(rng.normal(size=tree.nu))
+    q, u, tau = random_states(tree, None)
     state = state.replace(q=q, u=u)
     res["api"] = _median_time(lambda: sj.forward_dynamics(system, state), repeat, 200)
-
-    params = tr.tree_params(model, tree)
-
-    def core(params, q, u, tau):
-        pos = tr.position_kinematics(tree, params, q)
-        vel = tr.velocity_kinematics(tree, params, pos, u)
-        return dyn.forward_dynamics_unconstrained(tree, params, pos, vel, tau)
-
-    def core_aba(params, q, u, tau):
-        pos = tr.position_kinematics(tree, params, q)
-        vel = tr.velocity_kinematics(tree, params, pos, u)
-        return dyn.aba(tree, params, pos, vel, tau)
 
     f = jit(core)
     f(params, q, u, tau).block_until_ready()
@@ -156,9 +188,7 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5):
     fl(params, q, u, tau).block_until_ready()
     res["in_jit"] = _median_time(lambda: fl(params, q, u, tau), repeat, 1) / loop
 
-    qb = jnp.asarray(rng.uniform(-0.5, 0.5, (batch, tree.nq)))
-    ub = jnp.asarray(rng.normal(size=(batch, tree.nu)))
-    tb = jnp.asarray(rng.normal(size=(batch, tree.nu)))
+    qb, ub, tb = random_states(tree, batch, seed=1)
     for key, fn in (("vmap_crba", core), ("vmap_aba", core_aba)):
         fv = jit(jax.vmap(fn, in_axes=(None, 0, 0, 0)))
         fv(params, qb, ub, tb).block_until_ready()
@@ -184,9 +214,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
-    models = [("2-link arm", _arm()), ("10-link chain", _chain(10)), ("humanoid", _humanoid()),
-              ("40-link chain", _chain(40))]
-    rows = [bench(label, spec, batch=args.batch, repeat=args.repeat) for label, spec in models]
+    rows = [bench(label, spec(), batch=args.batch, repeat=args.repeat) for label, spec in MODELS]
     us = 1e6
     print(f"{'model':15s} {'bodies':>6s} {'nu':>4s} {'pin aba':>9s} {'sj api':>9s} {'sj core':>9s} {'in-jit':>9s} "
           f"{'vmap crba':>10s} {'vmap aba':>9s} {'chunked crba':>13s} {'chunked aba':>12s} {'vmap/pin':>8s} "
