@@ -23,22 +23,15 @@ import datetime
 import json
 import os
 import platform
-import sys
-import time
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import simjax as sj  # noqa: E402
-from benchmarks import dynamics, suite  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-import bicep_curl  # noqa: E402
+from benchmarks import dynamics, muscles, suite  # noqa: E402
 
 _T_FINAL = 10.0
 _ACCURACY = 1e-5
@@ -47,13 +40,8 @@ _REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorded"
 
 def _wall(fn, repeat=3):
     """Best wall time of ``fn()`` (its outputs waited for), after one warm-up call."""
-    jax.block_until_ready(fn())
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t)
-    return min(times)
+    suite.timed(fn)
+    return suite.best(lambda: jax.block_until_ready(fn()), repeat)
 
 
 def forward_dynamics_per_state(n_states) -> dict:
@@ -71,28 +59,16 @@ def forward_dynamics_per_state(n_states) -> dict:
     return rows
 
 
-class _Excitation(eqx.Module):
-    """The biceps' excitation as ``controls(t, state)``: its controller's step function."""
-
-    step: eqx.Module
-
-    def __call__(self, t, state):
-        return jnp.atleast_1d(self.step(t))
-
-
 def batches_per_world(worlds) -> dict:
     """Seconds per world of batches of 10 s simulations: the double pendulum (speeds
     perturbed) and the bicep curl (excitation steps to levels 0.4 .. 1), by batch size."""
     rows = {}
     pendulum = suite.load_simjax("double_pendulum")
-    bicep = bicep_curl.build_model().build()
-    step = bicep.model.find("/controllerset/brain").control_functions[0]
+    bicep = muscles.bicep_curl.build_model().build()
     for n in worlds:
         r = suite.simjax_batch(pendulum, suite.initial_state(pendulum), n, _T_FINAL, _ACCURACY)
         rows[f"double_pendulum|{n}"] = r["per_world"]
-        levels = jnp.linspace(0.4, 1.0, n)
-        controls = jax.vmap(lambda level: _Excitation(eqx.tree_at(lambda f: f.end_value, step, level)))(levels)
-        states = jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + a.shape), bicep_curl.initial_state(bicep))
+        states, controls = muscles.excitation_batch(bicep, muscles.bicep_curl.initial_state(bicep), n)
         run = lambda: sj.simulate_batch(bicep, states, _T_FINAL, controls, accuracy=_ACCURACY, n_outputs=2).q  # noqa: E731
         rows[f"bicep_curl|{n}"] = _wall(run, repeat=1) / n
     return rows
@@ -101,8 +77,6 @@ def batches_per_world(worlds) -> dict:
 def measure_reference(path: str) -> None:
     """Pinocchio's ``aba`` per model and OpenSim's 10 s runs, written to ``path``."""
     import pinocchio as pin
-
-    from benchmarks import muscles
 
     ref = {"machine": _machine(), "date": datetime.date.today().isoformat(), "pinocchio_aba": {}}
     for label, spec in dynamics.MODELS:

@@ -109,13 +109,19 @@ class _Excitation(eqx.Module):
         return jnp.atleast_1d(self.step(t))
 
 
+def excitation_batch(system, state, n: int):
+    """``(states, controls)`` of ``n`` bicep curls from ``state`` whose excitations step
+    to levels 0.4 .. 1 (the step's end value), for ``sj.simulate_batch``."""
+    levels = jnp.linspace(0.4, 1.0, n)
+    step = system.model.find("/controllerset/brain").control_functions[0]
+    controls = jax.vmap(lambda level: _Excitation(eqx.tree_at(lambda f: f.end_value, step, level)))(levels)
+    return jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + a.shape), state), controls
+
+
 def batch(args, system, state, os_wall):
     """1024 bicep curls whose excitation steps to different levels, by ``simulate_batch``
     (its chunks solved side by side on the cores this process may use)."""
-    levels = jnp.linspace(0.4, 1.0, args.batch)
-    step = system.model.find("/controllerset/brain").control_functions[0]
-    controls = jax.vmap(lambda level: _Excitation(eqx.tree_at(lambda f: f.end_value, step, level)))(levels)
-    states = jax.tree.map(lambda a: jnp.broadcast_to(a, (args.batch,) + a.shape), state)
+    states, controls = excitation_batch(system, state, args.batch)
 
     def run():
         return sj.simulate_batch(system, states, args.t_final, controls, rtol=args.accuracy, atol=args.accuracy,
