@@ -35,6 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiling import unrolled_off_cpu
+
 __all__ = ["StackedCurve", "stack_curve", "concat_curves", "curve_eval", "solve_in_curve"]
 
 # Bernstein (degree 5) -> monomial: a = _B2M @ p
@@ -139,15 +141,11 @@ def _solve(residual, slope):
         u = jnp.where(r == 0, u, jnp.where(ok, newton, secant(lo, hi, r_lo, r_hi)))
         return jnp.stack([u, lo, hi, r_lo, r_hi])
 
-    def steps(unroll):
-        return lambda packed: jax.lax.fori_loop(0, _N_NEWTON, step, packed, unroll=unroll)
-
     packed = jnp.stack([secant(lo, hi, r_lo, r_hi), lo, hi, r_lo, r_hi])
-    # A GPU fuses the unrolled steps into one kernel that reads the coefficients once
-    # (gait10dof18musc's batch of 8192 worlds, H100: 1.6x the world-steps per second of
-    # the loop, whose every step rereads and rewrites them); on a CPU unrolling made
-    # the right-hand side 1.7x slower.
-    return jax.lax.platform_dependent(packed, cpu=steps(1), default=steps(True))[0]
+    # unrolled on a GPU: gait10dof18musc's batch of 8192 worlds on an H100 ran 1.6x the
+    # world-steps per second of the loop
+    steps = lambda unroll, packed: jax.lax.fori_loop(0, _N_NEWTON, step, packed, unroll=unroll)  # noqa: E731
+    return unrolled_off_cpu(steps, packed)[0]
 
 
 def solve_in_curve(c: StackedCurve, alpha, beta, rhs):
