@@ -78,3 +78,17 @@ def test_float32_products_are_full_precision_on_a_gpu():
     dots = [line for line in module.splitlines() if "stablehlo.dot_general" in line]
     assert dots and all("precision = [HIGHEST, HIGHEST]" in line for line in dots)
     np.testing.assert_array_equal(product(a, a), 4 * a)
+
+
+def test_unrolled_off_cpu_is_a_loop_only_on_the_cpu():
+    from jax import export
+
+    loop = lambda unroll, x: jax.lax.fori_loop(0, 5, lambda i, c: 0.5 * c + i, x, unroll=unroll)  # noqa: E731
+    f = jax.jit(lambda x: compiling.unrolled_off_cpu(loop, x))
+    x = jnp.arange(3.0)
+    expected = x
+    for i in range(5):
+        expected = 0.5 * expected + i
+    np.testing.assert_allclose(f(x), expected, rtol=1e-15)
+    assert "stablehlo.while" in export.export(f, platforms=["cpu"])(x).mlir_module()
+    assert "stablehlo.while" not in export.export(f, platforms=["cuda"])(x).mlir_module()
