@@ -22,6 +22,28 @@ def test_mat_helpers_match_numpy():
     np.testing.assert_allclose(spatial.mat_vec(a, v), np.einsum("nij,nj->ni", a, v), atol=1e-14)
 
 
+@pytest.mark.parametrize("name, shapes, want", [
+    ("mat_mul", ((4, 3, 6), (1, 6, 2)), lambda a, b: a @ b),
+    ("mat_vec", ((4, 6, 3), (4, 3)), lambda a, v: jnp.einsum("...ij,...j->...i", a, v)),
+    ("mat_tvec", ((1, 3, 6), (4, 3)), lambda a, v: jnp.einsum("...ji,...j->...i", a, v)),
+])
+def test_mat_helpers_derivatives(name, shapes, want):
+    """The small-matrix products' written-out derivatives, forward, reverse and second
+    order, equal those of the plain products (operands broadcast over a leading axis)."""
+    fn = getattr(spatial, name)
+    x, y = (jnp.asarray(RNG.normal(size=s)) for s in shapes)
+    np.testing.assert_allclose(fn(x, y), want(x, y), atol=1e-14)
+    for jac in (jax.jacfwd, jax.jacrev):
+        for g, w in zip(jac(fn, argnums=(0, 1))(x, y), jac(want, argnums=(0, 1))(x, y)):
+            np.testing.assert_allclose(g, w, atol=1e-14)
+    square = lambda f: lambda x, y: jnp.sum(f(x, y) ** 3)  # noqa: E731
+    for g, w in zip(jax.hessian(square(fn), argnums=(0, 1))(x, y), jax.hessian(square(want), argnums=(0, 1))(x, y)):
+        for gi, wi in zip(g, w):
+            np.testing.assert_allclose(gi, wi, atol=1e-11)
+    # a constant operand (a symbolic zero tangent) is fine
+    np.testing.assert_allclose(jax.jacrev(fn)(x, y), jax.jacrev(want)(x, y), atol=1e-14)
+
+
 def test_skew_unskew():
     v, u = RNG.normal(size=(N, 3)), RNG.normal(size=(N, 3))
     np.testing.assert_allclose(spatial.mat_vec(spatial.skew(v), u), np.cross(v, u), atol=1e-14)
