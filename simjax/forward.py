@@ -22,7 +22,7 @@ from . import spatial
 from .component import ModelError
 from .function_bank import bank_eval, bank_params
 from .groups import group_key
-from .lapack import cho_solve, cholesky
+from .lapack import cho_solve, cholesky, spd_solve
 from .mechanics import dynamics as dyn
 from .mechanics.constraints import ConstraintRows, body_jacobians, weld_rows
 from .mechanics.linalg import psd_solve
@@ -312,18 +312,17 @@ class Context:
         body, mob = self.applied
         f = dyn.generalized_forces(self.tree, self.pos, body - dyn.inertial_forces(
             self.tree, self.params, self.pos, self.vel, None, self.inertias)) + mob
-        L = cholesky(M)
         rows = self.constraints
         if rows.G.shape[0]:
             # one pair of triangular solves for both right-hand sides
-            X = cho_solve(L, jnp.concatenate([rows.G.T, f[:, None]], 1))
+            X = cho_solve(cholesky(M), jnp.concatenate([rows.G.T, f[:, None]], 1))
             MinvGt, Minvf = X[:, :-1], X[:, -1]
             lam = psd_solve(rows.G @ MinvGt, rows.G @ Minvf - rows.b)
             udot = Minvf - MinvGt @ lam
             err = rows.G @ udot - rows.b
         else:
             lam = jnp.zeros(0, f.dtype)
-            udot = cho_solve(L, f)
+            udot = spd_solve(M, f)
             err = lam
         return Accelerations(udot=udot, qdot=self.vel.qdot, zdot=self.zdot, multipliers=lam, udot_err=err)
 

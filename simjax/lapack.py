@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-__all__ = ["cholesky", "cho_solve", "triangular_solve", "solve", "pinv"]
+__all__ = ["cholesky", "cho_solve", "spd_solve", "triangular_solve", "solve", "pinv"]
 
 #: jaxlib solves a batched LAPACK call on the calling thread below this many flops
 _INLINE_FLOPS = 200_000
@@ -115,6 +115,30 @@ def cho_solve(L, b):
     """``M^-1 b`` from ``M``'s lower Cholesky factor ``L (n, n)`` (``cholesky``);
     ``b (n,)`` or ``(n, k)``."""
     return triangular_solve(L, triangular_solve(L, b, False), True)
+
+
+@jax.custom_jvp
+def spd_solve(M, b):
+    """``M^-1 b`` for a symmetric positive definite ``M (n, n)`` (its lower triangle is
+    read) and ``b (n,)`` or ``(n, k)``, by Cholesky (``cho_solve(cholesky(M), b)``).
+
+    Its derivative is that of the solution, ``dx = M^-1 (db - dM x)``, two triangular
+    solves with the factor, rather than the derivative of the factorization (solves
+    with ``n`` right-hand sides) carried through the two solves; reverse mode is
+    likewise one pair of solves and an outer product.
+    """
+    return cho_solve(cholesky(M), b)
+
+
+@spd_solve.defjvp
+def _spd_solve_jvp(primals, tangents):
+    (M, b), (dM, db) = primals, tangents
+    L = cholesky(M)
+    x = cho_solve(L, b)
+    # (all of dM, as ``cholesky``'s derivative takes it: the two agree for the symmetric
+    # tangents a symmetric matrix has)
+    r = db - dM @ x
+    return x, _raw_triangular_solve(L, _raw_triangular_solve(L, r, False), True)
 
 
 @functools.cache

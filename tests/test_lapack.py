@@ -60,15 +60,24 @@ def test_derivatives_equal_jax():
     def loss(solve):
         return lambda M, b: jnp.sum(jnp.sin(solve(M, b)))
 
-    for fn in (jax.vmap(jax.grad(loss(_solve), argnums=(0, 1))), jax.grad(
-            lambda M, b: jnp.sum(jax.vmap(loss(_solve))(M, b)), argnums=(0, 1))):
-        got = fn(M, b)
-        want = jax.vmap(jax.grad(loss(_reference_solve), argnums=(0, 1)))(M, b)
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
-    jvp = jax.vmap(lambda M, b, dM, db: jax.jvp(_solve, (M, b), (dM, db)))(M, b, dM, db)
+    want = jax.vmap(jax.grad(loss(_reference_solve), argnums=(0, 1)))(M, b)
     ref = jax.vmap(lambda M, b, dM, db: jax.jvp(_reference_solve, (M, b), (dM, db)))(M, b, dM, db)
-    np.testing.assert_allclose(jvp[1], ref[1], rtol=1e-9, atol=1e-12)
+    for solve in (_solve, lapack.spd_solve):
+        for fn in (jax.vmap(jax.grad(loss(solve), argnums=(0, 1))), jax.grad(
+                lambda M, b: jnp.sum(jax.vmap(loss(solve))(M, b)), argnums=(0, 1))):
+            (gM, gb), (wM, wb) = fn(M, b), want
+            np.testing.assert_allclose(gb, wb, rtol=1e-9, atol=1e-12)
+            # the matrix's gradient as a symmetric matrix has it: its symmetric part
+            # (that of the factorization differs in its antisymmetric part)
+            sym = lambda g: 0.5 * (g + np.swapaxes(g, -1, -2))  # noqa: E731
+            np.testing.assert_allclose(sym(gM), sym(wM), rtol=1e-9, atol=1e-12)
+        jvp = jax.vmap(lambda M, b, dM, db: jax.jvp(solve, (M, b), (dM, db)))(M, b, dM, db)
+        np.testing.assert_allclose(jvp[0], ref[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(jvp[1], ref[1], rtol=1e-9, atol=1e-12)
+    # second order (a gradient of a gradient, as a fitted parameter's Gauss-Newton step takes)
+    hess = jax.hessian(lambda b: loss(lapack.spd_solve)(M[0], b))(b[0])
+    np.testing.assert_allclose(hess, jax.hessian(lambda b: loss(_reference_solve)(M[0], b))(b[0]), rtol=1e-9,
+                               atol=1e-12)
 
 
 @pytest.mark.parametrize("batch, n", [(64, 40), (3, 4)])

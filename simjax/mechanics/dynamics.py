@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..lapack import cho_solve, cholesky
+from ..lapack import spd_solve
 from .tree import Positions, Tree, TreeParams, Velocities
 
 __all__ = ["Inertias", "spatial_inertias", "mass_matrix", "generalized_forces", "bias_forces",
@@ -165,7 +165,7 @@ def forward_dynamics_unconstrained(tree, params, pos, vel, tau, body_forces=None
     if body_forces is not None:
         f = f - body_forces
     rhs = tau - generalized_forces(tree, pos, f)
-    return cho_solve(cholesky(M), rhs)
+    return spd_solve(M, rhs)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
