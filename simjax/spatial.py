@@ -55,16 +55,40 @@ __all__ = [
 ]
 
 
-@jax.custom_jvp
+def _bilinear(summed):
+    """Decorator: a small-matrix product (written as a sum of broadcast products, which
+    XLA fuses with its neighbours) whose derivative is ``summed(da, b) + summed(a, db)``,
+    ``summed`` being the same product as one broadcast product summed over the inner
+    axis. Reverse mode transposes each term into one fused product, where the
+    unrolled sum's terms transpose to a padded copy of a column or row each."""
+
+    def decorate(product):
+        product = jax.custom_jvp(product)
+
+        def jvp(primals, tangents):
+            (a, b), (da, db) = primals, tangents
+            out = product(a, b)
+            terms = []
+            if not isinstance(da, SymbolicZero):
+                terms.append(summed(da, b))
+            if not isinstance(db, SymbolicZero):
+                terms.append(summed(a, db))
+            return out, functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(out)
+
+        product.defjvp(jvp, symbolic_zeros=True)
+        return product
+
+    return decorate
+
+
+@_bilinear(lambda a, b: (a[..., :, :, None] * b[..., None, :, :]).sum(-2))
 def mat_mul(a, b):
     """Batched product of small matrices, ``a @ b`` over leading axes.
 
     Written as a sum of broadcast products over the (small, static) inner dimension,
     elementwise only, so that XLA fuses it with its neighbours: for 3x3 and 6x6 blocks
     this is much cheaper on CPU than a ``dot_general`` or a reduction per product. Its
-    derivative is a broadcast product summed over the inner axis, whose transpose
-    (reverse mode) is one fused product too, where the sum's terms transpose to a
-    padded copy of a column or row each.
+    derivative is written out (``_bilinear``) so that reverse mode stays fused too.
     """
     out = a[..., :, 0, None] * b[..., None, 0, :]
     for k in range(1, a.shape[-1]):
@@ -72,20 +96,7 @@ def mat_mul(a, b):
     return out
 
 
-def _sum_product(a, b, axis):
-    """``a * b`` (broadcast) summed over ``axis``."""
-    return (a * b).sum(axis)
-
-
-@functools.partial(mat_mul.defjvp, symbolic_zeros=True)
-def _mat_mul_jvp(primals, tangents):
-    (a, b), (da, db) = primals, tangents
-    out = mat_mul(a, b)
-    return out, _linear_terms(out, da, lambda d: _sum_product(d[..., :, :, None], b[..., None, :, :], -2),
-                              db, lambda d: _sum_product(a[..., :, :, None], d[..., None, :, :], -2))
-
-
-@jax.custom_jvp
+@_bilinear(lambda a, v: (a * v[..., None, :]).sum(-1))
 def mat_vec(a, v):
     """Batched matrix-vector product ``a @ v`` of small blocks (see ``mat_mul``)."""
     out = a[..., :, 0] * v[..., None, 0]
@@ -94,36 +105,13 @@ def mat_vec(a, v):
     return out
 
 
-@functools.partial(mat_vec.defjvp, symbolic_zeros=True)
-def _mat_vec_jvp(primals, tangents):
-    (a, v), (da, dv) = primals, tangents
-    out = mat_vec(a, v)
-    return out, _linear_terms(out, da, lambda d: _sum_product(d, v[..., None, :], -1),
-                              dv, lambda d: _sum_product(a, d[..., None, :], -1))
-
-
-@jax.custom_jvp
+@_bilinear(lambda a, v: (a * v[..., :, None]).sum(-2))
 def mat_tvec(a, v):
     """Batched product ``a^T @ v`` of small blocks (see ``mat_mul``)."""
     out = a[..., 0, :] * v[..., 0, None]
     for k in range(1, a.shape[-2]):
         out = out + a[..., k, :] * v[..., k, None]
     return out
-
-
-@functools.partial(mat_tvec.defjvp, symbolic_zeros=True)
-def _mat_tvec_jvp(primals, tangents):
-    (a, v), (da, dv) = primals, tangents
-    out = mat_tvec(a, v)
-    return out, _linear_terms(out, da, lambda d: _sum_product(d, v[..., :, None], -2),
-                              dv, lambda d: _sum_product(a, d[..., :, None], -2))
-
-
-def _linear_terms(out, *pairs):
-    """The sum of ``term(tangent)`` over ``(tangent, term)`` pairs, skipping symbolic
-    zeros (zeros like ``out`` if all are)."""
-    terms = [term(t) for t, term in zip(pairs[::2], pairs[1::2]) if not isinstance(t, SymbolicZero)]
-    return functools.reduce(jnp.add, terms) if terms else jnp.zeros_like(out)
 
 
 def skew(v):
