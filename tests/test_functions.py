@@ -37,6 +37,8 @@ from simjax.functions import (
     stack_pp,
 )
 
+from _platforms import assert_loop_only_on_cpu
+
 _MODEL_DIRS = [Path(__file__).resolve().parents[1] / "shared" / "models", Path("/work/shared/models")]
 
 
@@ -160,13 +162,9 @@ def test_simm_spline_matches_opensim(n):
 def test_simm_spline_fit_is_a_loop_on_a_cpu_and_unrolled_elsewhere():
     # a GPU waits on the host for every loop iteration's condition: there the knots'
     # elimination is unrolled (the same arithmetic, which the OpenSim tests check here)
-    from jax import export
-
     x = jnp.linspace(0.0, 1.0, 12)
     y = jnp.sin(3.0 * x)
-    fit = jax.jit(F._simm_coefficients)
-    assert "stablehlo.while" in export.export(fit, platforms=["cpu"])(x, y).mlir_module()
-    assert "stablehlo.while" not in export.export(fit, platforms=["cuda"])(x, y).mlir_module()
+    assert_loop_only_on_cpu(jax.jit(F._simm_coefficients), x, y)
 
 
 def test_natural_cubic_spline_is_opensims_simm_spline():

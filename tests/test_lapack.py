@@ -19,6 +19,8 @@ import pytest
 from simjax import lapack
 from simjax.mechanics import linalg
 
+from _platforms import assert_loop_only_on_cpu
+
 jax.config.update("jax_enable_x64", True)
 
 
@@ -51,6 +53,12 @@ def test_batched_cholesky_solve_equals_jax(batch, n):
                                np.linalg.solve(M, b[0][None, :, None].repeat(batch, 0))[..., 0], rtol=1e-10)
 
 
+def _symmetric_part(g):
+    """A matrix gradient as a symmetric matrix has it (that of the factorization
+    differs in its antisymmetric part)."""
+    return 0.5 * (g + np.swapaxes(g, -1, -2))
+
+
 def test_derivatives_equal_jax():
     M = _spd(8, 6)
     b = np.random.default_rng(3).standard_normal((8, 6))
@@ -67,10 +75,7 @@ def test_derivatives_equal_jax():
                 lambda M, b: jnp.sum(jax.vmap(loss(solve))(M, b)), argnums=(0, 1))):
             (gM, gb), (wM, wb) = fn(M, b), want
             np.testing.assert_allclose(gb, wb, rtol=1e-9, atol=1e-12)
-            # the matrix's gradient as a symmetric matrix has it: its symmetric part
-            # (that of the factorization differs in its antisymmetric part)
-            sym = lambda g: 0.5 * (g + np.swapaxes(g, -1, -2))  # noqa: E731
-            np.testing.assert_allclose(sym(gM), sym(wM), rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(_symmetric_part(gM), _symmetric_part(wM), rtol=1e-9, atol=1e-12)
         jvp = jax.vmap(lambda M, b, dM, db: jax.jvp(solve, (M, b), (dM, db)))(M, b, dM, db)
         np.testing.assert_allclose(jvp[0], ref[0], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(jvp[1], ref[1], rtol=1e-9, atol=1e-12)
@@ -149,9 +154,4 @@ def test_batched_solves_in_a_thread_per_core_finish():
 
 def test_only_the_cpu_splits_a_batch():
     # a GPU's solver takes the whole batch in one call: no loop over pieces there
-    from jax import export
-
-    f = jax.jit(jax.vmap(lapack.cholesky))
-    M = jnp.broadcast_to(jnp.eye(50), (64, 50, 50))
-    assert "stablehlo.while" in export.export(f, platforms=["cpu"])(M).mlir_module()
-    assert "stablehlo.while" not in export.export(f, platforms=["cuda"])(M).mlir_module()
+    assert_loop_only_on_cpu(jax.jit(jax.vmap(lapack.cholesky)), jnp.broadcast_to(jnp.eye(50), (64, 50, 50)))
