@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import time
 
 import diffrax
 import jax
 import jax.numpy as jnp
-
-from simjax.compiling import compiler_options
 
 from . import suite
 
@@ -37,14 +34,9 @@ def _per_call(body, y, args, loops: int, repeat: int = 5) -> float:
         step = lambda i, c: c + 1e-12 * body(y + 1e-9 * c, args)  # noqa: E731
         return jax.lax.fori_loop(0, loops, step, jnp.zeros_like(y))
 
-    run = jax.jit(run, compiler_options=compiler_options())
+    run = suite.jit(run)
     jax.block_until_ready(run(y, args))
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        jax.block_until_ready(run(y, args))
-        best = min(best, time.perf_counter() - start)
-    return best / loops
+    return suite.best(lambda: jax.block_until_ready(run(y, args)), repeat) / loops
 
 
 def measure(name: str, loops: int = 200, h: float = 2e-3) -> dict:
@@ -81,7 +73,6 @@ def main(argv=None) -> None:
     parser.add_argument("model", nargs="?", default="gait10dof18musc")
     parser.add_argument("--loops", type=int, default=200)
     options = parser.parse_args(argv)
-    jax.config.update("jax_enable_x64", True)
     t = measure(options.model, options.loops)
     print(f"{options.model}, us per evaluation (float64):")
     print(f"  right-hand side {t['rhs'] * 1e6:9.1f}   its VJP {t['rhs_vjp'] * 1e6:9.1f}"
