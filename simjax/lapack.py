@@ -1,4 +1,5 @@
-"""JAX's LAPACK solves (Cholesky, triangular, LU, pseudo-inverse), safe to batch in threads.
+"""JAX's LAPACK solves (Cholesky, triangular, LU, pseudo-inverse), safe to batch in threads,
+and fused in XLA's own operations for small matrices off the CPU.
 
 On the CPU, JAX's LAPACK kernels split a batch (a ``vmap``) of more than about 2e5
 flops into tasks on XLA's intra-op thread pool and block the pool thread that runs
@@ -12,6 +13,13 @@ what the split batch did on one core). The derivatives' own solves call LAPACK
 directly, since JAX transposes those and cannot transpose through a batching rule;
 gradients run in one thread (``map_batch`` traces its chunks one after another under
 ``jax.grad``).
+
+On a GPU, a batched cuSOLVER or cuBLAS call costs a handful of kernels (pointer arrays,
+status flags, the factorization) whatever the matrix's size, each launched from the
+host: for a 2-DoF model's mass matrix, more than its arithmetic. There, matrices of
+order up to ``_FUSED_MAX`` are factored and solved by loops over their columns written
+out in elementwise operations (``_fused_cholesky``, ``_fused_triangular_solve``), which
+XLA fuses with the work around them; the CPU keeps LAPACK.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ __all__ = ["cholesky", "cho_solve", "spd_solve", "triangular_solve", "solve", "p
 
 #: jaxlib solves a batched LAPACK call on the calling thread below this many flops
 _INLINE_FLOPS = 200_000
+#: largest matrix order solved in fused elementwise operations off the CPU
+_FUSED_MAX = 16
 
 
 def _serial_lapack(raw, flops):
@@ -57,6 +67,44 @@ def _serial_lapack(raw, flops):
     return call
 
 
+def _fused_off_cpu(lapack, fused, *args):
+    """``lapack(*args)`` on a CPU, and ``fused(*args)`` elsewhere where the matrix
+    ``args[0]`` has order at most ``_FUSED_MAX`` (module docstring)."""
+    if args[0].shape[-1] > _FUSED_MAX:
+        return lapack(*args)
+    return jax.lax.platform_dependent(*args, cpu=lapack, default=fused)
+
+
+def _fused_cholesky(M):
+    """The lower Cholesky factor of ``M (n, n)`` (its lower triangle read), column by
+    column with rank-one updates of the rest (right-looking), all in elementwise
+    operations; NaN in its lower triangle where a pivot is not positive, as JAX's
+    LAPACK call gives."""
+    n = M.shape[-1]
+    rows = jnp.arange(n)
+    A, cols, ok = M, [], True
+    for j in range(n):
+        ok = ok & (A[j, j] > 0)
+        col = jnp.where(rows >= j, A[:, j] / jnp.sqrt(A[j, j]), 0.0)
+        cols.append(col)
+        A = A - col[:, None] * col[None, :]
+    return jnp.where(ok, jnp.stack(cols, axis=1), jnp.tril(jnp.full_like(M, jnp.nan)))
+
+
+def _fused_triangular_solve(L, b, transpose):
+    """``_raw_triangular_solve`` by substitution in elementwise operations: each
+    unknown in turn, then its column (``L^T``: its row) taken from the remaining
+    right-hand sides."""
+    n = L.shape[-1]
+    rows = jnp.arange(n)
+    B, x = b.reshape(n, -1), [None] * n
+    for j in (reversed(range(n)) if transpose else range(n)):
+        x[j] = B[j] / L[j, j]
+        coupled = jnp.where(rows < j, L[j, :], 0.0) if transpose else jnp.where(rows > j, L[:, j], 0.0)
+        B = B - coupled[:, None] * x[j][None, :]
+    return jnp.stack(x).reshape(b.shape)
+
+
 # (the costs are jaxlib's own estimates; the eigendecomposition's bounds its 4 n^3)
 _potrf = _serial_lapack(lambda M: jax.lax.linalg.cholesky(M, symmetrize_input=False),
                         lambda M: M.shape[-1] ** 3 // 3)
@@ -68,7 +116,7 @@ def cholesky(M):
     (its lower triangle is read), as ``jax.scipy.linalg.cho_factor(M, lower=True)``
     but safe to batch in threads (module docstring). NaN where ``M`` is not positive
     definite."""
-    return _potrf(M)
+    return _fused_off_cpu(_potrf, _fused_cholesky, M)
 
 
 @cholesky.defjvp
@@ -100,7 +148,8 @@ def triangular_solve(L, b, transpose: bool = False):
     """``L^-1 b``, or ``L^-T b`` if ``transpose``, for a lower-triangular ``L (n, n)``
     (its lower triangle is read) and ``b (n,)`` or ``(n, k)``; safe to batch in
     threads (module docstring)."""
-    return _trsm(bool(transpose))(L, b)
+    transpose = bool(transpose)
+    return _fused_off_cpu(_trsm(transpose), functools.partial(_fused_triangular_solve, transpose=transpose), L, b)
 
 
 @triangular_solve.defjvp
@@ -151,8 +200,15 @@ def _pinv(rtol: float):
 def pinv(A, rtol: float):
     """The pseudo-inverse of a symmetric ``A (m, m)`` (eigenvalues below ``rtol`` times
     the largest treated as zero), as ``jnp.linalg.pinv(A, rtol, hermitian=True)`` but
-    safe to batch in threads (module docstring)."""
-    return _pinv(float(rtol))(A)
+    safe to batch in threads (module docstring). Off the CPU, a ``(1, 1)`` ``A``'s is
+    ``1 / a`` (0 where ``a`` is 0) in one elementwise operation."""
+    if A.shape[-1] != 1:
+        return _pinv(float(rtol))(A)
+    return jax.lax.platform_dependent(A, cpu=_pinv(float(rtol)), default=_scalar_pinv)
+
+
+def _scalar_pinv(A):
+    return jnp.where(A == 0, 0.0, 1.0 / jnp.where(A == 0, 1.0, A))
 
 
 @pinv.defjvp

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import export
 
 from simjax import lapack
 from simjax.mechanics import linalg
@@ -155,3 +156,44 @@ def test_batched_solves_in_a_thread_per_core_finish():
 def test_only_the_cpu_splits_a_batch():
     # a GPU's solver takes the whole batch in one call: no loop over pieces there
     assert_loop_only_on_cpu(jax.jit(jax.vmap(lapack.cholesky)), jnp.broadcast_to(jnp.eye(50), (64, 50, 50)))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 10, 16])
+def test_fused_solves_equal_lapack(n):
+    # what a GPU runs for small matrices, run here: the lower triangle alone is read
+    rng = np.random.default_rng(n)
+    M = _spd(1, n, seed=n)[0]
+    junk = np.triu(rng.standard_normal((n, n)), 1)
+    L = np.linalg.cholesky(M)
+    np.testing.assert_allclose(lapack._fused_cholesky(M + junk), L, rtol=1e-13, atol=1e-14)
+    for b in (rng.standard_normal(n), rng.standard_normal((n, 3))):
+        for transpose in (False, True):
+            x = lapack._fused_triangular_solve(L + junk, b, transpose)
+            np.testing.assert_allclose(x, np.linalg.solve(L.T if transpose else L, b), rtol=1e-12, atol=1e-13)
+    # not positive definite: NaN in the lower triangle, as JAX's LAPACK call gives
+    bad = M - 2 * np.linalg.eigvalsh(M)[0] * np.eye(n)
+    np.testing.assert_array_equal(np.isnan(lapack._fused_cholesky(bad)), np.isnan(lapack.cholesky(bad)))
+    assert np.isnan(lapack._fused_cholesky(bad)).any()
+
+
+def test_scalar_pinv_equals_jax():
+    for a in (0.0, -4.0, 3e-20, 7.5):
+        A = jnp.array([[a]])
+        np.testing.assert_array_equal(lapack._scalar_pinv(A), jnp.linalg.pinv(A, rtol=linalg.PINV_RTOL,
+                                                                              hermitian=True))
+    assert np.isnan(lapack._scalar_pinv(jnp.array([[np.nan]])))
+
+
+def test_small_solves_are_fused_off_the_cpu():
+    # the CUDA program of a small solve calls no cuSOLVER or cuBLAS; a large one does,
+    # and the CPU's calls LAPACK at every size
+    def program(fn, n, platform):
+        M, b = jnp.broadcast_to(jnp.eye(n), (8, n, n)), jnp.ones((8, n))
+        return export.export(jax.jit(jax.vmap(fn)), platforms=[platform])(M, b).mlir_module()
+
+    def constrained(M, b):
+        return lapack.spd_solve(M, b) + linalg.psd_solve(M[:1, :1], b[:1])
+
+    assert "custom_call" not in program(constrained, 10, "cuda")
+    assert "custom_call" in program(constrained, 10, "cpu")
+    assert "custom_call" in program(lapack.spd_solve, lapack._FUSED_MAX + 1, "cuda")
