@@ -208,6 +208,7 @@ def pinv(A, rtol: float):
 
 
 def _scalar_pinv(A):
+    """The pseudo-inverse of a ``(1, 1)`` ``A``: ``1 / a``, or 0 where ``a`` is 0."""
     return jnp.where(A == 0, 0.0, 1.0 / jnp.where(A == 0, 1.0, A))
 
 
