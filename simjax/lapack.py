@@ -69,10 +69,10 @@ def _serial_lapack(raw, flops):
 
 def _fused_off_cpu(lapack, fused, *args):
     """``lapack(*args)`` on a CPU, and ``fused(*args)`` elsewhere where the matrix
-    ``args[0]`` has order at most ``_FUSED_MAX`` (module docstring)."""
-    if args[0].shape[-1] > _FUSED_MAX:
-        return lapack(*args)
-    return jax.lax.platform_dependent(*args, cpu=lapack, default=fused)
+    ``args[0]`` has order at most ``_FUSED_MAX`` (module docstring). Every order goes
+    through the same platform choice, so a program's size does not depend on it."""
+    small = args[0].shape[-1] <= _FUSED_MAX
+    return jax.lax.platform_dependent(*args, cpu=lapack, default=fused if small else lapack)
 
 
 def _fused_cholesky(M):
@@ -202,9 +202,8 @@ def pinv(A, rtol: float):
     the largest treated as zero), as ``jnp.linalg.pinv(A, rtol, hermitian=True)`` but
     safe to batch in threads (module docstring). Off the CPU, a ``(1, 1)`` ``A``'s is
     ``1 / a`` (0 where ``a`` is 0) in one elementwise operation."""
-    if A.shape[-1] != 1:
-        return _pinv(float(rtol))(A)
-    return jax.lax.platform_dependent(A, cpu=_pinv(float(rtol)), default=_scalar_pinv)
+    lapack = _pinv(float(rtol))
+    return jax.lax.platform_dependent(A, cpu=lapack, default=_scalar_pinv if A.shape[-1] == 1 else lapack)
 
 
 def _scalar_pinv(A):
