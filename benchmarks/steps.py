@@ -43,8 +43,9 @@ def batches(n: int) -> dict:
 
 
 def profile(run, top: int) -> None:
-    """Print the device events a step of ``run()`` (compiled already) and the ``top``
-    most frequent (on a CPU, of the XLA operations it ran)."""
+    """Print the device events a step of ``run()`` and the ``top`` most frequent (on a
+    CPU, of the XLA operations it ran). One call before the traced one compiles it,
+    if it needs compiling, and gives the step count."""
     steps = int(jnp.max(jax.block_until_ready(run()).num_steps))
     folder = tempfile.mkdtemp(prefix="simjax-steps-")
     with jax.profiler.trace(folder, create_perfetto_trace=True):

@@ -67,11 +67,11 @@ def _serial_lapack(raw, flops):
     return call
 
 
-def _fused_off_cpu(lapack, fused, *args):
+def _fused_off_cpu(lapack, fused, *args, max_order: int = _FUSED_MAX):
     """``lapack(*args)`` on a CPU, and ``fused(*args)`` elsewhere where the matrix
-    ``args[0]`` has order at most ``_FUSED_MAX`` (module docstring). Every order goes
+    ``args[0]`` has order at most ``max_order`` (module docstring). Every order goes
     through the same platform choice, so a program's size does not depend on it."""
-    small = args[0].shape[-1] <= _FUSED_MAX
+    small = args[0].shape[-1] <= max_order
     return jax.lax.platform_dependent(*args, cpu=lapack, default=fused if small else lapack)
 
 
@@ -202,8 +202,7 @@ def pinv(A, rtol: float):
     the largest treated as zero), as ``jnp.linalg.pinv(A, rtol, hermitian=True)`` but
     safe to batch in threads (module docstring). Off the CPU, a ``(1, 1)`` ``A``'s is
     ``1 / a`` (0 where ``a`` is 0) in one elementwise operation."""
-    lapack = _pinv(float(rtol))
-    return jax.lax.platform_dependent(A, cpu=lapack, default=_scalar_pinv if A.shape[-1] == 1 else lapack)
+    return _fused_off_cpu(_pinv(float(rtol)), _scalar_pinv, A, max_order=1)
 
 
 def _scalar_pinv(A):
