@@ -281,15 +281,19 @@ def _tangent_newton(r, p1, a2, vs, vs4):
     return r - jnp.where(ok, (F[0] * c12 + F[1] * c20 + F[2] * c01) / jnp.where(ok, det, 1.0), 0.0)
 
 
-def tangent_point(p1e, r1_start, p1, a, vs, vs4):
+def tangent_point(p1e, r1_start, p1, a, vs, vs4, found=None):
     """The tangent point from ``p1`` to the ellipse (plane ``vs . x + vs4 = 0``) x
-    (ellipsoid ``a``), found by OpenSim's iteration from ``r1_start``.
+    (ellipsoid ``a``), found by OpenSim's iteration from ``r1_start``, or ``found``
+    where given (the iteration's result at the same arguments, from an earlier call).
 
     The value is OpenSim's (converged to its loose ``1e-8`` sum of squares); the
     derivative is that of the exact tangent point near it.
     """
     a2 = a * a
-    r_os = _tangent_point_iteration(sg(p1e), sg(r1_start), sg(p1), sg(a), sg(vs), sg(vs4))
+    if found is None:
+        r_os = _tangent_point_iteration(sg(p1e), sg(r1_start), sg(p1), sg(a), sg(vs), sg(vs4))
+    else:
+        r_os = sg(found)
 
     newton = _tangent_newton
     r_exact = r_os
@@ -445,8 +449,13 @@ def _status(inside, collinear, crosses):
     return jnp.where(inside, INSIDE_RADIUS, jnp.where(collinear | ~crosses, NO_WRAP, MANDATORY_WRAP)).astype(jnp.int32)
 
 
-def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True):
+def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True, found=None,
+                        surface: bool = True):
     """``WrapEllipsoid::wrapLine`` (see ``geometry.wrap_ellipsoid``).
+
+    ``found``: ``(r1, r2)`` (unscaled) the tangent points of an earlier call at the
+    same arguments, or None: the tangent-point iteration is skipped where the
+    segment wraps. ``surface``: False skips the surface path (the length is 0).
 
     **Returns:** ``(status, r1, r2, length)`` in unscaled wrap-frame coordinates.
     """
@@ -532,8 +541,17 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
     # the wrapping plane through p1, p2 and c1, and the tangent points in it
     vs = wm.unit(jnp.cross(p1p2, p1 - c1))
     vs4 = -wm.dot(vs, c1)
-    tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None))
-    r1, r2 = tan(jnp.stack([p1e, p2e]), jnp.stack([r1, r2]), jnp.stack([p1, p2]), a, vs, vs4)
+    starts = jnp.stack([r1, r2])
+    if found is None:
+        tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None))
+        r1, r2 = tan(jnp.stack([p1e, p2e]), starts, jnp.stack([p1, p2]), a, vs, vs4)
+    else:
+        # (a stand-in segment polishes its iteration's start instead: finite, unused)
+        found = jnp.where(wraps, jnp.stack(found) * factor, starts)
+        tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None, 0))
+        r1, r2 = tan(jnp.stack([p1e, p2e]), starts, jnp.stack([p1, p2]), a, vs, vs4, found)
+    if not surface:
+        return _status(inside, collinear, crosses), r1 / factor, r2 / factor, jnp.zeros((), dtype)
 
     # the polyline over the near side, or with a quadrant, over the far side where
     # the near side runs the wrong way

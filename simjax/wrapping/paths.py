@@ -812,7 +812,8 @@ def _rewrap(batch: _Batch, X_obj, dims, wends, chosen, wr, warc, slide=None):
     ``slide (G, W, 2, 3)``: the latest wraps' ends (``_neighbour_ends``) or None.
 
     **Returns:** ``(tangent (G, W, 2, 2, 3), arc (G, W, 2))``: per wrap, its latest
-    and its cached wrap points in Ground and the arcs.
+    and its cached wrap points in Ground and the arcs (with ``slide``, the arcs'
+    derivatives are left out: only the tangent points' are wanted).
     """
     R_obj, o_obj = X_obj
     sg = jax.lax.stop_gradient
@@ -822,7 +823,7 @@ def _rewrap(batch: _Batch, X_obj, dims, wends, chosen, wr, warc, slide=None):
         same = jnp.all(ends[:, :, 0] == ends[:, :, 1], axis=(-2, -1))
         ends = ends + jnp.stack([moved, jnp.where(same[..., None, None], moved, 0.0)], 2)
     ends = jnp.where(chosen[..., None, None], ends, jnp.asarray(_FAR_ENDS, wends.dtype))
-    r, arc = _recorded(batch, dims, ends, sg(wr), sg(warc))
+    r, arc = _recorded(batch, slide is None, dims, ends, sg(wr), sg(warc))
     R, o = R_obj[batch.obj], o_obj[batch.obj]  # (G, W, 3, 3), (G, W, 3)
     tangent = spatial.mat_vec(R[:, :, None, None], r) + o[:, :, None, None, :]
     return tangent, arc
@@ -849,33 +850,51 @@ def _neighbour_ends(batch: _Batch, seq, nodes, X_obj):
     return spatial.mat_tvec(R[:, :, None], p - o[:, :, None])
 
 
-def _geometry(batch: _Batch, dims, ends):
+def _geometry(batch: _Batch, dims, ends, found=None, arcs: bool = True):
     """The tangent points ``(G, W, 2, 2, 3)`` and arcs ``(G, W, 2)`` of every wrap's
-    latest and cached segment ``ends`` (wrap frame)."""
+    latest and cached segment ``ends`` (wrap frame).
+
+    ``found``: the tangent points the passes found at these ends (the ellipsoids'
+    iterations then start there), or None; ``arcs`` (static): False leaves the arcs
+    zero (for the tangent points alone).
+    """
     r = jnp.zeros(ends.shape, ends.dtype)
     arc = jnp.zeros(ends.shape[:3], ends.dtype)
+    found = r if found is None else found
     for code, _, method, single in batch.groups:
         g, w = np.nonzero(batch.on & (batch.kind == code) & (batch.single[:, None] == single))  # its PathWraps
-        fn = jax.vmap(jax.vmap(_wrap_one(code, method, single), (0, 0) + (None,) * 4))  # (latest, cached) per wrap
-        res = fn(ends[g, w, :, 0], ends[g, w, :, 1], dims[batch.obj[g, w]], jnp.asarray(batch.axis[g, w]),
-                 jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]))
-        r = r.at[g, w].set(jnp.stack([res.r1, res.r2], -2))
-        arc = arc.at[g, w].set(res.length)
+        # a path with one PathWrap caches its latest wrap (``_end_pass``): one lane is both
+        lanes = 1 if single else 2
+        if code == ELLIPSOID:
+            def one(p1, p2, d, ax, sg, m, f1, f2, method=method):
+                return G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method, found=(f1, f2),
+                                        surface=arcs)
+        else:
+            def one(p1, p2, d, ax, sg, m, f1, f2, wrap=_wrap_one(code, method, single)):
+                return wrap(p1, p2, d, ax, sg, m)
+        fn = jax.vmap(jax.vmap(one, (0, 0) + (None,) * 4 + (0, 0)))  # (latest, cached) per wrap
+        e, f = ends[g, w, :lanes], found[g, w, :lanes]
+        res = fn(e[:, :, 0], e[:, :, 1], dims[batch.obj[g, w]], jnp.asarray(batch.axis[g, w]),
+                 jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]), f[:, :, 0], f[:, :, 1])
+        r = r.at[g, w].set(jnp.broadcast_to(jnp.stack([res.r1, res.r2], -2), (len(g), 2, 2, 3)))
+        if arcs:
+            arc = arc.at[g, w].set(jnp.broadcast_to(res.length, (len(g), 2)))
     return r, arc
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _recorded(batch: _Batch, dims, ends, r, arc):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _recorded(batch: _Batch, arcs: bool, dims, ends, r, arc):
     """``(r, arc)``: the geometry of ``ends`` as the passes computed it; its derivative
-    with respect to ``dims`` and ``ends`` is ``_geometry``'s. JAX skips the rule, and
-    so the geometry, when neither is differentiated."""
+    with respect to ``dims`` and ``ends`` is ``_geometry``'s (of the tangent points
+    alone where ``arcs`` is False: the arcs' is zero). JAX skips the rule, and so the
+    geometry, when neither is differentiated."""
     return r, arc
 
 
 @_recorded.defjvp
-def _recorded_jvp(batch, primals, tangents):
+def _recorded_jvp(batch, arcs, primals, tangents):
     dims, ends, r, arc = primals
-    _, out_tangents = jax.jvp(lambda d, e: _geometry(batch, d, e), (dims, ends), tangents[:2])
+    _, out_tangents = jax.jvp(lambda d, e: _geometry(batch, d, e, r, arcs), (dims, ends), tangents[:2])
     return (r, arc), out_tangents
 
 
