@@ -857,28 +857,42 @@ def _geometry(batch: _Batch, dims, ends, found=None, arcs: bool = True):
     ``found``: the tangent points the passes found at these ends (the ellipsoids'
     iterations then start there), or None; ``arcs`` (static): False leaves the arcs
     zero (for the tangent points alone).
+
+    Each wrap-object type is one batch of segments: every PathWrap's latest one and,
+    on paths with several PathWraps, its cached one (a path with one PathWrap caches
+    its latest: ``_end_pass``).
     """
     r = jnp.zeros(ends.shape, ends.dtype)
     arc = jnp.zeros(ends.shape[:3], ends.dtype)
     found = r if found is None else found
-    for code, _, method, single in batch.groups:
-        g, w = np.nonzero(batch.on & (batch.kind == code) & (batch.single[:, None] == single))  # its PathWraps
-        # a path with one PathWrap caches its latest wrap (``_end_pass``): one lane is both
-        lanes = 1 if single else 2
+    for code, _, method in batch.kinds:
+        g, w = np.nonzero(batch.on & (batch.kind == code))  # its PathWraps
+        single, n = batch.single[g], len(g)
+        several = np.flatnonzero(~single)
+        # the segments solved: each PathWrap's latest, then the cached of those on paths
+        # with several; each (g, w, lane) takes the result ``src``
+        g_s, w_s = np.concatenate([g, g[several]]), np.concatenate([w, w[several]])
+        lane = np.repeat([0, 1], [n, len(several)])
+        cached = np.arange(n)
+        cached[several] = n + np.arange(len(several))
+        dest = (np.tile(g, 2), np.tile(w, 2), np.repeat([0, 1], n))
+        src = np.concatenate([np.arange(n), cached])
         if code == ELLIPSOID:
-            def one(p1, p2, d, ax, sg, m, f1, f2, method=method):
-                return G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method, found=(f1, f2),
-                                        surface=arcs)
+            def one(p1, p2, d, ax, sg, m, one_wrap, f1, f2, method=method):
+                return G.ellipsoid_solution(p1, p2, d, ax, sg, m if method is None else method, found=(f1, f2, None),
+                                            surface=arcs)[0]
         else:
-            def one(p1, p2, d, ax, sg, m, f1, f2, wrap=_wrap_one(code, method, single)):
-                return wrap(p1, p2, d, ax, sg, m)
-        fn = jax.vmap(jax.vmap(one, (0, 0) + (None,) * 4 + (0, 0)))  # (latest, cached) per wrap
-        e, f = ends[g, w, :lanes], found[g, w, :lanes]
-        res = fn(e[:, :, 0], e[:, :, 1], dims[batch.obj[g, w]], jnp.asarray(batch.axis[g, w]),
-                 jnp.asarray(batch.sign[g, w]), jnp.asarray(batch.method[g, w]), f[:, :, 0], f[:, :, 1])
-        r = r.at[g, w].set(jnp.broadcast_to(jnp.stack([res.r1, res.r2], -2), (len(g), 2, 2, 3)))
+            def one(p1, p2, d, ax, sg, m, one_wrap, f1, f2, code=code, method=method, static=bool(single.all())):
+                return S.WRAP_FUNCTIONS[_NAMES[code]](p1, p2, *_shape_args(
+                    code, d, ax, sg, m if method is None else method, True if static else one_wrap))
+        e, f = ends[g_s, w_s, lane], found[g_s, w_s, lane]
+        res = jax.vmap(one)(e[:, 0], e[:, 1], dims[batch.obj[g_s, w_s]], jnp.asarray(batch.axis[g_s, w_s]),
+                            jnp.asarray(batch.sign[g_s, w_s]), jnp.asarray(batch.method[g_s, w_s]),
+                            jnp.asarray(batch.single[g_s]), f[:, 0], f[:, 1])
+        rr = jnp.stack([res.r1, res.r2], -2)
+        r = r.at[dest].set(rr[src])
         if arcs:
-            arc = arc.at[g, w].set(jnp.broadcast_to(res.length, (len(g), 2)))
+            arc = arc.at[dest].set(res.length[src])
     return r, arc
 
 
