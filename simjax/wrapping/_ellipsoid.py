@@ -27,9 +27,6 @@ SV_BOUNDARY_BLEND = 0.3
 ELLIPSOID_TINY = 0.00000001
 DESIRED_SEG_LENGTH = 0.001
 MAX_SEGMENTS = 499
-# the closest-point roots a wrap records: Frans (3), midpoint (1), fan, and the
-# three dependent solves (fan, blended, mirrored)
-N_ROOTS = 3 + 1 + (NUM_FAN_SAMPLES - 2) + 3
 
 sg = jax.lax.stop_gradient
 
@@ -72,11 +69,6 @@ def _newton_loop(f_and_fp, t0):
     return jax.lax.while_loop(more, body, (t0, t0, jnp.zeros((), jnp.int32)))[1]
 
 
-def _nonzero(x):
-    # (a root recorded for a stand-in segment may be anything: keep its step finite)
-    return jnp.where(x != 0, x, 1.0)
-
-
 def _ellipse_special_cases(a, b, u, v):
     """``closestPointToEllipse``'s closed forms for points within 2e-13 of an axis.
 
@@ -102,18 +94,7 @@ def _ellipse_special_cases(a, b, u, v):
 
 def closest_point_ellipsoid(a, uvw, special_axis=-1):
     """``WrapEllipsoid::findClosestPoint``: the point of the ellipsoid with semi-axes
-    ``a`` closest to ``uvw`` (Eberly, Graphics Gems IV); see ``closest_point_and_root``.
-
-    **Returns:** ``(3,)`` the closest point.
-    """
-    return closest_point_and_root(a, uvw, special_axis)[0]
-
-
-def closest_point_and_root(a, uvw, special_axis=-1, root=None):
-    """``WrapEllipsoid::findClosestPoint``: the point of the ellipsoid with semi-axes
-    ``a`` closest to ``uvw`` (Eberly, Graphics Gems IV), and its Newton root ``t``
-    (the point is ``a^2 uvw / (t + a^2)``), or, given ``root`` (that of an earlier call
-    at the same arguments), the point without the iteration.
+    ``a`` closest to ``uvw`` (Eberly, Graphics Gems IV).
 
     Points within 2e-13 of a coordinate plane (or all points when ``special_axis`` is
     0, 1 or 2) are solved in that plane's elliptical cross-section
@@ -121,7 +102,7 @@ def closest_point_and_root(a, uvw, special_axis=-1, root=None):
     Both cases share one Newton iteration (OpenSim's: start, 64 steps, stop at
     ``|f| < 1e-9``): the planar quartic is the sextic with the plane's factor set to 1.
 
-    **Returns:** ``((3,) the closest point, t)``.
+    **Returns:** ``(3,)`` the closest point.
     """
     special_axis = jnp.asarray(special_axis, jnp.int32)
     near = jnp.abs(uvw) <= wm.ROUNDOFF_ERROR
@@ -156,10 +137,10 @@ def closest_point_and_root(a, uvw, special_axis=-1, root=None):
     q = jnp.where(active, uvw / a, 0.0)
     inside = wm.sum_last(q * q) < 1.0
     t0 = jnp.where(inside, 0.0, jnp.max(jnp.where(active, a, 0.0)) * jnp.sqrt(wm.sum_last(m * uvw * uvw)))
-    t = _newton_loop(lambda t: sg(f_and_fp(t)), sg(t0)) if root is None else sg(root)
-    t = _implicit(t, lambda t: t - f_and_fp(t)[0] / _nonzero(f_and_fp(t)[1]))
+    t = _newton_loop(lambda t: sg(f_and_fp(t)), sg(t0))
+    t = _implicit(t, lambda t: t - f_and_fp(t)[0] / f_and_fp(t)[1])
     newton_pt = jnp.where(active, a2 * uvw / (t + a2), uvw)
-    return jnp.where(closed, closed_pt, newton_pt), sg(t)
+    return jnp.where(closed, closed_pt, newton_pt)
 
 
 # -- tangent point in the wrapping plane ---------------------------------------------------------
@@ -472,13 +453,11 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
                         surface: bool = True):
     """``WrapEllipsoid::wrapLine`` (see ``geometry.wrap_ellipsoid``).
 
-    ``found``: ``(r1, r2, roots)`` (unscaled) the tangent points and closest-point
-    roots of an earlier call at the same arguments, or None: the iterations are then
-    skipped (where the segment wraps; elsewhere the results are finite and
-    meaningless). ``surface``: False skips the surface path (the length is 0).
+    ``found``: ``(r1, r2)`` (unscaled) the tangent points of an earlier call at the
+    same arguments, or None: the tangent-point iteration is skipped where the
+    segment wraps. ``surface``: False skips the surface path (the length is 0).
 
-    **Returns:** ``(status, r1, r2, length, roots (N_ROOTS,))`` in unscaled wrap-frame
-    coordinates.
+    **Returns:** ``(status, r1, r2, length)`` in unscaled wrap-frame coordinates.
     """
     dtype = P1.dtype
     dims = jnp.asarray(dimensions, dtype)
@@ -508,10 +487,7 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
     fan_pts = x1[None, :] + tt[:, None] * r1r2[None, :]
     queries = [t_sv, (x1 + 0.5 * (x2 - x1))[None]] + ([fan_pts] if fan else [])
     specials = jnp.concatenate([jnp.arange(3), -jnp.ones(len(tt) + 1 if fan else 1, jnp.int32)])
-    n_first = len(specials)
-    known = None if found is None or found[2] is None else found[2][:n_first]
-    cps, roots = jax.vmap(closest_point_and_root, in_axes=(None, 0, 0, None if known is None else 0))(
-        a, jnp.concatenate(queries), specials, known)
+    cps = jax.vmap(closest_point_ellipsoid, in_axes=(None, 0, 0))(a, jnp.concatenate(queries), specials)
     t_c1, c1_midpoint = cps[:3], cps[3]
     best = jnp.argmax(mu)
     mu_b = mu[best]
@@ -548,22 +524,14 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
         pull = c1f.at[axis].set(c1f[axis] + fw * (bis - c1f[axis]))
         return c1, flip, c1f, fw, pull
 
-    def solve(carry, k, known=None):
+    def solve(carry, k):
         c1_fan, c1_mix = carry
         pull = choose(c1_fan, c1_mix)[4]
         q = jnp.where(k == 0, c1_fan_pre, jnp.where(k == 1, blend * c1_frans + (1.0 - blend) * c1_fan, pull))
-        res, root = closest_point_and_root(a, q, root=known)
-        return (jnp.where(k == 0, res, c1_fan), jnp.where(k == 1, res, c1_mix)), (res, root)
+        res = closest_point_ellipsoid(a, q)
+        return (jnp.where(k == 0, res, c1_fan), jnp.where(k == 1, res, c1_mix)), res
 
-    if known is None:
-        (c1_fan, c1_mix), (outs, last_roots) = jax.lax.scan(solve, (c1_frans, c1_frans), jnp.arange(3))
-    else:  # (without iterations: three cheap steps, unrolled)
-        carry, outs = (c1_frans, c1_frans), []
-        for k in range(3):
-            carry, (res, _) = solve(carry, k, found[2][N_ROOTS - 3 + k])
-            outs.append(res)
-        (c1_fan, c1_mix), outs, last_roots = carry, jnp.stack(outs), found[2][N_ROOTS - 3:]
-    roots = jnp.concatenate([roots, jnp.zeros(N_ROOTS - 3 - n_first, dtype), last_roots])
+    (c1_fan, c1_mix), outs = jax.lax.scan(solve, (c1_frans, c1_frans), jnp.arange(3))
     c1, flip, c1f, fw, _ = choose(c1_fan, c1_mix)
     use_c1 = jnp.where(axial, (t_b > 0.0) & (t_b < 1.0), True)
     r1 = jnp.where(flip, c1f, jnp.where(use_c1, c1, x1))
@@ -579,15 +547,15 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
         r1, r2 = tan(jnp.stack([p1e, p2e]), starts, jnp.stack([p1, p2]), a, vs, vs4)
     else:
         # (a stand-in segment polishes its iteration's start instead: finite, unused)
-        found = jnp.where(wraps, jnp.stack(found[:2]) * factor, starts)
+        found = jnp.where(wraps, jnp.stack(found) * factor, starts)
         tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None, 0))
         r1, r2 = tan(jnp.stack([p1e, p2e]), starts, jnp.stack([p1, p2]), a, vs, vs4, found)
     if not surface:
-        return _status(inside, collinear, crosses), r1 / factor, r2 / factor, jnp.zeros((), dtype), roots
+        return _status(inside, collinear, crosses), r1 / factor, r2 / factor, jnp.zeros((), dtype)
 
     # the polyline over the near side, or with a quadrant, over the far side where
     # the near side runs the wrong way
     redo = constrained & _wrong_way(p1, p2, jax.lax.stop_gradient(r1), jax.lax.stop_gradient(r2), a, vs, vs4, factor)
     length = surface_length(r1, r2, a, vs, vs4, redo, factor)
 
-    return _status(inside, collinear, crosses), r1 / factor, r2 / factor, length / factor, roots
+    return _status(inside, collinear, crosses), r1 / factor, r2 / factor, length / factor

@@ -543,7 +543,7 @@ def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, early=False):
 # -- ellipsoid ------------------------------------------------------------------------------
 
 
-def wrap_ellipsoid(p1, p2, dimensions, wrap_axis=0, wrap_sign=0, method=0) -> WrapResult:
+def wrap_ellipsoid(p1, p2, dimensions, wrap_axis=0, wrap_sign=0, method=0, found=None, surface=True) -> WrapResult:
     """Wrap segment ``p1 p2`` over an ellipsoid with semi-axes ``dimensions``.
 
     OpenSim's ``WrapEllipsoid::wrapLine``: no wrap if either point is inside, if the
@@ -561,35 +561,22 @@ def wrap_ellipsoid(p1, p2, dimensions, wrap_axis=0, wrap_sign=0, method=0) -> Wr
     - ``wrap_axis``, ``wrap_sign``: the quadrant (``parse_quadrant``); sign 0 = all.
     - ``method``: ``HYBRID`` (0), ``MIDPOINT`` (1) or ``AXIAL`` (2). A Python int
       other than ``HYBRID`` skips the 298-sample fan at trace time.
-
-    **Returns:** a ``WrapResult``.
-    """
-    return ellipsoid_solution(p1, p2, dimensions, wrap_axis, wrap_sign, method)[0]
-
-
-def ellipsoid_solution(p1, p2, dimensions, wrap_axis=0, wrap_sign=0, method=0, found=None, surface=True):
-    """``wrap_ellipsoid``, and what its iterations found, to evaluate its derivatives
-    later at the same solution without them.
-
-    **Arguments:** as ``wrap_ellipsoid``, and
-
-    - ``found``: ``(r1, r2, roots)`` from an earlier call with the same arguments, or
-      None. Given, OpenSim's iterations (the tangent points', the closest points')
-      are not run: the results take their values from ``found`` and the derivatives
-      of the exact solution there.
+    - ``found``: ``(r1, r2)`` the tangent points of an earlier call with the same
+      arguments, or None. Given, OpenSim's tangent-point iteration is not run again
+      (the wrap's derivatives at a known solution cost less).
     - ``surface``: False skips the surface path (``length`` is 0), for the tangent
       points alone.
 
-    **Returns:** ``(WrapResult, roots (N_ROOTS,))``: the closest points' Newton roots.
+    **Returns:** a ``WrapResult``.
     """
     from ._ellipsoid import wrap_ellipsoid_core  # noqa: PLC0415
 
     axis, sign = _quadrant(wrap_axis, wrap_sign)
     fan = not (isinstance(method, int) and method != 0)
     method = jnp.asarray(method, jnp.int32)
-    status, r1, r2, length, roots = wrap_ellipsoid_core(p1, p2, dimensions, axis, sign, method, fan=fan,
-                                                        found=found, surface=surface)
-    return _finish(status, p1, p2, r1, r2, length), roots
+    status, r1, r2, length = wrap_ellipsoid_core(p1, p2, dimensions, axis, sign, method, fan=fan, found=found,
+                                                 surface=surface)
+    return _finish(status, p1, p2, r1, r2, length)
 
 
 # -- torus ----------------------------------------------------------------------------------

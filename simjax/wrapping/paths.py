@@ -879,8 +879,8 @@ def _geometry(batch: _Batch, dims, ends, found=None, arcs: bool = True):
         src = np.concatenate([np.arange(n), cached])
         if code == ELLIPSOID:
             def one(p1, p2, d, ax, sg, m, one_wrap, f1, f2, method=method):
-                return G.ellipsoid_solution(p1, p2, d, ax, sg, m if method is None else method, found=(f1, f2, None),
-                                            surface=arcs)[0]
+                return G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method, found=(f1, f2),
+                                        surface=arcs)
         else:
             def one(p1, p2, d, ax, sg, m, one_wrap, f1, f2, code=code, method=method, static=bool(single.all())):
                 return S.WRAP_FUNCTIONS[_NAMES[code]](p1, p2, *_shape_args(
