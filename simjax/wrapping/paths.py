@@ -49,8 +49,9 @@ Derivatives. The passes run on constants (``stop_gradient``); they return, for e
 wrap, the segment ends in the wrap frame with the tangent points and arc computed
 there, and ``_rewrap`` places these on the wrap object's body, differentiably in its
 pose; their derivatives with respect to the objects' sizes are those of the geometry
-re-evaluated at the same ends (``_recorded``, a ``custom_jvp`` whose rule runs only
-when the sizes are differentiated). So the tangent points and arcs move with the wrap
+re-evaluated at the same ends and the recorded solution (``_recorded``, a
+``custom_jvp`` whose rule runs only when the sizes are differentiated; the ellipsoid's
+tangent-point iteration is not run again). So the tangent points and arcs move with the wrap
 object's body as the coordinates change, and the derivative of the length with
 respect to the coordinates is OpenSim's virtual-work moment arm (``computeMomentArm``),
 the one consistent with the forces applied. (OpenSim's tangent points are not exactly
