@@ -856,8 +856,8 @@ def _geometry(batch: _Batch, dims, ends, found=None, arcs: bool = True):
     latest and cached segment ``ends`` (wrap frame).
 
     ``found``: the tangent points the passes found at these ends (the ellipsoids'
-    iterations then start there), or None; ``arcs`` (static): False leaves the arcs
-    zero (for the tangent points alone).
+    tangent-point iteration is then not run again: its polish starts there), or None;
+    ``arcs`` (static): False leaves the arcs zero (for the tangent points alone).
 
     Each wrap-object type is one batch of segments: every PathWrap's latest one and,
     on paths with several PathWraps, its cached one (a path with one PathWrap caches
