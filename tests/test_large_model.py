@@ -161,4 +161,5 @@ def test_benchmark_report_states_each_goal():
     assert "reverse-mode gradient / forward wall time = 4 (goal <= 5): met" in text
     assert "arm26" not in text
     arm = {"model": "arm26", "ratio": 2.0, "gradient_over_forward": 6.0}
-    assert "arm26: reverse-mode gradient / forward wall time = 6 (goal <= 5): missed by 1.2x (the wrapping" in goals([arm])
+    assert ("arm26: reverse-mode gradient / forward wall time = 6 (goal <= 5): missed by 1.2x (the tangent points' "
+            "derivative") in goals([arm])
