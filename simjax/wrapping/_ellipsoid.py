@@ -542,14 +542,11 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
     vs = wm.unit(jnp.cross(p1p2, p1 - c1))
     vs4 = -wm.dot(vs, c1)
     starts = jnp.stack([r1, r2])
-    if found is None:
-        tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None))
-        r1, r2 = tan(jnp.stack([p1e, p2e]), starts, jnp.stack([p1, p2]), a, vs, vs4)
-    else:
+    if found is not None:
         # (a stand-in segment polishes its iteration's start instead: finite, unused)
         found = jnp.where(wraps, jnp.stack(found) * factor, starts)
-        tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None, 0))
-        r1, r2 = tan(jnp.stack([p1e, p2e]), starts, jnp.stack([p1, p2]), a, vs, vs4, found)
+    tan = jax.vmap(tangent_point, in_axes=(0, 0, 0, None, None, None, None if found is None else 0))
+    r1, r2 = tan(jnp.stack([p1e, p2e]), starts, jnp.stack([p1, p2]), a, vs, vs4, found)
     if not surface:
         return _status(inside, collinear, crosses), r1 / factor, r2 / factor, jnp.zeros((), dtype)
 

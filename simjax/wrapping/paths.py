@@ -333,10 +333,11 @@ def _shape_args(kind: int, d, ax, sg, m, single: bool) -> tuple:
     return d[0], d[1], ax, sg, single  # cylinder, torus
 
 
-def _wrap_one(kind: int, method, single: bool):
+def _wrap_one(kind: int, method, single):
     """The geometry function of one wrap-object type: ``(p1, p2, dims, axis, sign,
     method) -> WrapResult``. ``method`` is static unless None; ``single``: the paths
-    have one PathWrap (static)."""
+    have one PathWrap (a Python bool, or a traced flag for the cylinder's and torus's
+    tangent adjustment)."""
     wrap = S.WRAP_FUNCTIONS[_NAMES[kind]]
     return lambda p1, p2, d, ax, sg, m: wrap(p1, p2, *_shape_args(kind, d, ax, sg, m if method is None else method,
                                                                   single))
@@ -851,13 +852,13 @@ def _neighbour_ends(batch: _Batch, seq, nodes, X_obj):
     return spatial.mat_tvec(R[:, :, None], p - o[:, :, None])
 
 
-def _geometry(batch: _Batch, dims, ends, found=None, arcs: bool = True):
+def _geometry(batch: _Batch, dims, ends, found, arcs: bool):
     """The tangent points ``(G, W, 2, 2, 3)`` and arcs ``(G, W, 2)`` of every wrap's
     latest and cached segment ``ends`` (wrap frame).
 
     ``found``: the tangent points the passes found at these ends (the ellipsoids'
-    tangent-point iteration is then not run again: its polish starts there), or None;
-    ``arcs`` (static): False leaves the arcs zero (for the tangent points alone).
+    tangent-point iteration is not run again: its polish starts there); ``arcs``
+    (static): False leaves the arcs zero (for the tangent points alone).
 
     Each wrap-object type is one batch of segments: every PathWrap's latest one and,
     on paths with several PathWraps, its cached one (a path with one PathWrap caches
@@ -865,7 +866,6 @@ def _geometry(batch: _Batch, dims, ends, found=None, arcs: bool = True):
     """
     r = jnp.zeros(ends.shape, ends.dtype)
     arc = jnp.zeros(ends.shape[:3], ends.dtype)
-    found = r if found is None else found
     for code, _, method in batch.kinds:
         g, w = np.nonzero(batch.on & (batch.kind == code))  # its PathWraps
         single, n = batch.single[g], len(g)
@@ -884,8 +884,7 @@ def _geometry(batch: _Batch, dims, ends, found=None, arcs: bool = True):
                                         surface=arcs)
         else:
             def one(p1, p2, d, ax, sg, m, one_wrap, f1, f2, code=code, method=method, static=bool(single.all())):
-                return S.WRAP_FUNCTIONS[_NAMES[code]](p1, p2, *_shape_args(
-                    code, d, ax, sg, m if method is None else method, True if static else one_wrap))
+                return _wrap_one(code, method, True if static else one_wrap)(p1, p2, d, ax, sg, m)
         e, f = ends[g_s, w_s, lane], found[g_s, w_s, lane]
         res = jax.vmap(one)(e[:, 0], e[:, 1], dims[batch.obj[g_s, w_s]], jnp.asarray(batch.axis[g_s, w_s]),
                             jnp.asarray(batch.sign[g_s, w_s]), jnp.asarray(batch.method[g_s, w_s]),
