@@ -1,6 +1,8 @@
-"""The ellipsoid's wrap evaluated at a solution found before (``wrap_ellipsoid(found=...)``,
-what ``wrapping.paths._recorded`` differentiates): the same tangent points and the same
-derivatives as a fresh solve, without re-running OpenSim's tangent-point iteration."""
+"""Shortcuts of the wrap engine. The ellipsoid's wrap evaluated at a solution found
+before (``wrap_ellipsoid(found=...)``, what ``wrapping.paths._recorded``
+differentiates): the same tangent points and the same derivatives as a fresh solve,
+without re-running OpenSim's tangent-point iteration. The cylinders' tangent points
+computed only where a segment can wrap: those of every segment solved."""
 
 from __future__ import annotations
 
@@ -63,3 +65,32 @@ def test_ellipsoid_found_for_a_segment_that_misses_stays_finite():
     p1, p2 = jnp.asarray([1.0, 0.0, 0.0]), jnp.asarray([1.0, 1.0, 0.0])
     g = jax.jit(jax.grad(f, argnums=(0, 1)))(p1, p2)
     assert all(bool(jnp.all(jnp.isfinite(x))) for x in g)
+
+
+def test_cylinders_solved_only_where_they_can_wrap():
+    """The passes compute a cylinder's tangent points only for the candidate segments
+    that can wrap, a chunk at a time (``paths._cylinders_that_wrap``): the statuses of
+    all candidates, and the tangent points and arcs of those that wrap, are those of
+    every segment solved at once (to rounding: the two compile differently), when the
+    segments to solve fill several chunks."""
+    from simjax.wrapping import paths as P
+
+    g, K = 40, 3
+    rng = np.random.default_rng(1)
+    p1w = jnp.asarray(rng.normal(scale=0.05, size=(g, K, 3)))
+    p2w = jnp.asarray(rng.normal(scale=0.05, size=(g, K, 3)))
+    cand = jnp.asarray(rng.random((g, K)) < 0.8)
+    radius, length = jnp.full(g, 0.03), jnp.full(g, 0.2)
+    axis = jnp.asarray(rng.integers(0, 3, g), jnp.int32)
+    sign = jnp.asarray(rng.integers(-1, 2, g), jnp.int32)
+    st, r1, r2, long_wrap, arc = jax.jit(P._cylinders_that_wrap)(p1w, p2w, cand, radius, length, axis, sign)
+    st0, a0, b0, lw0 = P._over_segments(G._cylinder, p1w, p2w, radius, length, axis, sign)
+    st, st0, c = np.asarray(st), np.asarray(st0), np.asarray(cand)
+    wraps = c & (st0 >= G.WRAPPED)
+    assert g * K > P._CYLINDERS_AT_ONCE and wraps.sum() > 3 * max(P._CYLINDER_CHUNK, g // 4)  # (several chunks)
+    np.testing.assert_array_equal(st[c], st0[c])
+    np.testing.assert_allclose(np.asarray(r1)[wraps], np.asarray(a0)[wraps], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(r2)[wraps], np.asarray(b0)[wraps], rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(np.asarray(long_wrap)[wraps], np.asarray(lw0)[wraps])
+    np.testing.assert_allclose(np.asarray(arc)[wraps],
+                               np.asarray(G.spiral_length(a0, b0, radius[:, None], lw0))[wraps], rtol=0, atol=1e-14)

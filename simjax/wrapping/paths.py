@@ -26,9 +26,11 @@ Cost on the CPU. A program there costs about one kernel launch per fused operati
 and every iteration of a loop pays for its body's kernels, so the iterative work is
 kept to what OpenSim's answer needs: an ellipsoid (whose wraps are all mandatory) is
 solved for a path's first crossing segment only, and not at all when none crosses;
-a cylinder's tangent-point adjustment (paths with several PathWraps) runs on the
-segments whose wrap can be taken, one per path at a time; loops carry few arrays and
-sum short axes element-wise (a reduction is a kernel of its own).
+a cylinder's tangent points are computed only for the candidate segments that can wrap
+(OpenSim's tests before them rule out the rest), a chunk of them at a time, and its
+tangent-point adjustment (paths with several PathWraps) on the segments whose wrap can
+be taken, one per path at a time; loops carry few arrays and sum short axes
+element-wise (a reduction is a kernel of its own).
 
 OpenSim's cached positions. OpenSim caches a point's location in Ground when it is
 first asked for (``Point::getLocationInGround``), and moving a wrap point does not
@@ -475,8 +477,10 @@ class _Pass:
         rows = jnp.arange(G_)
         w = order[:, s]
         ids = jnp.stack([N + 2 * w, N + 2 * w + 1], -1)
+        first = isinstance(s, int) and s == 0  # (the first pass's first slot: no wrap points yet)
         # (a path whose earlier PathWrap had no active point in range stops there)
-        seq = jnp.where(halted[:, None], seq, _remove(seq, ids))
+        if not first:
+            seq = jnp.where(halted[:, None], seq, _remove(seq, ids))
         on = jnp.asarray(b.on)[rows, w] & ~halted
         # the first and last active original points in the PathWrap's range
         start, end = jnp.asarray(b.start)[rows, w], jnp.asarray(b.end)[rows, w]
@@ -504,7 +508,7 @@ class _Pass:
         R, o = self.R_obj[obj], self.o_obj[obj]
         to_w = lambda p: spatial.mat_tvec(R[:, None], p - o[:, None, :])  # noqa: E731
         pw = to_w(_gather_nodes(self.nodes(wpos), win))
-        gw = to_w(_gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), win))
+        gw = pw if first else to_w(_gather_nodes(self.nodes(_in_ground(wpos, wgnd, cached)), win))
         p1w, p2w, g1w, g2w = pw[:, :-1], pw[:, 1:], gw[:, :-1], gw[:, 1:]
         kind = jnp.asarray(b.kind)[rows, w]
         kinds = b.kinds
@@ -595,21 +599,59 @@ def _over_segments(fn, p1w, p2w, *per_path):
 
 
 def _solve_cylinder(p1w, p2w, cand, args, *, code, method, single):
-    """Cylinders: the tangent points of every candidate segment; OpenSim's tangent
-    adjustment (paths with several PathWraps) only on the segments whose wrap can be
-    taken: a path's first mandatory wrap, else all its optional ones."""
+    """Cylinders: the tangent points of the candidate segments that can wrap; OpenSim's
+    tangent adjustment (paths with several PathWraps) only on the segments whose wrap
+    can be taken: a path's first mandatory wrap, else all its optional ones."""
     dims, axis, sign, _ = args
     radius = dims[:, 0]
-    # (values only: segments that do not wrap need no stand-in here)
-    st, r1, r2, long_wrap = _over_segments(G._cylinder, p1w, p2w, radius, dims[:, 1], axis, sign)
-    st = st.astype(jnp.int32)
+    st, r1, r2, long_wrap, arc = _cylinders_that_wrap(p1w, p2w, cand, radius, dims[:, 1], axis, sign)
     if not (isinstance(single, bool) and single):
         mandatory = cand & (st == G.MANDATORY_WRAP)
         first = jnp.arange(cand.shape[1])[None] == jnp.argmax(mandatory, -1)[:, None]
         need = ~single[:, None] & jnp.where(jnp.any(mandatory, -1, keepdims=True), first,
                                             cand & (st == G.WRAPPED))
         r1, r2 = _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need)
-    return st, r1, r2, G.spiral_length(r1, r2, radius[:, None], long_wrap)
+        arc = jnp.where(need, G.spiral_length(r1, r2, radius[:, None], long_wrap), arc)
+    return st, r1, r2, arc
+
+
+def _cylinders_that_wrap(p1w, p2w, cand, radius, length, axis, sign):
+    """``(status, r1, r2, long_wrap, arc)`` of every segment ``(g, K)``, the tangent
+    points and arcs computed only where a candidate can wrap (elsewhere zero).
+
+    The status of a segment that cannot wrap (no wrap, or an end inside) comes from
+    OpenSim's tests before the tangent points, which cost a tenth of the rest; the
+    others, usually a few in all, are solved ``_CYLINDER_CHUNK`` at a time (at least
+    a quarter of the paths) in a ``while_loop``, rather than every segment of every
+    path (on a CPU the geometry's cost is proportional to the segments solved).
+    """
+    g, K = cand.shape
+    early = _over_segments(functools.partial(G._cylinder, early=True), p1w, p2w, radius, length, axis, sign)
+    chunk = max(_CYLINDER_CHUNK, -(-g // 4))
+    if g * K <= _CYLINDERS_AT_ONCE:
+        st, r1, r2, long_wrap = _over_segments(G._cylinder, p1w, p2w, radius, length, axis, sign)
+        return st.astype(jnp.int32), r1, r2, long_wrap, G.spiral_length(r1, r2, radius[:, None], long_wrap)
+    path = np.repeat(np.arange(g), K)
+    flat = lambda a: a.reshape((g * K,) + a.shape[2:])  # noqa: E731
+    p1f, p2f = flat(p1w), flat(p2w)
+
+    def solve(carry):
+        st, r1, r2, long_wrap, arc, left = carry
+        idx = jnp.nonzero(left, size=chunk, fill_value=g * K)[0]  # (g K: dropped on the way back)
+        at = jnp.minimum(idx, g * K - 1)
+        on = jnp.asarray(path)[at]
+        s, a, b, lw = _over_segments(G._cylinder, p1f[at][:, None], p2f[at][:, None], radius[on], length[on],
+                                     axis[on], sign[on])
+        s, a, b, lw = s[:, 0], a[:, 0], b[:, 0], lw[:, 0]
+        put = lambda x, v: x.at[idx].set(v, mode="drop")  # noqa: E731
+        return (put(st, s.astype(jnp.int32)), put(r1, a), put(r2, b), put(long_wrap, lw),
+                put(arc, G.spiral_length(a, b, radius[on], lw)), left.at[idx].set(False, mode="drop"))
+
+    zeros = jnp.zeros((g * K, 3), p1w.dtype)
+    init = (flat(early).astype(jnp.int32), zeros, zeros, jnp.zeros(g * K, bool), jnp.zeros(g * K, p1w.dtype),
+            flat(cand & (early >= G.WRAPPED)))
+    st, r1, r2, long_wrap, arc, _ = jax.lax.while_loop(lambda c: jnp.any(c[-1]), solve, init)
+    return st.reshape(g, K), r1.reshape(g, K, 3), r2.reshape(g, K, 3), long_wrap.reshape(g, K), arc.reshape(g, K)
 
 
 def _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need):
@@ -649,6 +691,11 @@ def _solve_ellipsoid(p1w, p2w, cand, args, *, code, method, single):
     return st, put(r1), put(r2), put(length)
 
 
+# _cylinders_that_wrap: segments per iteration of its loop (at least), and up to how many
+# it solves all at once, where the loop would cost about what it saves (a cylinder costs
+# about 0.12 us a segment on a CPU core)
+_CYLINDER_CHUNK = 8
+_CYLINDERS_AT_ONCE = 16
 _SOLVERS = {CYLINDER: _solve_cylinder, ELLIPSOID: _solve_ellipsoid}
 
 
