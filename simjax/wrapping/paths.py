@@ -617,41 +617,52 @@ def _solve_cylinder(p1w, p2w, cand, args, *, code, method, single):
 
 def _cylinders_that_wrap(p1w, p2w, cand, radius, length, axis, sign):
     """``(status, r1, r2, long_wrap, arc)`` of every segment ``(g, K)``, the tangent
-    points and arcs computed only where a candidate can wrap (elsewhere zero).
+    points and arcs computed, on a CPU, only where a candidate can wrap (elsewhere
+    zero).
 
     The status of a segment that cannot wrap (no wrap, or an end inside) comes from
     OpenSim's tests before the tangent points, which cost a tenth of the rest; the
     others, usually a few in all, are solved ``_CYLINDER_CHUNK`` at a time (at least
     a quarter of the paths) in a ``while_loop``, rather than every segment of every
-    path (on a CPU the geometry's cost is proportional to the segments solved).
+    path (on a CPU the geometry's cost is proportional to the segments solved; an
+    accelerator solves them all at once).
     """
     g, K = cand.shape
-    early = _over_segments(functools.partial(G._cylinder, early=True), p1w, p2w, radius, length, axis, sign)
-    chunk = max(_CYLINDER_CHUNK, -(-g // 4))
-    if g * K <= _CYLINDERS_AT_ONCE:
-        st, r1, r2, long_wrap = _over_segments(G._cylinder, p1w, p2w, radius, length, axis, sign)
+    per_path = (radius, length, axis, sign)
+
+    def at_once(p1w, p2w, cand):
+        st, r1, r2, long_wrap = _over_segments(G._cylinder, p1w, p2w, *per_path)
         return st.astype(jnp.int32), r1, r2, long_wrap, G.spiral_length(r1, r2, radius[:, None], long_wrap)
+
+    if g * K <= _CYLINDERS_AT_ONCE:
+        return at_once(p1w, p2w, cand)
+    chunk = max(_CYLINDER_CHUNK, -(-g // 4))
     path = np.repeat(np.arange(g), K)
     flat = lambda a: a.reshape((g * K,) + a.shape[2:])  # noqa: E731
-    p1f, p2f = flat(p1w), flat(p2w)
 
-    def solve(carry):
-        st, r1, r2, long_wrap, arc, left = carry
-        idx = jnp.nonzero(left, size=chunk, fill_value=g * K)[0]  # (g K: dropped on the way back)
-        at = jnp.minimum(idx, g * K - 1)
-        on = jnp.asarray(path)[at]
-        s, a, b, lw = _over_segments(G._cylinder, p1f[at][:, None], p2f[at][:, None], radius[on], length[on],
-                                     axis[on], sign[on])
-        s, a, b, lw = s[:, 0], a[:, 0], b[:, 0], lw[:, 0]
-        put = lambda x, v: x.at[idx].set(v, mode="drop")  # noqa: E731
-        return (put(st, s.astype(jnp.int32)), put(r1, a), put(r2, b), put(long_wrap, lw),
-                put(arc, G.spiral_length(a, b, radius[on], lw)), left.at[idx].set(False, mode="drop"))
+    def chunked(p1w, p2w, cand):
+        p1f, p2f = flat(p1w), flat(p2w)
 
-    zeros = jnp.zeros((g * K, 3), p1w.dtype)
-    init = (flat(early).astype(jnp.int32), zeros, zeros, jnp.zeros(g * K, bool), jnp.zeros(g * K, p1w.dtype),
-            flat(cand & (early >= G.WRAPPED)))
-    st, r1, r2, long_wrap, arc, _ = jax.lax.while_loop(lambda c: jnp.any(c[-1]), solve, init)
-    return st.reshape(g, K), r1.reshape(g, K, 3), r2.reshape(g, K, 3), long_wrap.reshape(g, K), arc.reshape(g, K)
+        def solve(carry):
+            st, r1, r2, long_wrap, arc, left = carry
+            idx = jnp.nonzero(left, size=chunk, fill_value=g * K)[0]  # (g K: dropped on the way back)
+            at = jnp.minimum(idx, g * K - 1)
+            on = jnp.asarray(path)[at]
+            s, a, b, lw = _over_segments(G._cylinder, p1f[at][:, None], p2f[at][:, None],
+                                         *(x[on] for x in per_path))
+            s, a, b, lw = s[:, 0], a[:, 0], b[:, 0], lw[:, 0]
+            put = lambda x, v: x.at[idx].set(v, mode="drop")  # noqa: E731
+            return (put(st, s.astype(jnp.int32)), put(r1, a), put(r2, b), put(long_wrap, lw),
+                    put(arc, G.spiral_length(a, b, radius[on], lw)), left.at[idx].set(False, mode="drop"))
+
+        early = _over_segments(functools.partial(G._cylinder, early=True), p1w, p2w, *per_path)
+        zeros = jnp.zeros((g * K, 3), p1w.dtype)
+        init = (flat(early).astype(jnp.int32), zeros, zeros, jnp.zeros(g * K, bool), jnp.zeros(g * K, p1w.dtype),
+                flat(cand & (early >= G.WRAPPED)))
+        st, r1, r2, long_wrap, arc, _ = jax.lax.while_loop(lambda c: jnp.any(c[-1]), solve, init)
+        return st.reshape(g, K), r1.reshape(g, K, 3), r2.reshape(g, K, 3), long_wrap.reshape(g, K), arc.reshape(g, K)
+
+    return jax.lax.platform_dependent(p1w, p2w, cand, cpu=chunked, default=at_once)
 
 
 def _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need):
