@@ -637,7 +637,6 @@ def _cylinders_that_wrap(p1w, p2w, cand, radius, length, axis, sign):
     if g * K <= _CYLINDERS_AT_ONCE:
         return at_once(p1w, p2w, cand)
     chunk = max(_CYLINDER_CHUNK, -(-g // 4))
-    path = np.repeat(np.arange(g), K)
     flat = lambda a: a.reshape((g * K,) + a.shape[2:])  # noqa: E731
 
     def chunked(p1w, p2w, cand):
@@ -647,7 +646,7 @@ def _cylinders_that_wrap(p1w, p2w, cand, radius, length, axis, sign):
             st, r1, r2, long_wrap, arc, left = carry
             idx = jnp.nonzero(left, size=chunk, fill_value=g * K)[0]  # (g K: dropped on the way back)
             at = jnp.minimum(idx, g * K - 1)
-            on = jnp.asarray(path)[at]
+            on = at // K  # (their paths)
             s, a, b, lw = _over_segments(G._cylinder, p1f[at][:, None], p2f[at][:, None],
                                          *(x[on] for x in per_path))
             s, a, b, lw = s[:, 0], a[:, 0], b[:, 0], lw[:, 0]
