@@ -98,9 +98,10 @@ GOALS = (
      "the tangent points' derivative, taken at the passes' solution, still evaluates the ellipsoid's fan of 298 "
      "closest points (about 40% of a right-hand side's VJP: benchmarks.gradient_parts)"),
     ("reverse-mode gradient / forward wall time", "large", lambda r: r["gradient_over_forward"], 5.0,
-     "its forward run got faster (the cylinders' tangent points solved only where a segment can wrap: 623 -> "
-     "490 ms) and its gradient did not (~3 s): a right-hand side's VJP costs ~700 us against ~240 forward, in the "
-     "derivatives of the muscles, paths and tree (leaving out the wrap geometry's derivative changes nothing)"),
+     "the backward sweep re-runs each step and takes a right-hand side's VJP per stage, ~730 us against ~250 "
+     "forward; the paths' derivatives are ~40% of that VJP (the tangent points sliding over the surfaces, for "
+     "the forces' and speeds' derivatives, ~20%), many small kernels rather than arithmetic: "
+     "benchmarks.gradient_parts"),
 )
 
 
