@@ -51,7 +51,7 @@ def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
             "batch_time": batch_time, "compile_simulate": sj_run["compile"],
             "compile_simulate_all_cores": compile_time.measure(name, accuracy)["compile_simulate"],
             "compile_gradient": grad["compile"],
-            "gradient_over_forward": grad["wall"] / sj_run["wall"],
+            "gradient_over_forward": grad["wall"] / grad["forward"],
             "batch_cores": batch["cores"],
             "batch": {n: {"throughput": b["throughput"], "per_world": b["per_world"],
                           "world_steps_per_s": b["world_steps_per_s"]} for n, b in batch["batch"].items()},
