@@ -3,7 +3,8 @@ Runge–Kutta–Merson step, forward and reverse, each timed in a jitted loop.
 
 A gradient of ``simulate`` (the default checkpointed adjoint) runs the solve forward,
 then, for each step from the last, recomputes the step from its checkpoint and takes
-its VJP; the step's VJP is one right-hand-side VJP per stage (``solvers._stages``). So
+its VJP; the step's VJP is one right-hand-side VJP per stage (``solvers._stages``),
+each given the searches (the wrap passes) the step's forward rule made. So
 ``gradient ~ 2 x forward + accepted steps x (step VJP - step forward)``, and the ratio
 of a right-hand side's VJP to its forward evaluation bounds what the gradient can cost.
 
@@ -44,16 +45,23 @@ def measure(name: str, loops: int = 200, h: float = 2e-3) -> dict:
     ``simulate`` evaluates them (prepared parameters outside the loop; a step of ``h``
     seconds).
 
-    **Returns:** ``{"rhs", "rhs_vjp", "step", "step_vjp"}`` in seconds per call.
+    **Returns:** ``{"rhs", "rhs_vjp", "rhs_vjp_given", "step", "step_vjp"}`` in seconds
+    per call (``rhs_vjp_given``: the VJP given the searches made at the state, as the
+    stages' reverse mode takes it).
     """
     system = suite.load_simjax(name)
     state = suite.initial_state(system)
     args = simulation._Packed.of(system, None, state.d, simulation.Context(system, state).prepared())
-    term, rkm = diffrax.ODETerm(simulation._vector_field), solvers.RungeKuttaMerson()
+    term = diffrax.ODETerm(simulation._vector_field)
+    rkm = solvers.RungeKuttaMerson(searched=simulation._searched_field)
     t0, t1 = jnp.asarray(state.t), jnp.asarray(state.t + h)
+    found = jax.jit(lambda y, a: simulation._searched_field(t0, y, a, None)[1])(state.y, args)
 
     def rhs(y, a):
         return simulation._vector_field(t0, y, a)
+
+    def rhs_given(y, a):
+        return simulation._searched_field(t0, y, a, found)[0]
 
     def step(y, a):
         return sum(solvers._stages((t0, t1, y, a), rkm, term))
@@ -65,7 +73,8 @@ def measure(name: str, loops: int = 200, h: float = 2e-3) -> dict:
         return g
 
     return {key: _per_call(f, state.y, args, loops) for key, f in
-            (("rhs", rhs), ("rhs_vjp", vjp_of(rhs)), ("step", step), ("step_vjp", vjp_of(step)))}
+            (("rhs", rhs), ("rhs_vjp", vjp_of(rhs)), ("rhs_vjp_given", vjp_of(rhs_given)), ("step", step),
+             ("step_vjp", vjp_of(step)))}
 
 
 def main(argv=None) -> None:
@@ -77,6 +86,7 @@ def main(argv=None) -> None:
     print(f"{options.model}, us per evaluation (float64):")
     print(f"  right-hand side {t['rhs'] * 1e6:9.1f}   its VJP {t['rhs_vjp'] * 1e6:9.1f}"
           f"   ratio {t['rhs_vjp'] / t['rhs']:.2f}")
+    print(f"  its VJP given its searches {t['rhs_vjp_given'] * 1e6:9.1f}   ratio {t['rhs_vjp_given'] / t['rhs']:.2f}")
     print(f"  RKM step        {t['step'] * 1e6:9.1f}   its VJP {t['step_vjp'] * 1e6:9.1f}"
           f"   ratio {t['step_vjp'] / t['step']:.2f}")
 

@@ -52,10 +52,13 @@ class Context:
     to take them from the controllers; ``mobility_forces``: extra generalized forces
     ``(nu,)`` added to the applied forces; ``parameters``: state-independent
     parameters already computed (``prepared()`` of another context of the same
-    system), so that a loop over states computes them once, outside the loop.
+    system), so that a loop over states computes them once, outside the loop;
+    ``searches``: the results of the searches (``search``) of another context at the
+    same state and controls, to use rather than search again.
     """
 
-    def __init__(self, system, state: State, controls=None, mobility_forces=None, parameters=None):
+    def __init__(self, system, state: State, controls=None, mobility_forces=None, parameters=None,
+                 searches=None):
         self.system = system
         self.model = system.model
         self.topology = system.topology
@@ -64,6 +67,7 @@ class Context:
         self._controls = controls
         self._extra_mobility = mobility_forces
         self._parameters: dict[str, Any] = dict(parameters or {})
+        self._searches: dict[str, Any] = dict(searches or {})
         self.path = "/"
 
     def at(self, path: str) -> _At:
@@ -98,6 +102,24 @@ class Context:
                 if hook is not None:
                     hook(g, self)
         return dict(self._parameters)
+
+    # -- searches -------------------------------------------------------------------------
+    # A search is work whose result derivatives hold fixed: OpenSim's wrap passes (which
+    # segments wrap, where their tangent points are). Reverse mode through an integrator
+    # step evaluates the right-hand side at each stage again; given the forward run's
+    # searches it skips them.
+
+    def search(self, key: str, compute):
+        """The result of the search ``key``: ``compute()`` (held constant by derivatives)
+        on first use, or as given to this context."""
+        if key not in self._searches:
+            self._searches[key] = jax.lax.stop_gradient(compute())
+        return self._searches[key]
+
+    def searches(self) -> dict:
+        """The results of the searches made so far (or given), to give to a context at
+        the same state."""
+        return dict(self._searches)
 
     @property
     def params(self):

@@ -72,11 +72,19 @@ def rhs(system, t, y, d, controls=None, parameters=None):
     ``d``; ``controls`` as for ``simulate``; ``parameters``: the system's
     ``Context.prepared()``, when computed once outside a loop over states.
     """
+    return _rhs_searched(system, t, y, d, controls, parameters)[0]
+
+
+def _rhs_searched(system, t, y, d, controls=None, parameters=None, searches=None):
+    """``rhs`` and the searches its evaluation made (``Context.search``): ``(dy/dt,
+    searches)``. Given ``searches`` (an evaluation's at the same ``t``, ``y``) are
+    used rather than made again."""
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
     state = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
-    acc = Context(system, state, _controls_at(controls, t, state), parameters=parameters).acc
-    return jnp.concatenate([acc.qdot, acc.udot, acc.zdot])
+    ctx = Context(system, state, _controls_at(controls, t, state), parameters=parameters, searches=searches)
+    acc = ctx.acc
+    return jnp.concatenate([acc.qdot, acc.udot, acc.zdot]), ctx.searches()
 
 
 class _Packed(eqx.Module):
@@ -107,6 +115,12 @@ class _Packed(eqx.Module):
 def _vector_field(t, y, args):
     system, controls, d, parameters = args.unpack()
     return rhs(system, t, y, d, controls, parameters)
+
+
+def _searched_field(t, y, args, searches):
+    """``_vector_field`` with its searches (the solvers' ``searched``)."""
+    system, controls, d, parameters = args.unpack()
+    return _rhs_searched(system, t, y, d, controls, parameters, searches)
 
 
 def _kinematics(t, q, u, args):
@@ -396,7 +410,8 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
     elif issubclass(cls, ExplicitRungeKutta):
         # the stage loop differentiable as the adjoint needs (Diffrax does this for its
         # own Runge-Kutta solvers)
-        solver = cls(scan_kind={"direct": "bounded", "backsolve": "lax"}.get(options["adjoint"]))
+        solver = cls(scan_kind={"direct": "bounded", "backsolve": "lax"}.get(options["adjoint"]),
+                     searched=_searched_field)
     else:
         solver = cls()
     if options["project"] and _has_constraints(system):

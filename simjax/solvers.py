@@ -31,12 +31,29 @@ def _combine(y0, weights, ks):
     return jax.tree.map(lambda y, *k: y + sum(weights[j] * k[j] for j in range(len(ks))), y0, *ks)
 
 
-def _increment(solver, terms, t0, t1, y0, args, ks, i):
-    """Stage ``i``'s (traced) increment ``h f(t_i, y_i)``, its input built from the
-    increments ``ks`` of the stages before it."""
+def _stage_input(solver, t0, t1, y0, ks, i):
+    """Stage ``i``'s (traced) time and state, from the increments ``ks`` of the stages
+    before it."""
     dtype = jnp.result_type(*jax.tree.leaves(y0))
     a, c = jnp.asarray(solver.a, dtype), jnp.asarray(solver.c, dtype)
-    return terms.vf_prod(t0 + c[i] * (t1 - t0), _combine(y0, a[i], ks), args, terms.contr(t0, t1))
+    return t0 + c[i] * (t1 - t0), _combine(y0, a[i], ks)
+
+
+def _increment(solver, terms, t0, t1, y0, args, ks, i, searches=None):
+    """Stage ``i``'s increment ``h f(t_i, y_i)``; with ``searches`` (the results of the
+    vector field's searches at that stage), through ``solver.searched``."""
+    t, y = _stage_input(solver, t0, t1, y0, ks, i)
+    if searches is None:
+        return terms.vf_prod(t, y, args, terms.contr(t0, t1))
+    return _searched_increment(solver, terms, t0, t1, t, y, args, searches)[0]
+
+
+def _searched_increment(solver, terms, t0, t1, t, y, args, searches):
+    """The increment at stage time ``t`` and state ``y`` through ``solver.searched``, and
+    the searches' results: ``(k, found)``. The same as Diffrax's ``vf_prod`` of the
+    ``WrapTerm(ODETerm(f))`` it is given, ``f`` being the vector field."""
+    dy, found = solver.searched(t * getattr(terms, "direction", 1), y, args, searches)
+    return terms.prod(dy, terms.contr(t0, t1)), found
 
 
 def _stage_loop(solver, terms, t0, t1, y0, args, kind):
@@ -56,16 +73,41 @@ def _stage_loop(solver, terms, t0, t1, y0, args, kind):
     return ks
 
 
+def _searched_stage_loop(solver, terms, t0, t1, y0, args):
+    """``_stage_loop`` through ``solver.searched``: the increments and, stacked over the
+    stages, the results of each stage's searches."""
+    n = len(solver.c)
+
+    def searched(ks, i):
+        return _searched_increment(solver, terms, t0, t1, *_stage_input(solver, t0, t1, y0, ks, i), args, None)
+
+    def stage(carry):
+        i, ks, found = carry
+        ki, fi = searched(ks, i)
+        return (i + 1, tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
+                             for j, kj in enumerate(ks)),
+                jax.tree.map(lambda f, x: f.at[i].set(x), found, fi))
+
+    zeros = jax.tree.map(jnp.zeros_like, y0)
+    shapes = jax.eval_shape(lambda ks: searched(ks, 0)[1], (zeros,) * n)
+    found = jax.tree.map(lambda x: jnp.zeros((n,) + x.shape, x.dtype), shapes)
+    _, ks, found = jax.lax.while_loop(lambda carry: carry[0] < n, stage, (jnp.asarray(0), (zeros,) * n, found))
+    return ks, found
+
+
 @eqx.filter_custom_vjp
 def _stages(inputs, solver, terms):
     """The stage increments of one explicit Runge–Kutta step, ``inputs = (t0, t1, y0,
     args)``, with a hand-written reverse mode.
 
     Reverse mode walks the stages backwards, taking one right-hand-side VJP per stage at
-    its input (rebuilt from the stored increments). A step whose increments receive no
-    cotangent, a rejected step (the solve keeps its start), skips the walk: a
-    differentiated stage loop takes those VJPs too, with zeros (gait10dof18musc at
-    OpenSim's accuracy rejects 80 of 453 steps), and keeps a checkpoint per stage.
+    its input (rebuilt from the stored increments). Where the solver has ``searched``,
+    the forward rule keeps each stage's searches and the VJPs reuse them (the large
+    model's wrap passes are a fifth of its right-hand side's VJP). A step whose
+    increments receive no cotangent, a rejected step (the solve keeps its start), skips
+    the walk: a differentiated stage loop takes those VJPs too, with zeros
+    (gait10dof18musc at OpenSim's accuracy rejects 80 of 453 steps), and keeps a
+    checkpoint per stage.
     """
     t0, t1, y0, args = inputs
     return _stage_loop(solver, terms, t0, t1, y0, args, "lax")
@@ -73,12 +115,16 @@ def _stages(inputs, solver, terms):
 
 @_stages.def_fwd
 def _stages_fwd(perturbed, inputs, solver, terms):
-    ks = _stages.fn(inputs, solver, terms)
-    return ks, ks
+    if solver.searched is None:
+        ks = _stages.fn(inputs, solver, terms)
+        return ks, (ks, None)
+    ks, found = _searched_stage_loop(solver, terms, *inputs)
+    return ks, (ks, found)
 
 
 @_stages.def_bwd
-def _stages_bwd(ks, ct_ks, perturbed, inputs, solver, terms):
+def _stages_bwd(residuals, ct_ks, perturbed, inputs, solver, terms):
+    ks, found = residuals
     n = len(solver.c)
     diff, static = eqx.partition(inputs, perturbed)
     ct_ks = tuple(jax.tree.map(lambda c, k: jnp.zeros_like(k) if c is None else c, ct, k,
@@ -91,7 +137,9 @@ def _stages_bwd(ks, ct_ks, perturbed, inputs, solver, terms):
             ct_i = jax.tree.map(lambda *c: sum(jnp.where(i == j, c[j], 0.0) for j in range(n)), *ct_k)
             # the VJP in the increments too: stage i's input carries its cotangent on to
             # the earlier stages (and to y0 through ``d``, where differentiated)
-            _, pull = jax.vjp(lambda d, k: _increment(solver, terms, *eqx.combine(d, static), k, i), diff, ks)
+            searches = None if found is None else jax.tree.map(lambda f: f[i], found)
+            _, pull = jax.vjp(lambda d, k: _increment(solver, terms, *eqx.combine(d, static), k, i, searches),
+                              diff, ks)
             g_d, g_k = pull(ct_i)
             return jax.tree.map(jnp.add, ct_k, g_k), jax.tree.map(jnp.add, ct_d, g_d)
 
@@ -157,6 +205,11 @@ class ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
     #: ``"bounded"`` (forward and reverse, for Diffrax's direct adjoint) or ``"lax"``
     #: (forward mode only)
     scan_kind: str | None = None
+    #: ``None``, or the terms' vector field ``f(t, y, args)`` (an ``ODETerm``'s) as
+    #: ``fn(t, y, args, searches) -> (f, found)``: the results ``found`` of its searches
+    #: (work its derivatives hold fixed, ``simjax.forward.Context.search``), made when
+    #: ``searches`` is None and used as given otherwise, which reverse mode does
+    searched: Callable | None = eqx.field(default=None, static=True)
     term_structure: ClassVar = diffrax.AbstractTerm
     interpolation_cls: ClassVar[Callable] = staticmethod(_hermite_interpolation)
 

@@ -185,6 +185,35 @@ def test_reverse_mode_equals_forward_mode():
     np.testing.assert_allclose(rev, fwd, rtol=0, atol=1e-14)
 
 
+def test_right_hand_side_given_its_searches_runs_no_wrap_passes():
+    """A right-hand side given the results of its searches (``Context.search``: here
+    the wrap passes), as reverse mode through ``simulate``'s stages gives them, runs no
+    passes and gives the same values and VJP as one that makes them."""
+    from importlib import import_module
+
+    rhs_searched = import_module("simjax.simulate")._rhs_searched
+    system = loads_osim(_rigs_xml([RIGS["cylinder"][3]]), strict=True).build()
+    s0 = system.default_state()
+    y = s0.y.at[0].set(float(np.mean(_sweep(RIGS["cylinder"][3])[:N_Q])))
+    ct = jnp.linspace(-1.0, 1.0, y.shape[0])
+
+    def field(y, searches):
+        return rhs_searched(system, s0.t, y, s0.d, jnp.full(1, 30.0), None, searches)
+
+    def evaluate(y, searches):  # the right-hand side, its VJP and its searches
+        dy, pull, found = jax.vjp(lambda y: field(y, searches), y, has_aux=True)
+        return dy, pull(ct)[0], found
+
+    made = jax.jit(evaluate)(y, None)
+    assert set(made[2]) == {"wrap_passes"}
+    given = jax.jit(evaluate)(y, made[2])
+    loops = lambda searches: str(jax.make_jaxpr(field)(y, searches)).count("while[")  # noqa: E731
+    assert loops(made[2]) < loops(None)
+    np.testing.assert_array_equal(given[0], made[0])
+    assert np.abs(made[1]).max() > 0.1
+    np.testing.assert_allclose(given[1], made[1], rtol=0, atol=1e-13)
+
+
 # OpenSim's length jumps: a cylinder with a quadrant starting to wrap the long way round,
 # a sphere with a quadrant at onset
 SWITCHES = [("cylinder", 1, (0.96, 1.06)), ("sphere", 1, (-0.64, -0.59))]

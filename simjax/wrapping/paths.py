@@ -1071,7 +1071,8 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     applies_end = segments.applies if segments.applies_end is None else segments.applies_end
     batch = static.batch
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
-    seq, wends, cached, wr, warc = _wrap_batch(static, (R_obj, o_obj), params["dims"], points, active)
+    seq, wends, cached, wr, warc = ctx.search(
+        "wrap_passes", lambda: _wrap_batch(static, (R_obj, o_obj), params["dims"], points, active))
     on_path = _on_path(seq, N, W)
     X_obj, chosen, orig = (R_obj, o_obj), jnp.stack([on_path, cached], -1), _path_points(batch, points)
     step = _Pass(batch, X_obj, params["dims"], orig)
