@@ -96,12 +96,13 @@ GOALS = (
      "the backward sweep re-runs each accepted step and takes a VJP per stage, ~3x a right-hand side"),
     ("reverse-mode gradient / forward wall time", "arm26", lambda r: r["gradient_over_forward"], 5.0,
      "the tangent points' derivative, taken at the passes' solution, still evaluates the ellipsoid's fan of 298 "
-     "closest points (about 40% of a right-hand side's VJP: benchmarks.gradient_parts)"),
+     "closest points (about 40% of a right-hand side's VJP: benchmarks.gradient_parts; met since each stage's "
+     "VJP reuses the stage's wrap passes)"),
     ("reverse-mode gradient / forward wall time", "large", lambda r: r["gradient_over_forward"], 5.0,
-     "the backward sweep re-runs each step and takes a right-hand side's VJP per stage, ~730 us against ~250 "
-     "forward; the paths' derivatives are ~40% of that VJP (the tangent points sliding over the surfaces, for "
-     "the forces' and speeds' derivatives, ~20%), many small kernels rather than arithmetic: "
-     "benchmarks.gradient_parts"),
+     "the backward sweep re-runs each step and takes a right-hand side's VJP per stage, given the stage's wrap "
+     "passes ~2.2x a right-hand side; the paths' derivatives are ~40% of that VJP (the tangent points sliding "
+     "over the surfaces, for the forces' and speeds' derivatives, ~20%), many small kernels rather than "
+     "arithmetic: benchmarks.gradient_parts (met since each stage's VJP reuses the stage's wrap passes)"),
 )
 
 
