@@ -59,7 +59,9 @@ respect to the coordinates is OpenSim's virtual-work moment arm (``computeMoment
 the one consistent with the forces applied. (OpenSim's tangent points are not exactly
 tangent, so this differs slightly from the derivative of the length itself: see
 ``simjax.wrapping.geometry``.) Forward and reverse mode both work; the wrap status is
-piecewise constant, so derivatives do not see wrap onset.
+piecewise constant, so derivatives do not see wrap onset. The passes are the context's
+search ``"wrap_passes"`` (``Context.search``): reverse mode through ``simulate``'s
+stages gives each stage's VJP the passes the stages' forward rule made.
 
 Smoothing. A PathWrap with ``smoothing > 0`` blends its wrapped segment to the straight
 one near OpenSim's wrap/no-wrap boundaries (``_blend``, ``simjax.wrapping.smooth``),
