@@ -56,6 +56,12 @@ def _searched_increment(solver, terms, t0, t1, t, y, args, searches):
     return terms.prod(dy, terms.contr(t0, t1)), found
 
 
+def _with_stage(ks, i, ki):
+    """The per-stage buffers ``ks`` with stage ``i``'s (traced) increment ``ki`` put in
+    its own."""
+    return tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj) for j, kj in enumerate(ks))
+
+
 def _stage_loop(solver, terms, t0, t1, y0, args, kind):
     """The increments ``k_i = h f(t_i, y_i)`` of all stages, in one loop (one copy of
     the right-hand side in the program), each kept in its own buffer."""
@@ -63,9 +69,7 @@ def _stage_loop(solver, terms, t0, t1, y0, args, kind):
 
     def stage(carry):
         i, ks = carry
-        ki = _increment(solver, terms, t0, t1, y0, args, ks, i)
-        return i + 1, tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
-                            for j, kj in enumerate(ks))
+        return i + 1, _with_stage(ks, i, _increment(solver, terms, t0, t1, y0, args, ks, i))
 
     zeros = jax.tree.map(jnp.zeros_like, y0)
     _, ks = eqxi.while_loop(lambda carry: carry[0] < n, stage, (jnp.asarray(0), (zeros,) * n), max_steps=n,
@@ -84,9 +88,7 @@ def _searched_stage_loop(solver, terms, t0, t1, y0, args):
     def stage(carry):
         i, ks, found = carry
         ki, fi = searched(ks, i)
-        return (i + 1, tuple(jax.tree.map(lambda new, old, j=j: jnp.where(i == j, new, old), ki, kj)
-                             for j, kj in enumerate(ks)),
-                jax.tree.map(lambda f, x: f.at[i].set(x), found, fi))
+        return i + 1, _with_stage(ks, i, ki), jax.tree.map(lambda f, x: f.at[i].set(x), found, fi)
 
     zeros = jax.tree.map(jnp.zeros_like, y0)
     shapes = jax.eval_shape(lambda ks: searched(ks, 0)[1], (zeros,) * n)
