@@ -6,6 +6,9 @@ machine next to OpenSim 4.6:
 
 - a 1 s forward simulation after compilation, simjax vs OpenSim (Runge-Kutta-Merson at
   the same accuracy), their ratio, and the largest difference of the final coordinates;
+- each engine's agreement, at that accuracy, with a tight-tolerance reference solution
+  (OpenSim at accuracy 1e-9): the median error of the final coordinates over 33 runs
+  (``suite.agreement``);
 - one right-hand-side evaluation (udot and zdot) vs OpenSim's ``realizeAcceleration``;
 - batched throughput (worlds x simulated seconds per wall second) at several batch
   sizes, by ``simulate_batch`` on whatever device JAX uses, in a fresh process on all
@@ -41,12 +44,14 @@ def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
     os_run = suite.opensim_simulation(om, 1.0, accuracy)
     sj_run = suite.simjax_simulation(system, state, 1.0, accuracy)
     dq = max(abs(sj_run["q"][p] - os_run["q"][p]) for p in os_run["q"] if p in sj_run["q"])
+    agree = suite.agreement(system, state, om, accuracy)
     rhs = suite.simjax_rhs(system, state)
     grad = suite.simjax_gradient(system, state, 1.0, accuracy)
     batch = throughput.measure(name, batches, batch_time, accuracy)
     return {"model": name, "dof": len(system.coordinate_names), "muscles_or_z": int(system.topology.nz),
             "opensim_1s": os_run["wall"], "simjax_1s": sj_run["wall"], "ratio": sj_run["wall"] / os_run["wall"],
             "steps_opensim": os_run["steps"], "steps_simjax": sj_run["steps"], "final_q_diff": dq,
+            "error_opensim": agree["opensim"], "error_simjax": agree["simjax"], "error_ratio": agree["ratio"],
             "opensim_rhs": suite.opensim_rhs(om), "simjax_rhs_call": rhs["call"], "simjax_rhs_in_jit": rhs["in_jit"],
             "batch_time": batch_time, "compile_simulate": sj_run["compile"],
             "compile_simulate_all_cores": compile_time.measure(name, accuracy)["compile_simulate"],
@@ -61,13 +66,15 @@ def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
 def markdown(rows, machine) -> str:
     """The report as a Markdown table."""
     lines = [f"# simjax benchmarks\n\nMachine: {machine}\n",
-             "| model | dof | OpenSim 1 s | simjax 1 s | ratio | RHS OpenSim | RHS simjax (in jit) | compile "
-             "(this process / all cores) | grad compile | grad/fwd | best batch world-s/s | peak MB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| model | dof | OpenSim 1 s | simjax 1 s | ratio | error vs reference (OpenSim / simjax) | RHS OpenSim "
+             "| RHS simjax (in jit) | compile (this process / all cores) | grad compile | grad/fwd | best batch "
+             "world-s/s | peak MB |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         best = max(r["batch"].items(), key=lambda kv: kv[1]["throughput"])
         lines.append(f"| {r['model']} | {r['dof']} | {r['opensim_1s'] * 1e3:.1f} ms | {r['simjax_1s'] * 1e3:.1f} ms | "
-                     f"{r['ratio']:.2f} | {r['opensim_rhs'] * 1e6:.1f} us | {r['simjax_rhs_in_jit'] * 1e6:.1f} us | "
+                     f"{r['ratio']:.2f} | {r['error_opensim']:.2e} / {r['error_simjax']:.2e} | "
+                     f"{r['opensim_rhs'] * 1e6:.1f} us | {r['simjax_rhs_in_jit'] * 1e6:.1f} us | "
                      f"{r['compile_simulate']:.1f} / {r['compile_simulate_all_cores']:.1f} s | "
                      f"{r['compile_gradient']:.1f} s | "
                      f"{r['gradient_over_forward']:.1f} | {best[1]['throughput']:.1f} (batch {best[0]}, "
@@ -76,13 +83,23 @@ def markdown(rows, machine) -> str:
     return "\n".join(lines) + "\n"
 
 
-# the issue's goals: (what, model, measure(row) -> value, bound, why it may be missed)
+# the issue's goals: (what, model, measure(row) -> value, bound, why it may be missed). The
+# one-world goals ask for "equal or better agreement to a tight-tolerance reference": a
+# median error ratio within the statistic's own spread (suite.agreement) counts as equal.
+AGREEMENT = 1.15
 GOALS = (
     ("1 s simulation / OpenSim's, one world", "arm26", lambda r: r["ratio"], 0.5,
-     "the wrapping passes' loops dominate its right-hand side (benchmarks.wrapping, benchmarks.hlo_ops)"),
+     "OpenSim's ellipsoid wrap, reproduced pass for pass, is about two thirds of its right-hand side (the "
+     "tangent-point iteration's ~28 passes of ~23 kernels, the fan of 298 closest points, the surface polyline): "
+     "benchmarks.wrapping, benchmarks.hlo_ops"),
     ("1 s simulation / OpenSim's, one world", "gait10dof18musc", lambda r: r["ratio"], 0.5, ""),
     ("1 s simulation / OpenSim's, one world", "large", lambda r: r["ratio"], 0.3,
      "wrapping, as arm26 (met since the cylinders' tangent points are solved only where a segment can wrap)"),
+    *(("final coordinates' error against a tight reference / OpenSim's (median of 33 runs)", model,
+       lambda r: r["error_ratio"], AGREEMENT,
+       "more than the ~15% by which the median of one engine's own runs moves between accuracies 1-5% apart: "
+       "look for a difference of the models or of the step-size control") for model in ("arm26", "gait10dof18musc",
+                                                                                          "large")),
     ("best batch's time per world-second / OpenSim's 1 s run", "gait10dof18musc",
      lambda r: min(b["per_world"] / r["batch_time"] for b in r["batch"].values()) / r["opensim_1s"],
      0.05, "in a vmapped chunk a world's right-hand side costs ~17 us against ~21 us alone: XLA's CPU kernels "
@@ -113,7 +130,10 @@ def goals(rows) -> str:
     for what, model, value, bound, why in GOALS:
         if model not in by_name:
             continue
-        v = value(by_name[model])
+        try:
+            v = value(by_name[model])
+        except KeyError:  # (a row measured without this figure)
+            continue
         verdict = "met" if v <= bound else f"missed by {v / bound:.1f}x" + (f" ({why})" if why else "")
         lines.append(f"- {model}: {what} = {v:.3g} (goal <= {bound:g}): {verdict}")
     if len(lines) == 1:
