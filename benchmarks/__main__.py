@@ -43,7 +43,7 @@ def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
     state = suite.initial_state(system)
     os_run = suite.opensim_simulation(om, 1.0, accuracy)
     sj_run = suite.simjax_simulation(system, state, 1.0, accuracy)
-    dq = max(abs(sj_run["q"][p] - os_run["q"][p]) for p in os_run["q"] if p in sj_run["q"])
+    dq = suite.largest_difference(sj_run["q"], os_run["q"])
     agree = suite.agreement(system, state, om, accuracy)
     rhs = suite.simjax_rhs(system, state)
     grad = suite.simjax_gradient(system, state, 1.0, accuracy)

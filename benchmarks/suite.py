@@ -124,6 +124,12 @@ def _simjax_q(system, traj) -> dict:
     return {p: float(traj.q[-1, c.q]) for p, c in system.topology.tree.coordinates.items() if c.q >= 0}
 
 
+def largest_difference(q: dict, reference: dict) -> float:
+    """The largest difference of the coordinate values ``q`` from ``reference`` (both by
+    coordinate path; rad or m), over the reference's coordinates that ``q`` has."""
+    return max(abs(q[p] - reference[p]) for p in reference if p in q)
+
+
 def opensim_simulation(om, t_final: float, accuracy: float, repeat: int = 3) -> dict:
     """OpenSim's Manager (Runge-Kutta-Merson) from the default, equilibrated state.
 
@@ -178,16 +184,13 @@ def agreement(system, state, om, accuracy: float, ends=tuple(np.linspace(0.5, 1.
     man, _ = _opensim_manager(om, reference_accuracy)
     reference = [_opensim_q(om, man.integrate(float(t))) for t in ends]
 
-    def error(q, ref):
-        return max(abs(q[p] - ref[p]) for p in ref if p in q)
-
     os_errors, sj_errors = [], []
     for spread in spreads:
         for t, ref in zip(ends, reference):
             man, _ = _opensim_manager(om, accuracy * spread)
-            os_errors.append(error(_opensim_q(om, man.integrate(float(t))), ref))
+            os_errors.append(largest_difference(_opensim_q(om, man.integrate(float(t))), ref))
             traj = sj.simulate(system, state, float(t), accuracy=accuracy * spread, n_outputs=2)
-            sj_errors.append(error(_simjax_q(system, traj), ref))
+            sj_errors.append(largest_difference(_simjax_q(system, traj), ref))
     os_median, sj_median = float(np.median(os_errors)), float(np.median(sj_errors))
     ratio = sj_median / os_median if os_median > 0 else (1.0 if sj_median == 0 else float("inf"))
     return {"opensim": os_median, "simjax": sj_median, "ratio": ratio, "runs": len(os_errors),

@@ -24,3 +24,8 @@ def test_agreement_with_a_tight_reference_matches_opensims_on_the_double_pendulu
     assert got["runs"] == 4
     assert 1e-7 < got["opensim"] < 1e-4
     assert got["ratio"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_largest_difference_is_over_the_references_coordinates_that_both_have():
+    got = suite.largest_difference({"/a": 1.0, "/b": 2.5, "/c": 9.0}, {"/a": 1.5, "/b": 2.25, "/d": 0.0})
+    assert got == 0.5
