@@ -91,7 +91,9 @@ GOALS = (
     ("1 s simulation / OpenSim's, one world", "arm26", lambda r: r["ratio"], 0.5,
      "OpenSim's ellipsoid wrap, reproduced pass for pass, is about two thirds of its right-hand side (the "
      "tangent-point iteration's ~28 passes of ~23 kernels, the fan of 298 closest points, the surface polyline): "
-     "benchmarks.wrapping, benchmarks.hlo_ops"),
+     "benchmarks.wrapping, benchmarks.hlo_ops; and the steps, OpenSim's as well, are held at the stability bound "
+     "of the stiffest fiber length (benchmarks.stiffness), so a solver taking larger steps would lose the "
+     "agreement that OpenSim's small steps give it"),
     ("1 s simulation / OpenSim's, one world", "gait10dof18musc", lambda r: r["ratio"], 0.5, ""),
     ("1 s simulation / OpenSim's, one world", "large", lambda r: r["ratio"], 0.3,
      "wrapping, as arm26 (met since the cylinders' tangent points are solved only where a segment can wrap)"),
@@ -104,7 +106,8 @@ GOALS = (
      lambda r: min(b["per_world"] / r["batch_time"] for b in r["batch"].values()) / r["opensim_1s"],
      0.05, "in a vmapped chunk a world's right-hand side costs ~17 us against ~21 us alone: XLA's CPU kernels "
      "for the gathers, concatenations and small reductions over per-body blocks run at ~1 GFLOP/s whatever the "
-     "layout (a batch-minor layout, evaluated by a jaxpr interpreter, gave no gain); a GPU would close it"),
+     "layout (a batch-minor layout, evaluated by a jaxpr interpreter, gave no gain), and the steps are held at "
+     "the stability bound of the stiffest fiber length (benchmarks.stiffness); a GPU would close it"),
     ("compile time of simulate on all cores (s)", "gait10dof18musc", lambda r: r["compile_simulate_all_cores"], 10.0,
      "XLA's optimisation of one right-hand side inlined in the solver's stages"),
     ("compile time of simulate on all cores (s)", "large", lambda r: r["compile_simulate_all_cores"], 30.0,
