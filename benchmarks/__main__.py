@@ -92,8 +92,8 @@ GOALS = (
      "OpenSim's ellipsoid wrap, reproduced pass for pass, is about two thirds of its right-hand side (the "
      "tangent-point iteration's ~28 passes of ~23 kernels, the fan of 298 closest points, the surface polyline): "
      "benchmarks.wrapping, benchmarks.hlo_ops; and the steps, OpenSim's as well, are held at the stability bound "
-     "of the stiffest fiber length (benchmarks.stiffness), so a solver taking larger steps would lose the "
-     "agreement that OpenSim's small steps give it"),
+     "of the stiffest fiber length (benchmarks.stiffness), as many as OpenSim's; solvers treating the fiber "
+     "lengths implicitly took more at this accuracy, and erred more (README)"),
     ("1 s simulation / OpenSim's, one world", "gait10dof18musc", lambda r: r["ratio"], 0.5, ""),
     ("1 s simulation / OpenSim's, one world", "large", lambda r: r["ratio"], 0.3,
      "wrapping, as arm26 (met since the cylinders' tangent points are solved only where a segment can wrap)"),
