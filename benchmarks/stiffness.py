@@ -23,11 +23,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import suite
+import simjax as sj
 
-simulation = importlib.import_module("simjax.simulate")
+from . import suite  # (float64, as every benchmark)
+
+simulation = importlib.import_module("simjax.simulate")  # the module, which the function shadows
 solvers = importlib.import_module("simjax.solvers")
-sj = importlib.import_module("simjax")
 
 
 def stability_bound(method=solvers.RungeKuttaMerson) -> float:
@@ -88,7 +89,6 @@ def main(argv=None) -> None:
     parser.add_argument("--samples", type=int, default=12)
     parser.add_argument("--accuracy", type=float, default=1e-5)
     options = parser.parse_args(argv)
-    jax.config.update("jax_enable_x64", True)
     got = measure(options.model, options.samples, options.accuracy)
     print(f"{options.model}: {got['steps']} accepted steps over 1 s at accuracy {options.accuracy:g};"
           f" Runge-Kutta-Merson is stable for h * rate > {got['bound']:.3f}")
