@@ -447,13 +447,16 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
         throw=options["throw"],
         progress_meter=diffrax.TextProgressMeter() if options["progress"] else diffrax.NoProgressMeter(),
     )
-    # Diffrax writes the t1 sample right after the last saved one (before the inf padding
-    # when an event stopped the solve early); take it out of the output samples
+    # The last saved sample is the end of the solve. With output times, Diffrax writes it
+    # as an extra t1 sample right after them (before the inf padding when an event
+    # stopped the solve early), taken out of the outputs here; saving every step, it is
+    # the last step's own sample and stays.
     n_saved = jnp.sum(jnp.isfinite(sol.ts))
     t_end, y_end = sol.ts[n_saved - 1], sol.ys[n_saved - 1]
-    keep = jnp.arange(sol.ts.shape[0] - 1) < n_saved - 1
-    t = jnp.where(keep, sol.ts[:-1], jnp.inf)
-    ys = jnp.where(keep[:, None], sol.ys[:-1], jnp.inf)
+    n_out = sol.ts.shape[0] if options["save_steps"] else sol.ts.shape[0] - 1
+    keep = jnp.arange(n_out) < (n_saved if options["save_steps"] else n_saved - 1)
+    t = jnp.where(keep, sol.ts[:n_out], jnp.inf)
+    ys = jnp.where(keep[:, None], sol.ys[:n_out], jnp.inf)
     ev_index = jnp.asarray(-1)
     if events:
         mask = sol.event_mask

@@ -111,6 +111,20 @@ def test_trajectory_outputs_and_tables(pendulum5):
     assert float(st.t) == pytest.approx(0.15)
 
 
+def test_saved_steps_end_with_the_final_step(pendulum5):
+    """``save_steps`` outputs every accepted step, the last one ending at ``t_final``,
+    and that last state is the one a run with output times ends in (same steps)."""
+    s = pendulum5.default_state().replace(q=[0.4, -0.3, 0.2, 0.5, -0.6])
+    steps = sj.simulate(pendulum5, s, 0.2, save_steps=True, max_steps=500)
+    ends = sj.simulate(pendulum5, s, 0.2, n_outputs=2)
+    t = np.asarray(steps.t)
+    n = int(np.isfinite(t).sum())
+    assert t.shape == (500,) and np.all(np.isinf(t[n:])) and np.all(np.diff(t[:n]) > 0)
+    assert n > 3 and t[0] > 0.0 and t[n - 1] == pytest.approx(0.2, abs=1e-15)
+    np.testing.assert_array_equal(np.asarray(steps.q)[n - 1], np.asarray(ends.q)[-1])
+    assert float(steps.final_state.t) == pytest.approx(0.2, abs=1e-15)
+
+
 def test_states_file_round_trip(tmp_path, pendulum5):
     from simjax.io.tables import read_table
 
