@@ -80,7 +80,7 @@ def measure(name: str, samples: int = 12, accuracy: float = 1e-5, t_final: float
         h = float(t[k + 1] - t[k])
         rows.append({"t": float(t[k]), "h": h, "rate": rate, "h_rate": h * rate,
                      "stiffest": names[int(np.argmin(np.diag(j)))]})
-    return {"steps": len(t) - 1, "bound": stability_bound(), "rows": rows}
+    return {"steps": len(t), "bound": stability_bound(), "rows": rows}
 
 
 def main(argv=None) -> None:
