@@ -62,7 +62,8 @@ def measure(name: str, samples: int = 12, accuracy: float = 1e-5, t_final: float
     **Returns:** ``{"steps": accepted steps, "bound": stability_bound(), "rows": [{"t": s,
     "h": s, "rate": most negative real part of the eigenvalues (1/s), "h_rate": h * rate,
     "stiffest": the state whose diagonal entry is most negative}, ...]}`` at ``samples``
-    accepted steps spread over the run.
+    accepted steps spread over the run (not the last, which ends the run wherever it
+    reaches ``t_final``).
     """
     system = suite.load_simjax(name)
     state = suite.initial_state(system)
@@ -74,7 +75,8 @@ def measure(name: str, samples: int = 12, accuracy: float = 1e-5, t_final: float
     jacobian = jax.jit(jax.jacfwd(lambda y, t: simulation._vector_field(t, y, args)))
     names = list(system.q_names) + list(system.u_names) + list(system.z_names)
     rows = []
-    for k in np.unique(np.linspace(0, len(t) - 2, samples).astype(int)):
+    # the step after the state at t[k], sampled up to the second last: the last is cut short to end at t_final
+    for k in np.unique(np.linspace(0, len(t) - 3, samples).astype(int)):
         j = np.asarray(jacobian(jnp.asarray(y[k]), jnp.asarray(t[k])))
         rate = float(np.linalg.eigvals(j).real.min())
         h = float(t[k + 1] - t[k])
