@@ -453,8 +453,9 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
     # the last step's own sample and stays.
     n_saved = jnp.sum(jnp.isfinite(sol.ts))
     t_end, y_end = sol.ts[n_saved - 1], sol.ys[n_saved - 1]
-    n_out = sol.ts.shape[0] if options["save_steps"] else sol.ts.shape[0] - 1
-    keep = jnp.arange(n_out) < (n_saved if options["save_steps"] else n_saved - 1)
+    extra = 0 if options["save_steps"] else 1
+    n_out = sol.ts.shape[0] - extra
+    keep = jnp.arange(n_out) < n_saved - extra
     t = jnp.where(keep, sol.ts[:n_out], jnp.inf)
     ys = jnp.where(keep[:, None], sol.ys[:n_out], jnp.inf)
     ev_index = jnp.asarray(-1)
