@@ -51,7 +51,7 @@ def measure(name: str, loops: int = 200, h: float = 2e-3) -> dict:
     """
     system = suite.load_simjax(name)
     state = suite.initial_state(system)
-    args = simulation._Packed.of(system, None, state.d, simulation.Context(system, state).prepared())
+    args = suite.solve_args(system, state)
     term = diffrax.ODETerm(simulation._vector_field)
     rkm = solvers.RungeKuttaMerson(searched=simulation._searched_field)
     t0, t1 = jnp.asarray(state.t), jnp.asarray(state.t + h)

@@ -20,7 +20,6 @@ import argparse
 import importlib
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import simjax as sj
@@ -69,15 +68,15 @@ def measure(name: str, samples: int = 12, accuracy: float = 1e-5, t_final: float
     state = suite.initial_state(system)
     traj = sj.simulate(system, state, t_final, accuracy=accuracy, save_steps=True, max_steps=20_000)
     t = np.asarray(traj.t)
-    done = np.isfinite(t)
-    t, y = t[done], np.concatenate([np.asarray(traj.q), np.asarray(traj.u), np.asarray(traj.z)], axis=-1)[done]
-    args = simulation._Packed.of(system, None, state.d, simulation.Context(system, state).prepared())
+    t = t[np.isfinite(t)]
+    args = suite.solve_args(system, state)
     jacobian = jax.jit(jax.jacfwd(lambda y, t: simulation._vector_field(t, y, args)))
     names = list(system.q_names) + list(system.u_names) + list(system.z_names)
     rows = []
     # the step after the state at t[k], sampled up to the second last: the last is cut short to end at t_final
     for k in np.unique(np.linspace(0, len(t) - 3, samples).astype(int)):
-        j = np.asarray(jacobian(jnp.asarray(y[k]), jnp.asarray(t[k])))
+        step_start = traj.state(k)
+        j = np.asarray(jacobian(step_start.y, step_start.t))
         rate = float(np.linalg.eigvals(j).real.min())
         h = float(t[k + 1] - t[k])
         rows.append({"t": float(t[k]), "h": h, "rate": rate, "h_rate": h * rate,

@@ -8,6 +8,7 @@ run times; run times are the best of a few repeats after compilation.
 
 from __future__ import annotations
 
+import importlib
 import os
 import resource
 import time
@@ -95,6 +96,14 @@ def initial_state(system):
     if state.z.size:
         state = sj.equilibrate_muscles(system, state)
     return state
+
+
+def solve_args(system, state):
+    """The arguments ``simulate`` passes its vector field (``simjax.simulate._vector_field(t,
+    y, args)``) for a solve from ``state`` without controls: the model, the discrete
+    variables and the state-independent parameters prepared once."""
+    simulation = importlib.import_module("simjax.simulate")  # the module, which the function shadows
+    return simulation._Packed.of(system, None, state.d, simulation.Context(system, state).prepared())
 
 
 def _opensim_manager(om, accuracy: float):
