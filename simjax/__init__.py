@@ -8,7 +8,7 @@ from .api import (accelerations, assemble, body_poses, constraint_errors, contro
                   frame_acceleration, frame_jacobian, frame_transform, frame_velocity, inverse_dynamics,
                   kinetic_energy, mass_center, mass_matrix, momentum, output, outputs, potential_energy, project,
                   station_acceleration, station_jacobian, station_location, station_velocity)
-from .component import Component, ModelError, Set, Stage
+from .component import Component, ModelError, ModelWarning, Set, Stage
 from .control.controllers import Controller, PolicyController, PrescribedController
 from .forces.base import Actuator, CoordinateActuator, Force, PointActuator, TorqueActuator
 from .forward import Accelerations
@@ -30,7 +30,7 @@ __all__ = [
     "inverse_dynamics", "kinetic_energy", "mass_center", "mass_matrix", "momentum", "output", "outputs",
     "potential_energy", "project", "station_location", "frame_velocity", "frame_acceleration", "frame_jacobian",
     "station_velocity", "station_acceleration", "station_jacobian",
-    "Component", "ModelError", "Set", "Stage",
+    "Component", "ModelError", "ModelWarning", "Set", "Stage",
     "Controller", "PolicyController", "PrescribedController",
     "Actuator", "CoordinateActuator", "Force", "PointActuator", "TorqueActuator",
     "Accelerations",

@@ -89,7 +89,7 @@ def output(system, state: State, spec: str, controls=None):
 
     **Raises:** ``KeyError`` for an unknown component or output.
     """
-    path, _, name = spec.partition("|")
+    path, _, name = spec.rpartition("|")
     comp = system.model.find(path)
     if name not in comp.output_specs():
         raise KeyError(f"{type(comp).__name__} {path!r} has no output {name!r}; it has "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -30,6 +31,8 @@ import numpy as np
 __all__ = [
     "Stage",
     "ModelError",
+    "ModelWarning",
+    "model_warning",
     "Component",
     "Set",
     "OutputSpec",
@@ -74,6 +77,21 @@ class ModelError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
+class ModelWarning(UserWarning):
+    """A property value OpenSim tolerates but that is physically odd (e.g. an inertia
+    that violates the triangle inequality): the model loads and runs, with a warning
+    naming the component path, the property and the value."""
+
+
+def model_warning(path: str, message: str, *, prop: str, value: Any) -> None:
+    """Issue a ``ModelWarning`` naming ``path``, the property ``prop`` and its ``value``.
+
+    Called from ``Component.validate`` for what OpenSim accepts; errors stay
+    ``ModelError``.
+    """
+    warnings.warn(ModelWarning(f"{path} (property '{prop}' = {_fmt(value)}): {message}"), stacklevel=2)
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, (np.ndarray, jax.Array)):
         try:
@@ -85,30 +103,34 @@ def _fmt(value: Any) -> str:
 
 # -- names and paths -------------------------------------------------------------------
 
-_FORBIDDEN = set("./:*?")
+#: the characters OpenSim 4.6 rejects in a component name (Component::finalizeFromProperties)
+_FORBIDDEN = set("\\/*+ \t\n")
 
 
 def check_name(name: Any, where: str = "") -> str:
-    """Check a component name against the ArtiSynth rules (reference manual §1.1).
+    """Check a component name against OpenSim 4.6's rules.
+
+    A name OpenSim accepts is accepted: dots and colons (``R.ASIS``, ``a:b``), a
+    leading digit, ``null``. As OpenSim, a name must not contain a backslash,
+    ``/``, ``*``, ``+``, a space, a tab or a newline. A name equal to ``.`` or ``..``
+    is rejected too: it would read as a path element, so no path could reach it.
 
     **Arguments:** ``name``: the proposed name; ``where``: the parent path, for the
     message.
 
     **Returns:** the name, unchanged.
 
-    **Raises:** ``ModelError`` if the name is empty, starts with a digit, contains one
-    of ``. / : * ?``, or equals ``"null"``.
+    **Raises:** ``ModelError`` naming the component and the offending character.
     """
     loc = where or "/"
     if not isinstance(name, str) or not name:
         raise ModelError(loc, f"a component name must be a non-empty string, got {name!r}")
-    if name[0].isdigit():
-        raise ModelError(loc, f"component name {name!r} must not start with a digit")
     bad = sorted(_FORBIDDEN.intersection(name))
     if bad:
-        raise ModelError(loc, f"component name {name!r} must not contain {' '.join(repr(c) for c in bad)}")
-    if name == "null":
-        raise ModelError(loc, "'null' is not a valid component name")
+        raise ModelError(loc, f"component name {name!r} must not contain {' '.join(repr(c) for c in bad)} "
+                         "(OpenSim rejects \\ / * + and whitespace in names)")
+    if name in (".", ".."):
+        raise ModelError(loc, f"component name {name!r} would read as a path element ('.' or '..')")
     return name
 
 

@@ -76,7 +76,7 @@ def _ref_targets(comp: Component, path: str) -> Iterator[tuple[str, str, str, bo
                 yield name, ref, resolve_path(ref, path), f.metadata["hard"]
     for name in comp.input_fields():
         for conn in getattr(comp, name):
-            yield name, conn, resolve_path(conn.split("|")[0], path), False
+            yield name, conn, resolve_path(conn.rpartition("|")[0], path), False
 
 
 def _within(path: str, roots: set[str]) -> bool:
@@ -89,7 +89,9 @@ class Model(Component):
     **Fields:** ``gravity`` (m/s^2, in Ground); ``ground``; the sets ``bodyset``,
     ``jointset``, ``controllerset``, ``constraintset``, ``forceset``, ``markerset``,
     ``contactgeometryset``, ``probeset``; ``components`` (other direct children);
-    ``credits`` and ``publications`` (text kept for files); ``use_quaternions``.
+    ``credits`` and ``publications`` (text kept for files); ``use_quaternions``;
+    ``reported_warnings`` (``ModelWarning`` texts already reported, e.g. by
+    ``load_osim`` with their file and line: ``build`` does not repeat them).
     """
 
     gravity: np.ndarray = prop((0.0, -9.80665, 0.0), doc="Acceleration of gravity in Ground (m/s^2).",
@@ -107,6 +109,7 @@ class Model(Component):
     publications: str = eqx.field(static=True, default="")
     use_quaternions: bool = flag(False, doc="Parametrize Ball and Free joints by quaternions instead of "
                                  "OpenSim's body-fixed XYZ angles.")
+    reported_warnings: tuple = eqx.field(static=True, default=())
 
     _requires_children: ClassVar[bool] = False
 

@@ -223,7 +223,7 @@ class Trajectory(eqx.Module):
 
     def output(self, spec: str):
         """An output evaluated at every sample: ``traj.output("/forceset/biceps|fiber_force")``."""
-        path, _, name = spec.partition("|")
+        path, _, name = spec.rpartition("|")
         comp = self.system.model.find(path)
         if name not in comp.output_specs():
             raise KeyError(f"{type(comp).__name__} {path!r} has no output {name!r}; it has "

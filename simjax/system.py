@@ -17,6 +17,7 @@ functions taking the ``System`` do not recompile.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -26,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
-from .component import Component, ModelError, component_class
+from .component import Component, ModelError, ModelWarning, component_class
 from .mechanics.frames import Body
 from .mechanics.joints import Coordinate
 from .function_bank import FunctionBank
@@ -46,7 +47,7 @@ def parse_connection(conn: str) -> tuple[str, str, str | None, str | None]:
     alias = None
     if conn.endswith(")") and "(" in conn:
         conn, alias = conn[:-1].rsplit("(", 1)
-    path, _, out = conn.partition("|")
+    path, _, out = conn.rpartition("|")  # a name may hold "|"; an output name never does
     out, _, channel = out.partition(":")
     return path, out, (channel or None), alias
 
@@ -247,11 +248,20 @@ _ROLES = {"forces": "group_forces", "controls": "group_controls", "constraints":
 
 
 def validate_model(model: Model) -> None:
-    """Check names and every component's property values; raise ``ModelError``."""
-    _check_sibling_names(model)
-    model.validate("/")
-    for path, comp in model.walk():
-        comp.validate(path)
+    """Check names and every component's property values; raise ``ModelError``.
+
+    ``ModelWarning``s (what OpenSim tolerates) are issued once: those already in
+    ``model.reported_warnings`` are not repeated.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ModelWarning)
+        _check_sibling_names(model)
+        model.validate("/")
+        for path, comp in model.walk():
+            comp.validate(path)
+    for w in caught:
+        if not (issubclass(w.category, ModelWarning) and str(w.message) in model.reported_warnings):
+            warnings.warn(w.message, stacklevel=4)  # validate_model <- build_system <- Model.build <- caller
 
 
 def build_system(model: Model) -> System:

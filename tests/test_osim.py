@@ -126,5 +126,5 @@ def test_written_file_simulates_identically_in_opensim(tmp_path):
 
 def test_model_name_with_dot_kept_on_writing():
     model, _ = _quiet_load("gait10dof18musc")
-    assert model.name == "gait10dof18musc_osim"
+    assert model.name == "gait10dof18musc.osim"
     assert '<Model name="gait10dof18musc.osim">' in dumps_osim(model)

@@ -224,8 +224,8 @@ def test_duplicate_names_and_properties():
 
 
 def test_invalid_names():
-    with pytest.raises(OsimError, match="must not start with a digit"):
-        load(doc().replace('<Body name="b">', '<Body name="1b">'))
+    with pytest.raises(OsimError, match=r"component name 'b\*1' must not contain '\*'"):
+        load(doc().replace('<Body name="b">', '<Body name="b*1">'))
 
 
 def test_missing_meshes_only_warn(tmp_path):

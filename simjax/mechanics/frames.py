@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from .. import spatial
-from ..component import Component, ModelError, Stage, flag, output, prop, socket
+from ..component import Component, ModelError, Stage, flag, model_warning, output, prop, socket
 
 __all__ = ["Frame", "PhysicalFrame", "Ground", "Body", "PhysicalOffsetFrame", "Station", "Marker"]
 
@@ -83,10 +83,12 @@ class Body(PhysicalFrame):
         self.components = components
 
     def validate(self, path: str) -> None:
-        """Check that the mass properties are finite, mass >= 0 and the inertia physically possible.
+        """Check that the mass properties are finite, mass >= 0 and the inertia symmetric
+        with non-negative principal moments (errors: the dynamics would be undefined).
 
-        The principal moments must be non-negative and satisfy the triangle
-        inequality (as SimTK::Inertia requires), to a small tolerance.
+        Principal moments that violate the triangle inequality (I1 + I2 >= I3, which
+        SimTK::Inertia does not enforce) only give a ``ModelWarning``: OpenSim loads
+        and simulates such models (feet and toes with a zero moment about an axis).
         """
         super().validate(path)
         for name in ("mass", "mass_center", "inertia"):
@@ -103,8 +105,8 @@ class Body(PhysicalFrame):
             if w.min() < -tol:
                 raise ModelError(path, "inertia has a negative principal moment", prop="inertia", value=self.inertia)
             if w[0] + w[1] < w[2] - tol:
-                raise ModelError(path, "inertia violates the triangle inequality (I1 + I2 >= I3)", prop="inertia",
-                                 value=self.inertia)
+                model_warning(path, "inertia violates the triangle inequality (I1 + I2 >= I3); OpenSim accepts it, "
+                              "and so does simjax", prop="inertia", value=self.inertia)
 
     @output(Stage.POSITION, "Vec3")
     def mass_center_in_ground(self, ctx):

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 
-from ...component import Component, ModelError, Set, check_name, component_class
+from ...component import Component, ModelError, ModelWarning, Set, check_name, component_class
 from ...forces.base import Actuator
 from ...mechanics.frames import Body, Marker, PhysicalFrame
 from ...mechanics.joints import Coordinate, Joint
@@ -43,7 +44,7 @@ SET_TAGS = {"BodySet": "bodyset", "JointSet": "jointset", "ControllerSet": "cont
             "ContactGeometrySet": "contactgeometryset", "ProbeSet": "probeset"}
 
 #: OpenSim's order of the Model's properties
-MODEL_ORDER = ("components", "assembly_accuracy", "Ground", "gravity", "credits", "publications", "length_units",
+MODEL_ORDER = ("defaults", "components", "assembly_accuracy", "Ground", "gravity", "credits", "publications", "length_units",
                "force_units", "BodySet", "JointSet", "ControllerSet", "ConstraintSet", "ForceSet", "MarkerSet",
                "ContactGeometrySet", "ProbeSet", "ComponentSet", "ModelVisualPreferences")
 
@@ -153,6 +154,11 @@ def _read_model(node: Node, rc: ReadContext) -> Model:
         name = _sanitize(name)
     model = Model(name)
     changes: dict = {}
+    for child in node.children:
+        if child.tag == "defaults":  # read first, as OpenSim: it sets the defaults of what follows
+            rc.defaults = {c.tag: c for c in child.children}
+            if child.children:
+                extras.append(("defaults", serialize(child)))
     others: list[Component] = []
     seen: dict[str, int] = {}
     for child in node.children:
@@ -160,6 +166,8 @@ def _read_model(node: Node, rc: ReadContext) -> Model:
         if tag in seen:
             raise rc.error(child, "/", f"<{tag}> given twice in <Model> (first at line {seen[tag]})")
         seen[tag] = child.line
+        if tag == "defaults":
+            continue
         if tag == "Ground":
             ground = rc.read_component(child, "/", skippable=False)
             if ground is not None and ground.name != "ground":
@@ -199,8 +207,8 @@ def _read_model(node: Node, rc: ReadContext) -> Model:
 
 
 def _sanitize(name: str) -> str:
-    out = "".join("_" if ch in "./:*?" else ch for ch in name)
-    if out[:1].isdigit() or out in ("", "null"):
+    out = "".join("_" if ch in "\\/*+ \t\n" else ch for ch in name)
+    if out in ("", ".", ".."):
         out = "model_" + out
     return out
 
@@ -256,15 +264,22 @@ def _post_scan(model: Model, rc: ReadContext) -> Model:
     _report_unsupported(rc)
     model = _resolve_names(model, rc)
     model = _check_references(model, rc)
-    for path, comp in model.walk():
-        try:
-            comp.validate(path)
-        except ModelError as e:
-            raise rc.error(rc.lines.get(path, 0), "", str(e)) from None
-    try:
-        model.validate("/")
-    except ModelError as e:
-        raise rc.error(0, "", str(e)) from None
+    reported = []
+    for path, comp in [("/", model)] + list(model.walk()):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ModelWarning)
+            try:
+                comp.validate(path)
+            except ModelError as e:
+                raise rc.error(rc.lines.get(path, 0), "", str(e)) from None
+        for w in caught:
+            if not issubclass(w.category, ModelWarning):
+                warnings.warn(w.message, w.category, stacklevel=2)
+            elif str(w.message) not in reported:
+                reported.append(str(w.message))
+                warn(f"{rc.file}:{rc.lines.get(path, 0)}: {w.message}")
+    if reported:
+        model = model.replace(reported_warnings=tuple(reported))
     if rc.missing_meshes:
         names = sorted(set(rc.missing_meshes))
         warn(f"{rc.file}: {len(names)} mesh file(s) not found (display only, ignored): {', '.join(names)}")

@@ -118,6 +118,27 @@ class Deferred:
     many: bool
 
 
+def with_defaults(node: Node, default: Node) -> Node:
+    """``node`` with the properties it omits taken from ``default``, the element of
+    its class in the model's ``<defaults>``.
+
+    OpenSim registers each object of ``<defaults>`` as the default instance of its
+    class, so a component of exactly that class read afterwards starts from it: a
+    property the component's element omits has the default object's value. A
+    property the element gives replaces the default's whole (an object-valued one
+    too).
+
+    **Returns:** a new ``Node`` (``node`` itself when nothing is omitted).
+    """
+    # a property is <property>, or <Class name="property"> or <Class> for an object-valued one
+    tags = {c.tag for c in node.children}
+    names = {c.name for c in node.children if c.name}
+    missing = [d for d in default.children if d.tag not in tags and not (d.name and d.name in names)]
+    if not missing:
+        return node
+    return Node(node.tag, node.attrib, node.text, node.children + missing, node.line)
+
+
 class ReadContext:
     """State of one ``load_osim``: the file, its version, collected problems.
 
@@ -125,7 +146,8 @@ class ReadContext:
     ``version`` (the document version), ``strict``, ``unsupported`` (list of
     ``Unsupported``), ``deferred`` (name references), ``lines`` (component path →
     line), ``socket_lines`` ((path, socket) → line), ``skipped`` (paths dropped),
-    ``missing_meshes``.
+    ``missing_meshes``, ``defaults`` (OpenSim class → its element in the model's
+    ``<defaults>``).
     """
 
     def __init__(self, file: str, base_dir=None, version: int = 40600, strict: bool = True):
@@ -139,6 +161,7 @@ class ReadContext:
         self.socket_lines: dict[tuple[str, str], int] = {}
         self.skipped: dict[str, str] = {}
         self.missing_meshes: list[str] = []
+        self.defaults: dict[str, Node] = {}
 
     def error(self, node: Node | int | None, path: str, message: str, prop: str | None = None,
               value: Any = None) -> OsimError:
@@ -218,6 +241,8 @@ class ReadContext:
             self.skipped[path] = node.tag
             return None
         self.lines[path] = node.line
+        if node.tag in self.defaults:
+            node = with_defaults(node, self.defaults[node.tag])
         try:
             return entry.read(node, self, path)
         except SkipComponent:
@@ -620,8 +645,8 @@ class FunctionIO:
             value = getattr(fn, field)
             if value is None:
                 continue
-            if isinstance(value, Function):
-                node.append(wc.write_function(value, field))
+            if isinstance(value, Function):  # OpenSim 4's form: <field><Class>...</Class></field>
+                node.append(Node(field, children=[wc.write_function(value)]))
             else:
                 node.append(Node(field, text=format_numbers(value) if not isinstance(value, int) else str(value)))
         return node
