@@ -10,6 +10,7 @@ from .api import (accelerations, assemble, body_poses, constraint_errors, contro
                   station_acceleration, station_jacobian, station_location, station_velocity)
 from .component import Component, ModelError, ModelWarning, Set, Stage
 from .control.controllers import Controller, PolicyController, PrescribedController
+from .control.reflex import ToyReflexController
 from .forces.base import Actuator, CoordinateActuator, Force, PointActuator, TorqueActuator
 from .forward import Accelerations
 from .functions import (Constant, Function, GCVSpline, LinearFunction, MultiplierFunction, NaturalCubicSpline,
@@ -32,6 +33,7 @@ __all__ = [
     "station_velocity", "station_acceleration", "station_jacobian",
     "Component", "ModelError", "ModelWarning", "Set", "Stage",
     "Controller", "PolicyController", "PrescribedController",
+    "ToyReflexController",
     "Actuator", "CoordinateActuator", "Force", "PointActuator", "TorqueActuator",
     "Accelerations",
     "Constant", "Function", "GCVSpline", "LinearFunction", "MultiplierFunction", "NaturalCubicSpline",

@@ -3,7 +3,8 @@
 Frames (Ground, Body, PhysicalOffsetFrame), Station and Marker; Coordinate and every
 joint type (Weld, Pin, Slider, Universal, Gimbal, Planar, Ball, Free, Custom with
 its SpatialTransform); Weld, Point and CoordinateCoupler constraints; the
-Coordinate, Point and Torque actuators; PrescribedController; the Function family.
+Coordinate, Point and Torque actuators; PrescribedController, ToyReflexController; the Function
+family.
 
 Property orders are those OpenSim 4.6 writes. Display content (frame geometry,
 attached meshes) is kept verbatim in ``extras``. A frame's ``<WrapObjectSet>`` holds
@@ -18,6 +19,7 @@ import os
 import numpy as np
 
 from ...control.controllers import PrescribedController
+from ...control.reflex import ToyReflexController
 from ...forces.base import CoordinateActuator, PointActuator, TorqueActuator
 from ...functions import (Constant, GCVSpline, LinearFunction, MultiplierFunction, NaturalCubicSpline,
                           PiecewiseConstantFunction, PiecewiseLinearFunction, PolynomialFunction, SimmSpline, Sine,
@@ -364,6 +366,8 @@ register("PrescribedController", PrescribedController,
          read_hooks={"FunctionSet": _read_control_functions, "actuator_list": _read_actuator_list},
          write_hooks={"ControlFunctions": _write_control_functions}, skip_fields=("control_functions",),
          keep={"controls_file": _keep_without_controls_file, "interpolation_method": True})
+register("ToyReflexController", ToyReflexController, order=("components", "socket_actuators", "enabled", "gain"),
+         read_hooks={"actuator_list": _read_actuator_list})
 
 
 # -- functions --------------------------------------------------------------------------------------
