@@ -72,6 +72,8 @@ from .muscles import (ConditionalPathPoint, DeGrooteFregly2016Muscle, GeometryPa
 __all__ += ["moment_arm", "moment_arms", "ConditionalPathPoint", "DeGrooteFregly2016Muscle", "GeometryPath",
             "Millard2012EquilibriumMuscle", "MovingPathPoint", "Muscle", "PathActuator", "PathPoint",
             "RigidTendonMuscle", "Thelen2003Muscle", "equilibrate_muscles"]
+from .muscles import Schutte1993Muscle_Deprecated  # noqa: E402
+__all__ += ["Schutte1993Muscle_Deprecated"]
 
 from .forces import (BushingForce, ContactGeometry, ContactHalfSpace, ContactMesh, ContactParameters,  # noqa: E402
                      ContactSphere, CoordinateLimitForce, ElasticFoundationForce, ExpressionBasedCoordinateForce,

@@ -3,7 +3,7 @@
 
 Importing this module registers: PathPoint, ConditionalPathPoint, MovingPathPoint,
 GeometryPath, PathActuator, PathSpring, Ligament, Millard2012EquilibriumMuscle, Thelen2003Muscle,
-DeGrooteFregly2016Muscle and RigidTendonMuscle.
+DeGrooteFregly2016Muscle, RigidTendonMuscle and Schutte1993Muscle_Deprecated.
 
 Mapping details:
 
@@ -30,6 +30,7 @@ from ..muscles.degroote import DeGrooteFregly2016Muscle
 from ..muscles.millard import Millard2012EquilibriumMuscle
 from ..muscles.path import ConditionalPathPoint, GeometryPath, MovingPathPoint, PathActuator, PathPoint
 from ..muscles.rigid_tendon import RigidTendonMuscle
+from ..muscles.schutte import Schutte1993Muscle_Deprecated
 from ..muscles.thelen import Thelen2003Muscle
 from .osim._xml import Node
 from .osim.registry import format_numbers, register, write_component
@@ -171,3 +172,25 @@ register("PathSpring", PathSpring, order=("components", "appliesForce", "Geometr
                                           "dissipation"), skip_fields=("path",), skippable=False, **_PATH_HOOKS)
 register("Ligament", Ligament, order=("components", "appliesForce", "GeometryPath", "resting_length", "pcsa_force",
                                       "force_length_curve"), skip_fields=("path",), skippable=False, **_PATH_HOOKS)
+
+# -- Schutte1993Muscle_Deprecated ----------------------------------------------------------------
+# Its curves are one-object Function properties, written as OpenSim writes them:
+# <SimmSpline name="tendon_force_length_curve">. A passive curve left at OpenSim's
+# default (None: the exponential) is not written, as OpenSim does not write it either.
+
+_SCHUTTE_CURVES = ("tendon_force_length_curve", "active_force_length_curve", "passive_force_length_curve")
+
+
+def _named_function_writer(field: str):
+    def write(io, comp, wc, path):
+        fn = getattr(comp, field)
+        return [] if fn is None else [wc.write_function(fn, field)]
+
+    return write
+
+
+register("Schutte1993Muscle_Deprecated", Schutte1993Muscle_Deprecated,
+         order=_MUSCLE + ("time_scale", "activation1", "activation2", "damping") + _SCHUTTE_CURVES,
+         skip_fields=("path", "default_activation", "default_fiber_length") + _SCHUTTE_CURVES, skippable=False,
+         read_hooks={"GeometryPath": _read_path},
+         write_hooks={"GeometryPath": _write_path, **{f: _named_function_writer(f) for f in _SCHUTTE_CURVES}})

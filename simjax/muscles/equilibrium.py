@@ -8,7 +8,10 @@ state that balances fiber and tendon forces (``Muscle.group_equilibrium``):
 - Thelen2003Muscle: the fiber length, sharing the path's lengthening speed between
   fiber and tendon by their stiffnesses (``initMuscleState``);
 - DeGrooteFregly2016Muscle: the normalized tendon force with zero tendon velocity
-  (``computeInitialFiberEquilibrium``).
+  (``computeInitialFiberEquilibrium``);
+- Schutte1993Muscle_Deprecated: the fiber length where OpenSim's own
+  ``computeIsometricForce`` iteration stops (forces balanced within 0.01 N), so
+  that the values are OpenSim's; its derivatives are those of the exact balance.
 
 The solves are bracketed Newton iterations (robust when the activation is small, the
 tendon slack or the fiber at its minimum length) and the result is differentiable:
