@@ -87,3 +87,10 @@ __all__ += ["BushingForce", "ContactGeometry", "ContactHalfSpace", "ContactMesh"
             "ExternalForce", "HuntCrossleyForce", "PointToPointSpring", "PrescribedForce",
             "SmoothSphereHalfSpaceForce", "SpringGeneralizedForce", "PointOnLineConstraint", "Ligament", "PathSpring",
             "default_ligament_curve"]
+
+# probes (OpenSim Probe, Umberger2010MuscleMetabolicsProbe)
+from .control.probes import Probe  # noqa: E402
+from .control.metabolics import (Umberger2010MuscleMetabolicsProbe,  # noqa: E402
+                                 Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter)
+
+__all__ += ["Probe", "Umberger2010MuscleMetabolicsProbe", "Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter"]

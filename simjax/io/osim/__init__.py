@@ -28,3 +28,4 @@ __all__ = [
 
 # the physics packages register their component classes with the registry
 from .. import osim_forces  # noqa: E402,F401
+from .. import osim_probes  # noqa: E402,F401
