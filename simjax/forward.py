@@ -289,6 +289,33 @@ class Context:
                 return self.zdot_results[id(g)][1][name][g.paths.index(path)]
         raise KeyError(f"no group computes {name!r} for {path!r}")
 
+    def group_outputs(self, paths, name: str):
+        """One per-member value for many components at once: ``(len(paths),)``.
+
+        A gather per group that computes ``name`` (a Python loop over the few groups,
+        never over the members), so reading e.g. every muscle's ``tendon_force`` is
+        one small program whatever the number of muscles.
+
+        **Raises:** ``KeyError`` naming a path for which no group computes ``name``.
+        """
+        paths = tuple(paths)
+        where = {p: i for i, p in enumerate(paths)}
+        parts, order = [], []
+        sources = [(g, self.force_results[id(g)].outputs) for g in self.topology.role_groups("forces")]
+        sources += [(g, self.zdot_results[id(g)][1]) for g in self.topology.role_groups("zdot")]
+        for g, outputs in sources:
+            if name not in outputs:
+                continue
+            members = [(k, where.pop(p)) for k, p in enumerate(g.paths) if p in where]
+            if members:
+                parts.append(outputs[name][np.asarray([k for k, _ in members])])
+                order += [i for _, i in members]
+        if where:
+            raise KeyError(f"no group computes {name!r} for {next(iter(where))!r}")
+        if not parts:
+            return jnp.zeros(0)
+        return jnp.concatenate(parts)[np.argsort(np.asarray(order))]
+
     # -- constraints and accelerations ----------------------------------------------------
 
     @functools.cached_property

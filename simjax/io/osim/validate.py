@@ -10,9 +10,10 @@ comparison is of the same physics.
 
 Checks are a registry, extended as simjax models more: ``register_check(Check(
 "muscle forces", simjax=..., opensim=..., applies=...))``. Today: ``mass matrix``,
-``accelerations``, and for models with muscles ``path lengths``, ``lengthening
-speeds``, ``tendon forces`` and ``moment arms`` (muscle states at their defaults in
-both engines).
+``accelerations``, for models with muscles ``path lengths``, ``lengthening
+speeds``, ``tendon forces`` and ``moment arms``, and for models with auxiliary
+states (activations, fiber lengths, ...) their ``state derivatives`` (those states
+at their defaults in both engines).
 
 Needs the ``opensim`` Python package (imported on first use).
 """
@@ -282,8 +283,7 @@ def _batched_muscle_output(system, states, paths, name):
     from ...forward import Context
 
     def one(st):
-        ctx = Context(system, st)
-        return jnp.stack([ctx.group_output(p, name) for p in paths])
+        return Context(system, st).group_outputs(paths, name)
 
     return jax.vmap(one)(states)
 
@@ -322,6 +322,42 @@ register_check(_muscle_check("length", "getLength", 1e-9))
 register_check(_muscle_check("lengthening_speed", "getLengtheningSpeed", 1e-9))
 register_check(_muscle_check("tendon_force", "getTendonForce", 1e-6))
 register_check(Check("moment arms", _sj_moment_arms, _osim_moment_arms, rtol=1e-8, applies=_has_muscles))
+
+
+# -- auxiliary states (activations, fiber lengths, ...) ----------------------------------------
+
+def _osim_z_names(oracle, system) -> list[str]:
+    """OpenSim's state variables that are not coordinates' and that simjax has too."""
+    m = oracle.model
+    cvars = {f"{p}/{v}" for p in oracle.coordinates for v in ("value", "speed")}
+    names = [m.getStateVariableNames().get(i) for i in range(m.getNumStateVariables())]
+    return [n for n in names if n not in cvars and n in system.z_names]
+
+
+@jax.jit
+def _batched_zdot(system, states):
+    from ...forward import Context
+
+    return jax.vmap(lambda st: Context(system, st).acc.zdot)(states)
+
+
+def _sj_zdot(system, states, oracle):
+    index = np.asarray([system.z_names.index(n) for n in _osim_z_names(oracle, system)], np.int64)
+    return np.asarray(_batched_zdot(system, states))[:, index]
+
+
+def _osim_zdot(oracle):
+    oracle.model.realizeAcceleration(oracle.state)
+    return np.array([oracle.model.getStateVariableDerivativeValue(oracle.state, n)
+                     for n in oracle.z_names])
+
+
+def _has_z(system, oracle) -> bool:
+    oracle.z_names = _osim_z_names(oracle, system)
+    return bool(oracle.z_names)
+
+
+register_check(Check("state derivatives", _sj_zdot, _osim_zdot, rtol=1e-6, applies=_has_z))
 
 
 def validate(path, n_states: int = 50, seed: int = 0, checks=None) -> list[CheckResult]:
