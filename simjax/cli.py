@@ -237,6 +237,26 @@ def _configure_simulate(parser: argparse.ArgumentParser) -> None:
                         help="skip content simjax does not model yet instead of failing")
 
 
+def _run(args: argparse.Namespace) -> int:
+    from .tools import SetupError, run
+
+    try:
+        written = run(args.setup)
+    except SetupError as e:
+        print(f"simjax run: {e}", file=sys.stderr)
+        return 1
+    for what, path in written.items():
+        print(f"{what}: {path}")
+    return 0
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("setup", help="an OpenSim tool setup file (.xml): InverseKinematicsTool, "
+                        "InverseDynamicsTool, ScaleTool, AnalyzeTool")
+
+
+register_subcommand("run", "run an OpenSim tool from its setup file, writing OpenSim's output files",
+                    _configure_run, _run)
 register_subcommand("simulate", "run a forward simulation of a model and print a report",
                     _configure_simulate, _simulate)
 register_subcommand("info", "list a model's components, coordinates, actuators and state variables",

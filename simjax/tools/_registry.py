@@ -1,0 +1,2 @@
+"""Importing this module imports every tool module, each of which registers the setup
+files it runs (``setup.register_tool``)."""
