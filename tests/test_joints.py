@@ -184,11 +184,15 @@ def test_massless_terminal_body_is_rejected():
     assert model.build().topology.nu == 1
 
 
-def test_bad_inertia_is_rejected():
+def test_inertia_violating_the_triangle_inequality_warns_and_a_negative_one_is_rejected():
+    """OpenSim loads and simulates the first (feet and toes of its collection), so simjax
+    warns; a negative principal moment leaves the dynamics undefined."""
     model = _pendulum().add(sj.Body("bad", mass=1.0, inertia=(1.0, 0.1, 0.1, 0, 0, 0)))
     model = model.add(sj.PinJoint("jb", "/bodyset/a", "/bodyset/bad"))
-    with pytest.raises(ModelError, match=r"/bodyset/bad.*inertia.*triangle"):
+    with pytest.warns(sj.ModelWarning, match=r"/bodyset/bad.*inertia.*triangle"):
         model.build()
+    with pytest.raises(ModelError, match=r"/bodyset/bad.*inertia.*negative principal moment"):
+        model.set("/bodyset/bad", inertia=(1.0, -0.1, 0.1, 0, 0, 0)).build()
 
 
 # -- program size --------------------------------------------------------------------------

@@ -20,7 +20,10 @@ Joints come in kinds, each evaluated for all its mobilizers at once:
 
 - ``transform``: six transform axes (three body-fixed rotations, then translations
   along F's axes), each a Function of at most one coordinate; ``qdot = u``. Weld, Pin,
-  Slider, Universal, Gimbal, Planar and Custom joints.
+  Slider, Universal, Gimbal, Planar and Custom joints. A CustomJoint's ``Hdot u``
+  reproduces Simbody's FunctionBased mobilizer, which is not the exact time
+  derivative when several rotations are driven by one coordinate (see
+  ``_transform_bias``).
 - ``ball``, ``free``, ``ellipsoid``: a rotation parametrized by body-fixed XYZ angles
   (OpenSim's default) or a quaternion (``use_quaternions``), with ``u`` the angular
   velocity of M in F expressed in F; Free adds the position of M's origin in F (``u``:
@@ -49,7 +52,7 @@ from ..component import ModelError
 from ..function_bank import FunctionBank, bank_eval, bank_params
 from ..graph import GraphError, MultibodyGraphMaker
 from .frames import Body, Ground, PhysicalFrame, PhysicalOffsetFrame
-from .joints import ROTATIONAL, TRANSLATIONAL, BallJoint, EllipsoidJoint, FreeJoint, Joint
+from .joints import ROTATIONAL, TRANSLATIONAL, BallJoint, CustomJoint, EllipsoidJoint, FreeJoint, Joint
 
 __all__ = ["Tree", "CoordinateInfo", "compile_tree", "tree_params", "position_kinematics",
            "velocity_kinematics", "qdot_from_u", "TreeParams", "Positions", "Velocities", "ROTATION_KINDS",
@@ -97,6 +100,13 @@ class Tree:
     ``frame_rows[path]`` its row in the frame table; ``frame_mob``, ``frame_chain``
     (rows of ``offset_paths``, padded with ``len(offset_paths)``).
 
+    Per transform joint (rows of ``groups["transform"]``), per axis: ``tf_qidx``,
+    ``tf_uidx`` (its coordinate's index in ``q``, ``u``; ``nq``/``nu`` if none),
+    ``tf_col`` (that coordinate's column among the joint's speeds; -1 if none) and
+    ``tf_spin (n_tf, 2, 3)``: which rotation axes' rates make up the angular
+    velocities that turn the second and the third rotation axis in ``Hdot u`` (see
+    ``_transform_bias``).
+
     ``loop_welds``: ``(mob1, frame row 1, mob2, frame row 2)`` of every weld that
     closes a loop (slave bodies re-joined to their masters, and WeldJoints the graph
     maker turned into constraints). ``slave_welds``: ``(master mob, slave mob)`` pairs.
@@ -129,6 +139,7 @@ class Tree:
     tf_qidx: np.ndarray
     tf_uidx: np.ndarray
     tf_col: np.ndarray
+    tf_spin: np.ndarray
     tf_bank: FunctionBank
     frames: dict
     frame_rows: dict
@@ -389,6 +400,8 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
     tf_qidx = np.full((len(tf), 6), nq, dtype=np.int32)
     tf_uidx = np.full((len(tf), 6), nu, dtype=np.int32)
     tf_col = np.full((len(tf), 6), -1, dtype=np.int32)
+    # exact: the second axis turns with the first rotation, the third with the first two
+    tf_spin = np.broadcast_to(np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]]), (len(tf), 2, 3)).copy()
     axis_functions = []
     for r, m in enumerate(tf):
         j = table[joint_paths[m]]
@@ -400,6 +413,17 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
                 tf_qidx[r, a] = q_start[m] + col
                 tf_uidx[r, a] = u_start[m] + col
             axis_functions.append(ax.function)
+        if isinstance(j, CustomJoint):
+            # Simbody's FunctionBased mobilizer (FunctionBasedImpl::buildHdot) turns them
+            # with the rotation rates of its first speed, and of all speeds but the
+            # third (all speeds if it has at most two): see _transform_bias. Its speeds
+            # are in OpenSim's order (SpatialTransform::getCoordinateNames: by first use
+            # along rotation1..translation3), which may not be the joint's own.
+            axes = j.transform_axes().axes
+            order = list(dict.fromkeys([ax.coordinates[0] for ax in axes if ax.coordinates] + names))
+            mob = np.array([order.index(ax.coordinates[0]) if ax.coordinates else -1 for ax in axes[:3]])
+            tf_spin[r, 0] = mob == 0
+            tf_spin[r, 1] = (mob != 2) if len(order) > 2 else 1.0
 
     # qdot = N u is assembled from per-kind pieces; their q indices, concatenated:
     order = [np.concatenate([q_start[m] + np.arange(nq_mob[m]) for m in tf])] if len(tf) else []
@@ -452,7 +476,7 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
         jumps=tuple(jumps), joint_paths=tuple(joint_paths), kind=tuple(kinds), reversed=np.asarray(rev),
         q_start=q_start, nq_mob=nq_mob, u_start=u_start, nu_mob=nu_mob, anc=anc,
         anc_dof=anc[:, dof_mob], dof_mob=dof_mob, dof_col=dof_col, groups=groups, mob_row=mob_row,
-        dof_row=dof_row, tf_qidx=tf_qidx, tf_uidx=tf_uidx, tf_col=tf_col,
+        dof_row=dof_row, tf_qidx=tf_qidx, tf_uidx=tf_uidx, tf_col=tf_col, tf_spin=tf_spin,
         tf_bank=FunctionBank.of(axis_functions), frames=frames, frame_rows=frame_rows, frame_mob=frame_mob,
         frame_chain=frame_chain, offset_paths=offset_paths, mob_frames=mob_frames, coordinates=coordinates,
         loop_welds=tuple(loop_welds), slave_welds=tuple(slave_pairs), q_names=tuple(q_names),
@@ -594,16 +618,32 @@ def _transform_joint(axes, th, dth):
     return R, p, per_axis, e
 
 
-def _transform_bias(axes, e, p, dth, d2th, qd):
+def _transform_bias(axes, e, p, dth, d2th, qd, spin):
     """``Hdot u`` (in F, about F's origin) of one transform joint with coordinate
-    rates ``qd`` per axis."""
+    rates ``qd`` per axis.
+
+    The angular velocity is ``w = sum_i e_i r_i`` (``e_i`` the rotation axes in F,
+    ``r_i`` the rates of the rotation functions), so ``Hdot u`` has ``w_1 x e_2 r_2 +
+    w_2 x e_3 r_3`` where ``w_k`` is the angular velocity that turns axis ``e_(k+1)``:
+    ``w_k = sum_i spin[k-1, i] e_i r_i``. Exactly, ``w_1 = e_1 r_1`` and ``w_2 = e_1 r_1
+    + e_2 r_2`` (``spin = [[1,0,0],[1,1,0]]``). Simbody's FunctionBased mobilizer, which
+    OpenSim's CustomJoint uses, takes ``w_1`` as the angular velocity of its first
+    speed alone and ``w_2`` as that of all speeds but the third (``buildHdot`` in
+    Simbody's MobilizedBodyImpl.h: ``uv1``, ``uv2``). That is exact when each rotation
+    is a function of its own speed in order, but not when one coordinate drives
+    several rotations (Rajagopal's knee: flexion, adduction and rotation are all
+    functions of knee_angle, so ``w_1 = w_2 = w`` and the angular acceleration has an
+    extra ``e_3 r_3 x e_2 r_2``). OpenSim being the reference, CustomJoints take
+    Simbody's ``spin`` (from ``compile_tree``), and their ``C`` is not the exact time
+    derivative of their velocities there.
+    """
     rate = dth * qd
     w_parts = e * rate[:3, None]
     w = _sum3(w_parts)
     pdot = _sum3(rate[3:, None] * axes[3:])
     acc2 = d2th * qd * qd
-    alpha = (spatial.cross(w_parts[0], w_parts[1]) + spatial.cross(w_parts[0] + w_parts[1], w_parts[2])
-             + _sum3(e * acc2[:3, None]))
+    w1, w2 = (_sum3(w_parts * spin[k, :, None]) for k in range(2))
+    alpha = spatial.cross(w1, w_parts[1]) + spatial.cross(w2, w_parts[2]) + _sum3(e * acc2[:3, None])
     lin = _sum3(acc2[3:, None] * axes[3:]) + spatial.cross(pdot, w) + spatial.cross(p, alpha)
     return jnp.concatenate([alpha, lin], -1)
 
@@ -812,7 +852,8 @@ def velocity_kinematics(tree: Tree, params: TreeParams, pos: Positions, u) -> Ve
     if len(tf):
         e, p, dth, d2th = pos.local["transform"]
         qd = jnp.concatenate([u, jnp.zeros(1, dtype)])[tree.tf_uidx]
-        parts.append(jax.vmap(_transform_bias)(params["tf_axis"], e, p, dth, d2th, qd))
+        parts.append(jax.vmap(_transform_bias)(params["tf_axis"], e, p, dth, d2th, qd,
+                                               jnp.asarray(tree.tf_spin, dtype)))
     for kind in ROTATION_KINDS:
         ms = tree.groups[kind]
         if not len(ms):
