@@ -133,19 +133,50 @@ def _validate(args: argparse.Namespace) -> int:
         pass
     from .io.osim.validate import CHECKS, format_results, validate
 
-    path = resolve_model_path(args.model)
     unknown = [c for c in (args.check or []) if c not in CHECKS]
     if unknown:
         print(f"unknown check(s) {', '.join(unknown)}; available: {', '.join(CHECKS)}", file=sys.stderr)
         return 2
+    if os.path.isdir(args.model):
+        return _validate_folder(args, opensim.GetVersion())
+    path = resolve_model_path(args.model)
     results = validate(path, n_states=args.states, seed=args.seed, checks=args.check)
     print(f"{path}: simjax vs OpenSim {opensim.GetVersion()} at {args.states} random states")
     print(format_results(results))
     return 0 if all(r.passed for r in results) else 1
 
 
+def _validate_folder(args: argparse.Namespace, version: str) -> int:
+    """Validate every ``.osim`` of a folder; print a Markdown table, a row per model."""
+    from .io.osim.validate import CHECKS, validate
+
+    names = [c for c in CHECKS if args.check is None or c in args.check]
+    print(f"simjax vs OpenSim {version}, {args.states} random states per model (`simjax validate FOLDER`): "
+          "the worst relative error of each quantity (max |simjax - OpenSim| / max |OpenSim|), "
+          "'-' where a check does not apply.\n")
+    print("| model | " + " | ".join(names) + " | status |")
+    print("|---" * (len(names) + 2) + "|")
+    failed = 0
+    for file in sorted(f for f in os.listdir(args.model) if f.endswith(".osim")):
+        try:
+            results = {r.name: r for r in validate(os.path.join(args.model, file), n_states=args.states,
+                                                   seed=args.seed, checks=args.check)}
+        except Exception as e:  # a row per model, whatever goes wrong in one
+            failed += 1
+            print(f"| {file} | " + " | ".join("" for _ in names) + f" | error: {type(e).__name__}: "
+                  f"{str(e).splitlines()[0][:120]} |", flush=True)
+            continue
+        cells = [f"{results[n].max_rel:.1e}" if n in results else "-" for n in names]
+        bad = [n for n, r in results.items() if not r.passed]
+        failed += bool(bad)
+        print(f"| {file} | " + " | ".join(cells) + f" | {'FAIL: ' + ', '.join(bad) if bad else 'ok'} |",
+              flush=True)
+    return 1 if failed else 0
+
+
 def _configure_validate(parser: argparse.ArgumentParser) -> None:
-    _model_argument(parser)
+    parser.add_argument("model", help="an .osim file, the name of a shipped model, or a folder: every .osim in it, "
+                        "reported as a Markdown table")
     parser.add_argument("-n", "--states", type=int, default=50, help="number of random states (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--check", action="append", help="run only this check (repeatable)")
