@@ -315,16 +315,22 @@ class CustomJoint(Joint):
                 raise ModelError(path, f"{label} has a zero-length axis", prop="axis", value=ax.axis)
 
     def motion_types(self) -> tuple[str, ...]:
-        """Rotational or Translational if the coordinate drives only axes of that kind
-        through identity/linear functions, else Coupled (OpenSim's rule)."""
+        """The motion type of each coordinate, by OpenSim's rule (CustomJoint): an axis
+        driven through a LinearFunction of slope +-1 makes the coordinate Rotational
+        (axes 1-3) or Translational (4-6), the last such axis deciding; any other
+        function makes it Coupled unless such an axis already decided."""
         out = []
         for c in self.coordinates:
-            kinds = set()
+            kind = None
             for i, ax in enumerate(self.spatial_transform.axes):
-                if c.name in ax.coordinates:
-                    simple = ax.function is None or isinstance(ax.function, LinearFunction)
-                    kinds.add((ROTATIONAL if i < 3 else TRANSLATIONAL) if simple else COUPLED)
-            out.append(kinds.pop() if len(kinds) == 1 else COUPLED)
+                if c.name not in ax.coordinates:
+                    continue
+                f = ax.function  # None: the identity
+                if f is None or (isinstance(f, LinearFunction) and abs(float(np.asarray(f.coefficients)[0])) == 1.0):
+                    kind = ROTATIONAL if i < 3 else TRANSLATIONAL
+                elif kind is None:
+                    kind = COUPLED
+            out.append(kind or COUPLED)
         return tuple(out)
 
     def transform_axes(self) -> SpatialTransform:
