@@ -1,0 +1,693 @@
+"""Inverse kinematics: OpenSim's ``InverseKinematicsTool`` / ``InverseKinematicsSolver``.
+
+At each frame OpenSim's Assembler minimizes (Simbody ``Assembler`` with the
+``Markers`` and ``QValue`` goals)
+
+``f(q) = sum_i w_i |x_i(q) - m_i|^2 / (2 sum_i w_i) + sum_c w_c (q_c - v_c)^2 / 2``
+
+over the free coordinates: markers ``i`` observed in the frame (a marker missing in
+the frame, NaN, leaves both sums), coordinate tasks ``c`` (``IKCoordinateTask``:
+``default_value``, ``manual_value`` or ``from_file``), locked and prescribed
+coordinates held, clamped coordinates kept inside their ``range`` (bounds), and the
+model's constraints enforced as equalities (``constraint_weight = Inf``) or added to
+``f`` as ``weight * |qerr|^2 / 2``. OpenSim solves frame by frame with L-BFGS(-B),
+starting the first frame from the model's default pose and each later frame from the
+previous solution.
+
+simjax solves the same problem as one batched least-squares problem: ``f = |r(q)|^2/2``
+with the residuals ``r`` above, minimized by a projected Levenberg–Marquardt
+iteration (Gauss–Newton steps in ``u``-space, ``q <- q + N(q) du`` with quaternions
+renormalized; an active set for the bounds; constraints through the KKT system),
+``vmap``-ped over frames in one compiled program. OpenSim's result depends on its
+warm starts (a different start may end in a different local minimum): it is the
+fixed point of ``q_i = solve(frame i, start = q_{i-1})`` with ``q_{-1}`` the default
+pose, which simjax reaches by passes that apply that map to all frames at once (two
+or three for a smooth motion, at most ``n_frames``). OpenSim stops at its
+``accuracy`` (a relative tolerance of L-BFGS: with the usual 1e-5 it can stop 1e-3 rad
+short of the minimum); simjax converges every frame to ``tol`` and ignores
+``accuracy``.
+
+``inverse_kinematics(system, markers, ...)`` is the pure function over a ``System``
+and a marker table; the ``InverseKinematicsTool`` setup runner (``simjax run``)
+writes OpenSim's ``.mot`` (degrees), ``_ik_marker_errors.sto`` and
+``_ik_model_marker_locations.sto``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..io.tables import TimeSeriesTable, read_table
+from ..mechanics.joints import ROTATIONAL
+from ..state import State
+from . import setup as _setup
+
+__all__ = ["IKResult", "IKWarning", "coordinates_in_degrees", "inverse_kinematics", "write_storage"]
+
+#: length units a marker file may declare, in meters
+_UNITS = {"m": 1.0, "meters": 1.0, "mm": 1e-3, "millimeters": 1e-3, "cm": 1e-2, "centimeters": 1e-2,
+          "dm": 0.1, "km": 1e3, "in": 0.0254, "inches": 0.0254, "ft": 0.3048, "feet": 0.3048}
+
+
+class IKWarning(UserWarning):
+    """A marker or coordinate task OpenSim would ignore (warned, then ignored)."""
+
+
+@dataclasses.dataclass
+class IKResult:
+    """What ``inverse_kinematics`` returns.
+
+    **Fields:**
+
+    - ``coordinates``: a ``TimeSeriesTable`` of every coordinate (model order, OpenSim
+      names), in rad or m (``inDegrees=no``).
+    - ``marker_errors``: ``total_squared_error`` (m^2), ``marker_error_RMS`` and
+      ``marker_error_max`` (m) per frame, as OpenSim's ``_ik_marker_errors.sto``.
+    - ``marker_locations``: a ``Vec3`` table of the model markers in use, in Ground (m).
+    - ``q``: the solved generalized coordinates ``(n_frames, nq)``.
+    - ``squared_errors``: ``(n_frames, n_markers)`` squared marker errors (0 where the
+      marker is missing), in the order of ``marker_names``.
+    - ``marker_names``: the markers in use (data order, those in the model and tasks).
+    - ``converged``: ``(n_frames,)`` whether each frame met the tolerance.
+    - ``passes``: how many batched passes reproduced OpenSim's warm starts.
+    """
+
+    coordinates: TimeSeriesTable
+    marker_errors: TimeSeriesTable
+    marker_locations: TimeSeriesTable
+    q: np.ndarray
+    squared_errors: np.ndarray
+    marker_names: tuple
+    converged: np.ndarray
+    passes: int = 0
+
+
+# -- the batched solver (pure JAX) ------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    """Static description of the problem (hashable)."""
+
+    frames: tuple          # marker parent-frame paths
+    marker_paths: tuple    # model marker paths
+    coord_q: tuple         # q index of each coordinate task
+    coord_u: tuple         # its u index
+    movable: tuple         # (nu,) bool: speeds IK may move
+    bound_u: tuple         # u indices of clamped coordinates
+    bound_q: tuple         # their q indices
+    fixed_q: tuple         # q indices of locked/prescribed coordinates
+    constrained: bool      # enforce constraints as equalities
+    has_constraints: bool
+    max_steps: int
+    max_passes: int
+    pass_tol: float
+
+
+def _retract(tree, q, du):
+    from ..mechanics.assembly import _normalize_quaternions
+    from ..mechanics.tree import qdot_from_u
+
+    return _normalize_quaternions(tree, q + qdot_from_u(tree, q, du))
+
+
+def _context(system, state, params=None):
+    from ..forward import Context
+
+    return Context(system, state, parameters=params)
+
+
+def _tree_params(system, base):
+    """The state-independent tree parameters, computed once for every evaluation."""
+    return {"tree": _context(system, base).params}
+
+
+def _marker_points(system, st: _Static, base: State, q, locations, params=None):
+    ctx = _context(system, base.replace(q=q), params)
+    R, p = ctx.frames_in_ground(st.frames)
+    return jnp.einsum("kij,kj->ki", R, locations) + p
+
+
+def _problem(system, st: _Static, base, locations, cw, params):
+    """Residuals, constraints and their u-space Jacobians at ``q`` for one frame."""
+    tree = system.topology.tree
+
+    def residual(q, obs, w, cvals, cweights):
+        x = _marker_points(system, st, base, q, locations, params)
+        r_m = (jnp.sqrt(w)[:, None] * (x - obs)).reshape(-1)
+        parts = [r_m]
+        if st.coord_q:
+            parts.append(jnp.sqrt(cweights) * (q[np.asarray(st.coord_q)] - cvals))
+        if st.has_constraints and not st.constrained:
+            parts.append(jnp.sqrt(cw) * _context(system, base.replace(q=q), params).constraints.perr)
+        return jnp.concatenate(parts)
+
+    def constraint(q):
+        return _context(system, base.replace(q=q), params).constraints.perr
+
+    from ..mechanics.tree import frame_table_rows
+    from ..spatial import skew
+
+    mobs = tree.frame_mob[frame_table_rows(tree, st.frames)] if st.frames else np.zeros(0, np.int32)
+    anc = np.asarray(tree.anc_dof, float)[mobs] if st.frames else np.zeros((0, tree.nu))
+    coord_u = np.asarray(st.coord_u, np.int32)
+
+    def linearize(q, data):
+        """Residuals ``r``, their Jacobian ``dr/du`` (analytic: station Jacobians from
+        the joints' motion subspaces), constraint errors ``c`` and ``dc/du``."""
+        obs, w, cvals, cweights = data
+        ctx = _context(system, base.replace(q=q), params)
+        R, p = ctx.frames_in_ground(st.frames)
+        x = jnp.einsum("kij,kj->ki", R, locations) + p
+        S = ctx.pos.S                                          # (nu, 6): (w, v at Ground's origin)
+        J = jnp.asarray(anc, q.dtype)[:, None, :] * S.T[None]  # (M, 6, nu)
+        Jx = J[:, 3:] - jnp.einsum("kij,kjn->kin", jax.vmap(skew)(x), J[:, :3])
+        sw = jnp.sqrt(w)
+        r_parts = [(sw[:, None] * (x - obs)).reshape(-1)]
+        J_parts = [(sw[:, None, None] * Jx).reshape(-1, tree.nu)]
+        if st.coord_q:
+            sc = jnp.sqrt(cweights)
+            r_parts.append(sc * (q[np.asarray(st.coord_q)] - cvals))
+            E = np.zeros((len(coord_u), tree.nu))
+            E[np.arange(len(coord_u)), coord_u] = 1.0
+            J_parts.append(sc[:, None] * jnp.asarray(E, q.dtype))
+        c, G = jnp.zeros(0, q.dtype), jnp.zeros((0, tree.nu), q.dtype)
+        if st.has_constraints:
+            rows = ctx.constraints
+            if st.constrained:
+                c, G = rows.perr, rows.G
+            else:
+                r_parts.append(jnp.sqrt(cw) * rows.perr)
+                J_parts.append(jnp.sqrt(cw) * rows.G)
+        return jnp.concatenate(r_parts), jnp.concatenate(J_parts), c, G
+
+    def merit(q, data, r=None, c=None):
+        r = residual(q, *data) if r is None else r
+        m = 0.5 * jnp.dot(r, r)
+        if st.constrained and st.has_constraints:
+            c = constraint(q) if c is None else c
+            m = m + 1e4 * jnp.sum(jnp.abs(c))
+        return m
+
+    return linearize, merit
+
+
+def _lm_step(system, st, linearize, merit, q, mu, data, lo_q, hi_q, tol):
+    """One projected Levenberg–Marquardt step; returns ``(q, mu, step size)``."""
+    tree = system.topology.tree
+    dtype = q.dtype
+    nu = tree.nu
+    movable = jnp.asarray(np.asarray(st.movable, bool))
+    r, J, c, G = linearize(q, data)
+    g = J.T @ r
+    H = J.T @ J
+    var = movable
+    if st.bound_u:
+        bu, bq = np.asarray(st.bound_u), np.asarray(st.bound_q)
+        qb = q[bq]
+        tol_b = 1e-12 * (1.0 + jnp.abs(qb))
+        active = ((qb <= lo_q + tol_b) & (g[bu] > 0)) | ((qb >= hi_q - tol_b) & (g[bu] < 0))
+        var = var.at[bu].set(var[bu] & ~active)
+    mask2 = var[:, None] & var[None, :]
+    d = jnp.diag(H)
+    scale = jnp.maximum(d, 1e-12 * (1.0 + jnp.max(d)))
+    A = jnp.where(mask2, H, 0.0) + jnp.diag(jnp.where(var, mu * scale, 1.0))
+    b = -jnp.where(var, g, 0.0)
+    if G.shape[0]:
+        Gm = jnp.where(var[None, :], G, 0.0)
+        m = G.shape[0]
+        K = jnp.block([[A, Gm.T], [Gm, -1e-12 * jnp.eye(m, dtype=dtype)]])
+        sol = jnp.linalg.solve(K, jnp.concatenate([b, -c]))
+        du = sol[:nu]
+    else:
+        du = jnp.linalg.solve(A, b)
+    du = jnp.where(var, du, 0.0)
+    q_new = _retract(tree, q, du)
+    if st.bound_u:
+        bq = np.asarray(st.bound_q)
+        q_new = q_new.at[bq].set(jnp.clip(q_new[bq], lo_q, hi_q))
+    m0, m1 = merit(q, data, r, c), merit(q_new, data)
+    ok = jnp.isfinite(m1) & (m1 <= m0)
+    q_out = jnp.where(ok, q_new, q)
+    mu_out = jnp.where(ok, jnp.maximum(mu * 0.1, 1e-10), mu * 10.0)
+    size = jnp.where(ok, jnp.max(jnp.abs(du), initial=0.0), jnp.inf)
+    # a rejected step that is already tiny means convergence too
+    size = jnp.where(~ok & (jnp.max(jnp.abs(du), initial=0.0) < 1e-2 * tol), 0.0, size)
+    return q_out, mu_out, size
+
+
+def _solve_frame(system, st, linearize, merit, q0, data, lo_q, hi_q, max_steps, tol):
+    def cond(carry):
+        _, _, size, k = carry
+        return (k < max_steps) & (size > tol)
+
+    def body(carry):
+        q, mu, _, k = carry
+        q, mu, size = _lm_step(system, st, linearize, merit, q, mu, data, lo_q, hi_q, tol)
+        return q, mu, size, k + 1
+
+    dtype = q0.dtype
+    init = (q0, jnp.asarray(1e-6, dtype), jnp.asarray(jnp.inf, dtype), jnp.asarray(0))
+    q, _, size, k = jax.lax.while_loop(cond, body, init)
+    return q, size <= tol
+
+
+@eqx.filter_jit
+def _solve(system, st: _Static, base: State, q_start, obs, weights, cvals, cweights, lo_q, hi_q, cw, tol):
+    """All frames, in passes of a batched (vmap) solve that reproduce OpenSim's warm starts.
+
+    **Arguments:** ``obs (F, M, 3)`` observed markers (m, 0 where missing), ``weights
+    (F, M)`` the per-frame normalized weights ``w_i / sum w`` (0 where missing),
+    ``cvals (F, C)``/``cweights (C,)`` coordinate tasks, ``lo_q/hi_q`` clamped ranges.
+
+    **Returns:** ``q (F, nq)``, converged ``(F,)``, model markers ``(F, M, 3)``, passes.
+    """
+    locations = _marker_locations(system, st)
+    params = _tree_params(system, base)
+    linearize, merit = _problem(system, st, base, locations, cw, params)
+    fixed = np.asarray(st.fixed_q, np.int32)
+    q_start = q_start.at[fixed].set(base.q[fixed])
+
+    # OpenSim solves the first frame from the default pose and each later frame from
+    # the previous frame's solution. Its result is the fixed point of
+    # q_i = solve(frame i, start = q_{i-1}), q_{-1} = the default pose; each pass of
+    # the loop below applies that map to every frame at once (vmap), until no frame
+    # changes. Smooth motions take two or three passes; the sequential chain is
+    # reproduced exactly after at most n_frames passes.
+    n = obs.shape[0]
+
+    def full(q, o, w, cv):
+        return _solve_frame(system, st, linearize, merit, q, (o, w, cv, cweights), lo_q, hi_q, st.max_steps, tol)
+
+    def cond(carry):
+        _, _, change, k = carry
+        return (k < st.max_passes) & (change > st.pass_tol)
+
+    def body(carry):
+        q, _, _, k = carry
+        starts = jnp.concatenate([q_start[None], q[:-1]])
+        q_new, ok = jax.vmap(full)(starts, obs, weights, cvals)
+        return q_new, ok, jnp.max(jnp.abs(q_new - q)), k + 1
+
+    q0 = jnp.broadcast_to(q_start, (n,) + q_start.shape)
+    init = (q0, jnp.zeros(n, bool), jnp.asarray(jnp.inf, q_start.dtype), jnp.asarray(0))
+    q, ok, change, passes = jax.lax.while_loop(cond, body, init)
+    ok = ok & (change <= st.pass_tol)
+    x = jax.vmap(lambda qq: _marker_points(system, st, base, qq, locations, params))(q)
+    return q, ok, x, passes
+
+
+def _marker_locations(system, st):
+    model = system.model
+    if not st.marker_paths:
+        return jnp.zeros((0, 3))
+    return jnp.stack([jnp.asarray(model.find(p).location) for p in st.marker_paths])
+
+
+# -- the public function ----------------------------------------------------------------
+
+
+def _units_factor(table: TimeSeriesTable, source: str = "markers") -> float:
+    units = table.metadata.get("Units", "m").strip()
+    factor = _UNITS.get(units, _UNITS.get(units.lower()))
+    if factor is None:
+        raise ValueError(f"{source}: unknown length units {units!r} (known: {', '.join(sorted(_UNITS))})")
+    return factor
+
+
+def _nearest_row(times: np.ndarray, t: float) -> int:
+    return int(np.argmin(np.abs(times - t)))
+
+
+def _frame_range(times: np.ndarray, time_range, source: str) -> tuple[int, int]:
+    """OpenSim's frames: the nearest rows to the time range clamped to the data."""
+    if time_range is None:
+        return 0, len(times)
+    lo = max(float(time_range[0]), float(times[0]))
+    hi = min(float(time_range[1]), float(times[-1]))
+    if hi < lo:
+        raise ValueError(f"time_range {float(time_range[0]):g} to {float(time_range[1]):g} s is outside the data of "
+                         f"{source} ({times[0]:g} to {times[-1]:g} s)")
+    return _nearest_row(times, lo), _nearest_row(times, hi) + 1
+
+
+def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict | None = None,
+                       coordinate_tasks: dict | None = None, constraint_weight: float = math.inf,
+                       time_range=None, initial_state: State | None = None, tol: float = 1e-10,
+                       max_steps: int = 100, max_passes: int | None = None) -> IKResult:
+    """OpenSim's inverse kinematics over every frame of a marker table, in one batched solve.
+
+    **Arguments:**
+
+    - ``system``: the built model (``Model.build()``).
+    - ``markers``: a ``Vec3`` ``TimeSeriesTable`` of experimental markers (``read_table``
+      of a ``.trc``); its ``Units`` metadata (``mm``, ``m``, ...; meters when absent)
+      are honoured. Blank or NaN markers leave that frame's sums.
+    - ``marker_weights``: ``{marker name: weight}``; only these markers are tracked (as
+      OpenSim's ``IKMarkerTask`` set with ``apply``); ``None``: every marker of the data
+      that the model has, weight 1.
+    - ``coordinate_tasks``: ``{coordinate name: (weight, value)}`` with ``value`` a
+      number (``manual_value``, rad or m), ``None`` (the coordinate's
+      ``default_value``) or an array ``(n_rows,)`` over the marker table's rows
+      (``from_file``, rad or m).
+    - ``constraint_weight``: ``inf`` enforces the model's constraints exactly;
+      otherwise their squared errors are added with this weight.
+    - ``time_range``: ``(t0, t1)`` s, clamped to the data (OpenSim); ``None``: all rows.
+    - ``initial_state``: the pose the first frame starts from and the values of locked
+      coordinates (default: ``system.default_state()``).
+    - ``tol``: step-size tolerance of the solve (rad or m; at least 1e-6 in float32).
+    - ``max_steps``: iteration limit per frame and pass; ``max_passes``: limit on the
+      passes that reproduce OpenSim's frame-to-frame warm starts (default
+      ``n_frames + 1``, which reproduces them exactly).
+
+    **Returns:** an ``IKResult``.
+
+    **Raises:** ``ValueError`` for a time range outside the data, a frame where every
+    tracked marker is missing (and no coordinate task), unknown units, or no markers
+    in common between the model, the tasks and the data.
+    """
+    topo = system.topology
+    tree = topo.tree
+    if not markers.is_vec3:
+        markers = markers.pack(3)
+    factor = _units_factor(markers)
+    times_all = np.asarray(markers.times)
+    first, stop = _frame_range(times_all, time_range, "the marker table")
+    times = times_all[first:stop]
+    data = np.asarray(markers.values[first:stop], float) * factor
+
+    # the markers in use: data order, in the weight set (if any), in the model
+    model_markers = {}
+    from ..mechanics.frames import Marker
+
+    for path, comp in system.model.walk():
+        if isinstance(comp, Marker):
+            model_markers.setdefault(comp.name, path)
+    names, weights, cols, paths = [], [], [], []
+    for j, label in enumerate(markers.labels):
+        if marker_weights is not None and label not in marker_weights:
+            continue
+        if label not in model_markers:
+            warnings.warn(IKWarning(f"marker {label!r} is in the marker data but not in the model: ignored"),
+                          stacklevel=2)
+            continue
+        names.append(label)
+        weights.append(1.0 if marker_weights is None else float(marker_weights[label]))
+        cols.append(j)
+        paths.append(model_markers[label])
+    if marker_weights is not None:
+        for label in marker_weights:
+            if not markers.has_column(label):
+                warnings.warn(IKWarning(f"marker {label!r} has a task but is not in the marker data: ignored"),
+                              stacklevel=2)
+    obs = data[:, cols, :] if cols else np.zeros((len(times), 0, 3))
+    w = np.asarray(weights, float)
+    present = np.all(np.isfinite(obs), axis=-1) & (w[None, :] > 0)
+    wsum = np.sum(np.where(present, w[None, :], 0.0), axis=1)
+
+    # coordinate tasks
+    base = initial_state if initial_state is not None else system.default_state()
+    coord_q, coord_u, cvals, cweights = [], [], [], []
+    for name, (weight, value) in (coordinate_tasks or {}).items():
+        path = system.coordinate_path(name)
+        info = tree.coordinates[path]
+        comp = system.model.find(path)
+        if info.u in set(topo.locked_u.tolist()) or comp.prescribed:
+            continue  # OpenSim: locked coordinates are held, their task dropped
+        if comp.is_free_to_satisfy_constraints:
+            warnings.warn(IKWarning(f"coordinate {name!r} is free to satisfy constraints: its task is ignored"),
+                          stacklevel=2)
+            continue
+        if info.q < 0:
+            raise ValueError(f"coordinate task {name!r}: the rotations of a quaternion joint cannot be tracked")
+        if value is None:
+            v = np.full(len(times), float(comp.default_value))
+        elif np.ndim(value) == 0:
+            v = np.full(len(times), float(value))
+        else:
+            v = np.asarray(value, float)
+            if v.shape != (len(times_all),):
+                raise ValueError(f"coordinate task {name!r}: values of shape {v.shape}, expected "
+                                 f"({len(times_all)},), one per marker-table row")
+            v = v[first:stop]
+        coord_q.append(info.q)
+        coord_u.append(info.u)
+        cvals.append(v)
+        cweights.append(float(weight))
+    cvals_a = np.stack(cvals, axis=1) if cvals else np.zeros((len(times), 0))
+    cweights_a = np.asarray(cweights, float)
+
+    empty = (wsum <= 0) & (not np.any(cweights_a > 0))
+    if np.any(empty):
+        bad = times[empty]
+        raise ValueError(f"inverse kinematics: every tracked marker is missing at {len(bad)} frame(s), "
+                         f"t = {', '.join(f'{t:g}' for t in bad[:5])}{' ...' if len(bad) > 5 else ''} s; "
+                         "nothing to solve for there (remove those frames or add coordinate tasks)")
+    if not names and not coord_q:
+        raise ValueError("inverse kinematics: no marker is in the model, the tasks and the data together, and "
+                         "there is no coordinate task")
+    wn = np.where(present, w[None, :], 0.0) / np.where(wsum > 0, wsum, 1.0)[:, None]
+    obs0 = np.where(present[..., None], obs, 0.0)
+
+    # fixed, movable and bounded coordinates
+    locked = set(topo.locked_u.tolist())
+    fixed_q, fixed_u = [], []
+    for info in tree.coordinates.values():
+        if info.u in locked:
+            fixed_u.append(info.u)
+            if info.q >= 0:
+                fixed_q.append(info.q)
+    pres = topo.prescribed
+    if pres is not None:
+        from ..forward import prescribed_motion
+
+        pm = prescribed_motion(system, base.t)
+        fixed_q += [int(i) for i in np.asarray(pm[0])]
+        fixed_u += [int(i) for i in np.asarray(pm[1])]
+    movable = np.ones(tree.nu, bool)
+    movable[np.asarray(fixed_u, int)] = False
+    bound_u, bound_q, lo, hi = [], [], [], []
+    for path, info in tree.coordinates.items():
+        comp = system.model.find(path)
+        if comp.clamped and info.q >= 0 and movable[info.u]:
+            bound_u.append(info.u)
+            bound_q.append(info.q)
+            lo.append(float(np.asarray(comp.range)[0]))
+            hi.append(float(np.asarray(comp.range)[1]))
+    has_constraints = bool(_n_constraint_rows(system, base))
+    st = _Static(frames=tuple(topo.connections[(p, "parent_frame")] for p in paths), marker_paths=tuple(paths),
+                 coord_q=tuple(coord_q), coord_u=tuple(coord_u), movable=tuple(bool(b) for b in movable),
+                 bound_u=tuple(bound_u),
+                 bound_q=tuple(bound_q), fixed_q=tuple(fixed_q), constrained=bool(np.isinf(constraint_weight)),
+                 has_constraints=has_constraints, max_steps=int(max_steps),
+                 max_passes=int(len(times) + 1 if max_passes is None else max_passes),
+                 pass_tol=float(1e3 * max(float(tol), 1e-6 if base.q.dtype == jnp.float32 else 0.0)))
+    dtype = base.q.dtype
+    tol = max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0)  # float32: what its precision allows
+    q_start = jnp.asarray(base.q)
+    if bound_q:  # the start inside the bounds
+        q_start = q_start.at[np.asarray(bound_q)].set(jnp.clip(q_start[np.asarray(bound_q)], np.asarray(lo),
+                                                               np.asarray(hi)))
+    q, ok, x, passes = _solve(system, st, base, q_start, jnp.asarray(obs0, dtype), jnp.asarray(wn, dtype),
+                      jnp.asarray(cvals_a, dtype), jnp.asarray(cweights_a, dtype), jnp.asarray(lo, dtype),
+                      jnp.asarray(hi, dtype), jnp.asarray(constraint_weight if np.isfinite(constraint_weight) else 0.0,
+                                                          dtype), jnp.asarray(tol, dtype))
+    q, ok, x, passes = np.asarray(q), np.asarray(ok), np.asarray(x), int(passes)
+
+    sq = np.where(present, np.sum((x - obs0) ** 2, axis=-1), 0.0)
+    total = sq.sum(axis=1)
+    nm = len(names)
+    rms = np.sqrt(total / nm) if nm else np.zeros_like(total)
+    mx = np.sqrt(sq.max(axis=1)) if nm else np.zeros_like(total)
+    errors = TimeSeriesTable(times, np.stack([total, rms, mx], axis=1),
+                             ["total_squared_error", "marker_error_RMS", "marker_error_max"],
+                             metadata={"inDegrees": "no"})
+    locations = TimeSeriesTable(times, x, names, metadata={"Units": "m"})
+
+    cpaths = [p for p in topo.coordinate_paths if p in tree.coordinates]
+    cols_q = [tree.coordinates[p].q for p in cpaths]
+    values = np.stack([q[:, i] if i >= 0 else np.full(len(times), np.nan) for i in cols_q], axis=1) \
+        if cpaths else np.zeros((len(times), 0))
+    coords = TimeSeriesTable(times, values, [p.rsplit("/", 1)[-1] for p in cpaths], metadata={"inDegrees": "no"})
+    return IKResult(coordinates=coords, marker_errors=errors, marker_locations=locations, q=q,
+                    squared_errors=sq, marker_names=tuple(names), converged=ok, passes=passes)
+
+
+def _n_constraint_rows(system, base):
+    """Number of constraint rows other than locked and prescribed coordinates (static)."""
+    topo = system.topology
+    n_builtin = len(topo.locked_u)
+    if topo.prescribed is not None:
+        from ..forward import prescribed_motion
+
+        n_builtin += len(np.asarray(prescribed_motion(system, base.t)[0]))
+    shape = jax.eval_shape(lambda s: _context(system, s).constraints.perr, base).shape[0]
+    return shape - n_builtin
+
+
+# -- OpenSim's Storage files ----------------------------------------------------------
+
+
+def write_storage(path, name: str, times, values, labels, in_degrees: bool = False, description: str = "") -> None:
+    """Write a table in OpenSim's Storage format (``Storage::print``): name line,
+    ``version=1``, ``nRows``, ``nColumns`` (with time), ``inDegrees``, an optional
+    description, ``endheader``, labels, rows as ``%16.8f`` tab-separated.
+
+    **Arguments:** ``path``; ``name`` (first line); ``times (n,)`` s; ``values (n, k)``;
+    ``labels`` (``k`` column labels, time excluded); ``in_degrees``; ``description``:
+    free text written before ``endheader`` (OpenSim's Kinematics adds its units note).
+    """
+    times = np.asarray(times, float)
+    values = np.asarray(values, float).reshape(len(times), -1)
+    lines = [name, "version=1", f"nRows={len(times)}", f"nColumns={values.shape[1] + 1}",
+             f"inDegrees={'yes' if in_degrees else 'no'}"]
+    if description:
+        lines.append(description)
+    lines.append("endheader")
+    lines.append("\t".join(["time", *labels]))
+    for t, row in zip(times, values):
+        lines.append("\t".join(f"{v:16.8f}" for v in (t, *row)))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="\n") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+_KINEMATICS_NOTE = ("\nUnits are S.I. units (second, meters, Newtons, ...)\n"
+                    "If the header above contains a line with 'inDegrees', this indicates whether rotational "
+                    "values are in degrees (yes) or radians (no).\n")
+
+
+def coordinates_in_degrees(system, table: TimeSeriesTable) -> np.ndarray:
+    """The coordinate values of ``table`` (rad or m) with the rotational coordinates
+    (OpenSim's motion type) in degrees."""
+    out = np.array(table.values, float)
+    for j, label in enumerate(table.labels):
+        if system.topology.tree.coordinates[system.coordinate_path(label)].motion_type == ROTATIONAL:
+            out[:, j] = np.degrees(out[:, j])
+    return out
+
+
+# -- the setup runner -----------------------------------------------------------------
+
+
+def _tasks(setup):
+    """The applied ``IKMarkerTask``s and ``IKCoordinateTask``s of the setup's ``IKTaskSet``."""
+    marker_w, coord_tasks = {}, {}
+    node = setup.element("IKTaskSet")
+    if node is None:
+        return None, {}
+    objects = node.find("objects")
+    for task in (objects.children if objects is not None else []):
+        name = task.attrib.get("name", "")
+
+        def prop(tag, default=""):
+            c = task.find(tag)
+            return c.text.strip() if c is not None and c.text.strip() else default
+
+        if prop("apply", "true").lower() != "true":
+            continue
+        weight = float(prop("weight", "1"))
+        if task.tag == "IKMarkerTask":
+            marker_w[name] = weight
+        elif task.tag == "IKCoordinateTask":
+            kind = prop("value_type", "default_value")
+            value = float(prop("value", "0"))
+            coord_tasks[name] = (weight, kind, value)
+        else:
+            raise setup.error("IKTaskSet", task.tag, "expected IKMarkerTask or IKCoordinateTask")
+    return marker_w, coord_tasks
+
+
+def _run(setup) -> dict:
+    """Run an ``InverseKinematicsTool`` setup; see the module docstring."""
+    from ..io.osim import load_osim
+
+    model_path = setup.path("model_file", must_exist=True)
+    if model_path is None:
+        raise setup.error("model_file", "", "no model file given")
+    marker_path = setup.path("marker_file", must_exist=True)
+    if marker_path is None:
+        raise setup.error("marker_file", "", "no marker file given")
+    markers = read_table(marker_path)
+    if not markers.is_vec3:
+        markers = markers.pack(3)
+    rng = setup.numbers("time_range")
+    if rng is not None and rng.size != 2:
+        raise setup.error("time_range", setup.text("time_range"), "expected two times")
+    try:
+        _frame_range(np.asarray(markers.times), rng, marker_path)
+    except ValueError as e:
+        raise setup.error("time_range", setup.text("time_range"), str(e)) from None
+    system = load_osim(model_path).build()
+    marker_w, ctasks = _tasks(setup)
+    if marker_w is not None:
+        model_names = {c.name for _, c in system.model.walk() if type(c).__name__ == "Marker"}
+        for name in marker_w:
+            if not markers.has_column(name):
+                setup.warn(f"IKMarkerTask {name!r}: no such marker in {marker_path}; ignored")
+            elif name not in model_names:
+                setup.warn(f"IKMarkerTask {name!r}: no such marker in the model {model_path}; ignored")
+        marker_w = {k: v for k, v in marker_w.items() if markers.has_column(k) and k in model_names}
+        if not marker_w and not ctasks:
+            marker_w = None  # OpenSim: an empty weight set tracks every marker (weight 1)
+    coord_file = setup.path("coordinate_file", must_exist=any(k == "from_file" for _, k, _ in ctasks.values()))
+    coordinate_tasks = {}
+    coord_table = read_table(coord_file) if coord_file else None
+    for name, (weight, kind, value) in ctasks.items():
+        try:
+            path = system.coordinate_path(name)
+        except KeyError:
+            raise setup.error("IKTaskSet", name, "IKCoordinateTask names no coordinate of the model") from None
+        if kind == "manual_value":
+            coordinate_tasks[name] = (weight, value)
+        elif kind == "from_file":
+            if coord_table is None or not coord_table.has_column(name):
+                raise setup.error("coordinate_file", setup.text("coordinate_file"),
+                                  f"value for coordinate {name!r} not found")
+            from ..functions import GCVSpline
+
+            y = np.asarray(coord_table.column(name), float)
+            if coord_table.in_degrees and system.topology.tree.coordinates[path].motion_type == ROTATIONAL:
+                y = np.radians(y)
+            spline = GCVSpline(3, np.asarray(coord_table.times), y)
+            coordinate_tasks[name] = (weight, np.asarray(jax.vmap(spline)(jnp.asarray(markers.times))))
+        else:
+            coordinate_tasks[name] = (weight, None)
+    cw = setup.number("constraint_weight", math.inf)
+    setup.used.add("accuracy")  # simjax converges to its own, tighter tolerance
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IKWarning)  # reported above, through the setup
+        result = inverse_kinematics(system, markers, marker_weights=marker_w, coordinate_tasks=coordinate_tasks,
+                                    constraint_weight=cw, time_range=rng)
+    out = {}
+    times = result.coordinates.times
+    motion = setup.path("output_motion_file")
+    if motion:
+        write_storage(motion, "Coordinates", times, coordinates_in_degrees(system, result.coordinates),
+                      result.coordinates.labels, in_degrees=True, description=_KINEMATICS_NOTE)
+        out["motion"] = motion
+    results_dir = setup.path("results_directory") or setup.folder
+    if setup.flag("report_errors", True):
+        path = os.path.join(results_dir, f"{setup.name}_ik_marker_errors.sto")
+        write_storage(path, "Model Marker Errors from IK", times, result.marker_errors.values,
+                      result.marker_errors.labels)
+        out["marker_errors"] = path
+    if setup.flag("report_marker_locations", False):
+        path = os.path.join(results_dir, f"{setup.name}_ik_model_marker_locations.sto")
+        labels = [f"{n}{s}" for n in result.marker_names for s in ("_tx", "_ty", "_tz")]
+        write_storage(path, "Model Marker Locations from IK", times,
+                      result.marker_locations.values.reshape(len(times), -1), labels)
+        out["marker_locations"] = path
+    setup.report_unused(ignored=("input_directory", "accuracy"))
+    return out
+
+
+_setup.register_tool("InverseKinematicsTool", _run)

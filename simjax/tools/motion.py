@@ -1,0 +1,240 @@
+"""Coordinate trajectories for the tools: read a ``.mot``/``.sto``, filter it as
+OpenSim does, and fit it with OpenSim's splines.
+
+OpenSim's dynamics tools (InverseDynamicsTool, AnalyzeTool, RRA, CMC, ...) prepare a
+coordinates file the same way, which this module reproduces step by step:
+
+1. ``Storage::pad(n // 2)`` (``pad``): every column, time included, is extended at
+   both ends by ``n // 2`` points reflected about the end point and negated
+   (``Signal::Pad``), so the filter starts and ends on a continuation of the data.
+2. ``Storage::lowpassIIR(fc)`` (``lowpass_iir``): when the sampling is not uniform
+   (mean step minus smallest step above machine epsilon) the storage is first
+   resampled at the smallest step (``resample``: a quintic ``GCVSpline`` per column,
+   evaluated from the first time in increments accumulated as OpenSim does); then
+   each column is filtered forward and backward by OpenSim's third-order Butterworth
+   recursion (``Signal::LowpassIIR``), whose first three outputs copy the input.
+3. Degrees to radians for rotational coordinates (after the filter, as OpenSim).
+4. ``GCVSplineSet(5, storage)``: one quintic ``GCVSpline`` per column, evaluated with
+   its first and second derivatives at the frames (``spline_kinematics``).
+
+Only step 4 is traced JAX (one vectorized evaluation of all splines at all frames);
+steps 1-3 are a few numpy operations on the file's data, done once.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..functions import GCVSpline, _natural_spline_pp
+from ..io.tables import TimeSeriesTable, read_table
+from ..mechanics.joints import ROTATIONAL
+
+__all__ = ["read_coordinates", "in_degrees", "pad", "lowpass_iir", "resample", "filter_coordinates",
+           "spline_kinematics", "frame_indices", "rotational_mask", "motion_types"]
+
+#: ``SimTK::Eps`` (double machine epsilon)
+_EPS = float(np.finfo(float).eps)
+
+
+def read_coordinates(path: str | os.PathLike) -> TimeSeriesTable:
+    """Read a coordinates file (``.mot``/``.sto``) as it is (degrees if its header says
+    ``inDegrees=yes``; see ``in_degrees``).
+
+    **Raises:** ``FileNotFoundError`` naming the path.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"coordinates file {path!r} does not exist")
+    return read_table(path)
+
+
+def in_degrees(table: TimeSeriesTable) -> bool:
+    """Whether the table's header says its rotational values are in degrees."""
+    return str(table.metadata.get("inDegrees", "no")).strip().lower() == "yes"
+
+
+def pad(times, values, n: int):
+    """OpenSim's ``Storage::pad(n)`` (``Signal::Pad`` on every column and on time).
+
+    **Arguments:** ``times (N,)`` (s); ``values (N, k)``; ``n``: points added at each
+    end (``0 <= n <= N - 1``).
+
+    **Returns:** ``(times (N + 2n,), values (N + 2n, k))``: the data reflected about
+    each end point and negated, ``2 x[0] - x[n - i]`` before and ``2 x[-1] - x[-2 - i]``
+    after.
+    """
+    t = np.asarray(times, float)
+    v = np.asarray(values, float).reshape(len(t), -1)
+    if n <= 0:
+        return t.copy(), v.copy()
+    if n >= len(t):
+        raise ValueError(f"pad: {n} points requested but the data has only {len(t)} rows")
+
+    def one(x):
+        before = 2.0 * x[0] - x[n:0:-1]
+        after = 2.0 * x[-1] - x[-2:-2 - n:-1]
+        return np.concatenate([before, x, after])
+
+    return one(t), np.stack([one(v[:, j]) for j in range(v.shape[1])], axis=1) if v.shape[1] else \
+        np.zeros((len(t) + 2 * n, 0))
+
+
+def _butterworth(T: float, fc: float):
+    fs = 1.0 / T
+    if fc >= 0.5 * fs:
+        fc = 0.49 * fs
+    wc = 2 * math.pi * fc
+    wa = math.tan(wc * T / 2.0)
+    wa2 = wa * wa
+    wa3 = wa * wa * wa
+    denom = (wa + 1) * (wa * wa + wa + 1.0)
+    a = (wa3 / denom, 3 * wa3 / denom, 3 * wa3 / denom, wa3 / denom)
+    b = (1.0, (3 * wa3 + 2 * wa2 - 2 * wa - 3) / denom, (3 * wa3 - 2 * wa2 - 2 * wa + 3) / denom,
+         (wa - 1) * (wa2 - wa + 1) / denom)
+    return a, b
+
+
+def _iir_pass(a, b, sig):
+    out = sig.copy()
+    for i in range(3, len(sig)):
+        out[i] = (a[0] * sig[i] + a[1] * sig[i - 1] + a[2] * sig[i - 2] + a[3] * sig[i - 3]
+                  - b[1] * out[i - 1] - b[2] * out[i - 2] - b[3] * out[i - 3])
+    return out
+
+
+def resample(times, values, dt: float, degree: int = 5):
+    """OpenSim's ``Storage::resample``: a ``GCVSpline`` of ``degree`` per column,
+    evaluated at ``t0, t0 + dt, ...`` (increments accumulated) up to the last time.
+
+    **Returns:** ``(times (M,), values (M, k))``.
+    """
+    t = np.asarray(times, float)
+    v = np.asarray(values, float).reshape(len(t), -1)
+    new_t = []
+    x = float(t[0])
+    while x <= t[-1]:
+        new_t.append(x)
+        x += dt
+    new_t = np.asarray(new_t)
+    return new_t, np.asarray(_evaluate_splines(t, v, new_t, degree, (0,))[0])
+
+
+def lowpass_iir(times, values, cutoff: float):
+    """OpenSim's ``Storage::lowpassIIR(cutoff)``: resample at the smallest time step if
+    the sampling is not uniform, then filter every column forward and backward with
+    ``Signal::LowpassIIR`` (third-order Butterworth, zero phase).
+
+    **Arguments:** ``times (N,)`` (s); ``values (N, k)``; ``cutoff`` (Hz).
+
+    **Returns:** ``(times, values)`` filtered (resampled when OpenSim resamples).
+    """
+    t = np.asarray(times, float)
+    v = np.asarray(values, float).reshape(len(t), -1)
+    n = len(t)
+    dtmin = float(np.min(np.diff(t)))
+    avg = (t[-1] - t[0]) / (n - 1)
+    if dtmin < _EPS:
+        raise ValueError("lowpassIIR: the times cannot be resampled (repeated times)")
+    if avg - dtmin > _EPS:
+        t, v = resample(t, v, dtmin, 5)
+    if len(t) < 4:
+        raise ValueError("lowpassIIR: too few data points to filter")
+    a, b = _butterworth(dtmin, cutoff)
+    # vectorized over columns: the same arithmetic, in the same order, as OpenSim's loop
+    f = _iir_pass(a, b, v)
+    f = _iir_pass(a, b, f[::-1].copy())[::-1]
+    return t, np.ascontiguousarray(f)
+
+
+def motion_types(system) -> dict[str, str]:
+    """Each coordinate's motion type (OpenSim's rule: ``Joint.motion_types``),
+    ``{name: type}``."""
+    return {p.rsplit("/", 1)[-1]: info.motion_type for p, info in system.topology.tree.coordinates.items()}
+
+
+def rotational_mask(system, labels) -> np.ndarray:
+    """Which of ``labels`` name Rotational coordinates of the system (OpenSim's rule,
+    ``motion_types``): the columns OpenSim converts between degrees and
+    radians."""
+    types = motion_types(system)
+    return np.asarray([types.get(lab) == ROTATIONAL for lab in labels], bool)
+
+
+def filter_coordinates(system, table: TimeSeriesTable, cutoff: float | None = None) -> TimeSeriesTable:
+    """A coordinates table prepared as OpenSim's dynamics tools do: padded by half its
+    length and low-pass filtered at ``cutoff`` Hz (when ``cutoff`` is not ``None`` and
+    ``>= 0``), then rotational columns converted to radians if the table is in degrees.
+
+    **Arguments:** ``system``: the built system (for the coordinates' motion types);
+    ``table``: as read; ``cutoff``: Hz, or ``None``/negative for no filtering.
+
+    **Returns:** a ``TimeSeriesTable`` in radians (``inDegrees=no``), with the padded
+    (and perhaps resampled) times when filtered.
+    """
+    t = np.asarray(table.times, float)
+    v = np.asarray(table.values, float)
+    if cutoff is not None and cutoff >= 0:
+        t, v = pad(t, v, len(t) // 2)
+        t, v = lowpass_iir(t, v, cutoff)
+    if in_degrees(table):
+        mask = rotational_mask(system, table.labels)
+        v = np.where(mask[None, :], v * (math.pi / 180.0), v)
+    meta = dict(table.metadata)
+    meta["inDegrees"] = "no"
+    return TimeSeriesTable(t, v, list(table.labels), meta)
+
+
+@functools.partial(jax.jit, static_argnames=("half_order", "orders"))
+def _spline_values(x, Y, at, half_order: int, orders: tuple):
+    """Fit one ``GCVSpline`` per column of ``Y (n, k)`` over ``x (n,)`` and evaluate the
+    requested derivative orders at ``at (m,)``: one compiled program for all columns."""
+
+    def column(y):
+        pp = _natural_spline_pp(x, y, half_order)
+        return tuple(jax.vmap(pp)(at) if k == 0 else jax.vmap(lambda s: pp.derivative(s, k))(at)
+                     for k in orders)
+
+    return tuple(v.T for v in jax.vmap(column, in_axes=1)(Y))
+
+
+def _evaluate_splines(times, values, at, degree, orders):
+    half = min(max((int(degree) + 1) // 2, 1), 4)
+    GCVSpline.from_degree(degree, times, values[:, 0])  # OpenSim's checks on the sites, once
+    return _spline_values(jnp.asarray(times, float), jnp.asarray(values, float), jnp.asarray(at, float), half,
+                          tuple(orders))
+
+
+def spline_kinematics(table: TimeSeriesTable, at, degree: int = 5):
+    """OpenSim's ``GCVSplineSet(degree, storage)`` evaluated at times ``at``.
+
+    **Arguments:** ``table``: coordinates (radians); ``at (n,)``: times (s);
+    ``degree``: the splines' degree (OpenSim's dynamics tools use 5).
+
+    **Returns:** ``(q, qdot, qddot)``, each ``(n, k)`` in the table's column order.
+    """
+    return _evaluate_splines(np.asarray(table.times), np.asarray(table.values), at, degree, (0, 1, 2))
+
+
+def frame_indices(times, time_range=None) -> tuple[int, int]:
+    """OpenSim's choice of frames (``InverseDynamicsTool::run``): from the last time at
+    or before ``max(first time, start)`` to the last at or before ``min(last time, end)``
+    (``Storage::findIndex``).
+
+    **Returns:** ``(first, stop)`` indices into ``times``.
+    """
+    t = np.asarray(times, float)
+    lo, hi = (-np.inf, np.inf) if time_range is None else (float(time_range[0]), float(time_range[1]))
+    start = t[0] if t[0] > lo else lo
+    final = t[-1] if t[-1] < hi else hi
+
+    def find(x):
+        i = int(np.searchsorted(t, x, side="right")) - 1
+        return max(i, 0)
+
+    return find(start), find(final) + 1
