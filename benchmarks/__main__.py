@@ -17,7 +17,9 @@ machine next to OpenSim 4.6:
   on all of the machine's cores: ``benchmarks.compile_time``) and of its reverse-mode
   gradient, and the gradient's wall time relative to the forward run;
 - the process's peak memory;
-- the issue's goals, each met or missed by a factor, and why.
+- the issue's goals, each met or missed by a factor, and why;
+- OpenSim's tools (IK, ID) run from the Gait10dof18musc pipeline's setup files by both
+  engines (``benchmarks.tools``; ``--no-tools`` skips them).
 
 Writes ``benchmarks/results/report.json`` and ``report.md`` (with the machine's
 description) and prints the summary table last.
@@ -32,7 +34,7 @@ import platform
 
 import jax
 
-from benchmarks import compile_time, suite, throughput
+from benchmarks import compile_time, suite, throughput, tools
 
 MODELS = ("double_pendulum", "arm26", "gait10dof18musc", "Tug_of_War_Millard", "bouncing_block", "large")
 
@@ -152,6 +154,7 @@ def main(argv=None) -> None:
     ap.add_argument("--batch-time", type=float, default=0.1, help="simulated seconds per world in batches")
     ap.add_argument("--accuracy", type=float, default=1e-5)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--no-tools", action="store_true", help="skip the tools' measurements (benchmarks.tools)")
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     machine = f"{platform.platform()}, {os.cpu_count()} CPUs, JAX {jax.__version__} on {jax.devices()[0]}"
@@ -162,10 +165,17 @@ def main(argv=None) -> None:
             rows.append(measure(name, batches, args.accuracy, args.batch_time))
         except Exception as e:  # a model simjax cannot load yet is reported, not fatal
             print(f"  {name}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+    tool_rows = []
+    if not args.no_tools:
+        print("measuring the tools ...", flush=True)
+        try:
+            tool_rows = tools.measure()
+        except Exception as e:  # reported, not fatal
+            print(f"  tools: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "report.json"), "w") as f:
-        json.dump({"machine": machine, "accuracy": args.accuracy, "models": rows}, f, indent=1)
-    text = markdown(rows, machine) + goals(rows)
+        json.dump({"machine": machine, "accuracy": args.accuracy, "models": rows, "tools": tool_rows}, f, indent=1)
+    text = markdown(rows, machine) + goals(rows) + ("\n## Tools\n\n" + tools.markdown(tool_rows) if tool_rows else "")
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(text)
     print(text)

@@ -1,0 +1,113 @@
+"""OpenSim's tools, simjax against OpenSim 4.6 on the same setup files in one run:
+``python -m benchmarks.tools [--pipeline DIR]`` (also part of ``python -m benchmarks``).
+
+On the Gait10dof18musc walking example (``tests/data/pipelines/Gait10dof18musc``),
+copied to a temporary folder so that both engines write their outputs there:
+
+- inverse kinematics over every frame of ``subject01_walk.trc`` (``IK/walk_Setup_IK.xml``);
+- inverse dynamics of that motion with the ground reactions (``ID/walk_Setup_ID.xml``).
+
+Each engine runs its tool from the setup file (``opensim.InverseKinematicsTool(setup)
+.run()``, ``simjax.tools.run(setup)``), best of 3 after a first run (simjax's first run
+compiles; its compile time is reported apart). Goals (issue 39): IK <= 0.1x OpenSim's
+time, ID <= 0.5x. Pin to one core to compare with OpenSim's single thread
+(``taskset -c 0 python -m benchmarks.tools``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+import warnings
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+PIPELINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "pipelines",
+                        "Gait10dof18musc")
+
+#: (tool, setup file in the pipeline, OpenSim's class, goal: simjax / OpenSim)
+TOOLS = (("inverse kinematics", "IK/walk_Setup_IK.xml", "InverseKinematicsTool", 0.1),
+         ("inverse dynamics", "ID/walk_Setup_ID.xml", "InverseDynamicsTool", 0.5))
+
+
+@contextlib.contextmanager
+def _in(folder: str):
+    # OpenSim opens a setup's model relative to the working directory
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def _best(fn, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def measure(pipeline: str = PIPELINE) -> list[dict]:
+    """Time each tool in both engines. **Returns:** a row per tool (seconds)."""
+    import opensim
+
+    import simjax.tools
+
+    opensim.Logger.setLevelString("Error")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = os.path.join(tmp, "pipeline")
+        shutil.copytree(pipeline, work)
+        for name, rel, cls, goal in TOOLS:
+            setup = os.path.join(work, rel)
+            folder = os.path.dirname(setup)
+
+            def theirs():
+                with _in(folder):
+                    getattr(opensim, cls)(setup).run()
+
+            def ours():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    simjax.tools.run(setup)
+
+            theirs()  # first: OpenSim's IK output is the ID's input
+            t = time.perf_counter()
+            ours()
+            first = time.perf_counter() - t
+            os_time, sj_time = _best(theirs), _best(ours)
+            rows.append({"tool": name, "setup": rel, "opensim": os_time, "simjax": sj_time,
+                         "simjax_first_run": first, "ratio": sj_time / os_time, "goal": goal})
+    return rows
+
+
+def markdown(rows) -> str:
+    """The rows as a Markdown table, with each goal met or missed."""
+    lines = ["| tool (Gait10dof18musc pipeline) | OpenSim | simjax | ratio | goal | simjax first run (compiles) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        verdict = "met" if r["ratio"] <= r["goal"] else f"missed by {r['ratio'] / r['goal']:.1f}x"
+        lines.append(f"| {r['tool']} ({r['setup']}) | {r['opensim'] * 1e3:.1f} ms | {r['simjax'] * 1e3:.1f} ms | "
+                     f"{r['ratio']:.2f} | <= {r['goal']:g}: {verdict} | {r['simjax_first_run']:.1f} s |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    """Measure and print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pipeline", default=PIPELINE, help="a pipeline folder laid out as Gait10dof18musc's")
+    args = ap.parse_args(argv)
+    print(markdown(measure(args.pipeline)))
+
+
+if __name__ == "__main__":
+    main()
