@@ -4,7 +4,7 @@ The public API is re-exported here by name; the modules behind it may change.
 """
 
 from . import spatial
-from .api import (accelerations, assemble, body_poses, constraint_errors, controls, forward_dynamics,
+from .api import (accelerations, assemble, component_outputs, body_poses, constraint_errors, controls, forward_dynamics,
                   frame_acceleration, frame_jacobian, frame_transform, frame_velocity, inverse_dynamics,
                   kinetic_energy, mass_center, mass_matrix, momentum, output, outputs, potential_energy, project,
                   station_acceleration, station_jacobian, station_location, station_velocity)
@@ -27,7 +27,7 @@ from .system import System, Topology
 
 __all__ = [
     "spatial",
-    "accelerations", "assemble", "body_poses", "constraint_errors", "controls", "forward_dynamics", "frame_transform",
+    "accelerations", "assemble", "component_outputs", "body_poses", "constraint_errors", "controls", "forward_dynamics", "frame_transform",
     "inverse_dynamics", "kinetic_energy", "mass_center", "mass_matrix", "momentum", "output", "outputs",
     "potential_energy", "project", "station_location", "frame_velocity", "frame_acceleration", "frame_jacobian",
     "station_velocity", "station_acceleration", "station_jacobian",

@@ -6,6 +6,7 @@ differentiable in the state, the controls and every property of the model.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from . import spatial
@@ -17,7 +18,8 @@ from .state import State
 __all__ = ["forward_dynamics", "accelerations", "mass_matrix", "inverse_dynamics", "output", "outputs",
            "constraint_errors", "frame_transform", "station_location", "kinetic_energy", "potential_energy",
            "momentum", "mass_center", "body_poses", "controls", "assemble", "project", "frame_velocity",
-           "frame_acceleration", "frame_jacobian", "station_velocity", "station_acceleration", "station_jacobian"]
+           "frame_acceleration", "frame_jacobian", "station_velocity", "station_acceleration", "station_jacobian",
+           "component_outputs"]
 
 
 @jit
@@ -100,6 +102,37 @@ def output(system, state: State, spec: str, controls=None):
 def outputs(system, state: State, specs, controls=None) -> dict:
     """Several outputs at once: ``{spec: value}``."""
     return {s: output(system, state, s, controls) for s in specs}
+
+
+@jit
+def _component_outputs(system, state, paths, name, controls):
+    def one(state, controls):
+        return Context(system, state, controls).group_outputs(paths, name)
+
+    if state.q.ndim == 1:
+        return one(state, controls)
+    return jax.vmap(one, in_axes=(0, None if controls is None or jnp.ndim(controls) == 1 else 0))(state, controls)
+
+
+def component_outputs(system, state: State, paths, name: str, controls=None):
+    """One output of many components, read in one compiled program (one gather per
+    group of same-type components, whatever their number), at a state or along a
+    batch of states (a trajectory).
+
+    **Arguments:** ``system``; ``state``: one ``State``, or a ``State`` whose leaves
+    carry a leading batch axis (``q (n, nq)``, ``t (n,)``, ...: every frame of a
+    trajectory); ``paths``: component paths (e.g. every muscle,
+    ``system.model.paths(Muscle)``); ``name``: the output (``"tendon_force"``,
+    ``"fiber_length"``, ``"length"``, ... in the output's own units);
+    ``controls``: as in ``accelerations`` (``(n_actuators,)``, or ``(n, n_actuators)``
+    for a batch; ``None``: the model's controllers).
+
+    **Returns:** ``(len(paths),)``, or ``(n, len(paths))`` for a batch of states, in
+    the order of ``paths``.
+
+    **Raises:** ``KeyError`` naming a path for which no group computes ``name``.
+    """
+    return _component_outputs(system, state, tuple(paths), name, controls)
 
 
 @jit

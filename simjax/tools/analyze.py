@@ -1,0 +1,476 @@
+"""OpenSim's AnalyzeTool: analyses run over the frames of a motion.
+
+``analysis_frames(system, coordinates_table, ...)`` builds the states OpenSim's
+AnalyzeTool visits, step by step as ``AnalyzeTool::loadStatesFromFile``:
+
+1. the coordinates are padded and low-pass filtered when a cut-off is given, then
+   converted to radians (``motion.filter_coordinates``);
+2. ``SimbodyEngine::formCompleteStorages``: every coordinate of the model (those the
+   file lacks keep their default value); the speeds are the first derivatives of a
+   quintic ``GCVSpline`` of each coordinate, at the (padded) times of the data; the
+   coordinates are the (filtered) data themselves;
+3. the frames are the rows from ``initial_time`` to ``final_time``
+   (``Storage::findIndex``: the last row at or before each); the other state
+   variables (muscle activations and fiber lengths) keep their default values
+   (``solve_for_equilibrium_for_auxiliary_states`` is not supported).
+
+Every analysis is a pure function of the system and the batch of frame states (one
+compiled program for all frames), registered under its setup tag
+(``register_analysis``): ``MuscleAnalysis`` and ``BodyKinematics`` here,
+``StaticOptimization`` in ``optimization``. The setup runner (``AnalyzeTool``)
+reads the model, appends the actuators of ``force_set_files`` to its force set (as
+OpenSim with ``replace_force_set`` false; replaced with true), adds the external
+loads, runs each analysis of the ``AnalysisSet`` and writes OpenSim's files,
+``<tool name>_<analysis name>_<quantity>.sto``, in ``results_directory``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..analysis.moment_arms import moment_arms as _moment_arms
+from ..compiling import jit
+from ..forward import Context
+from ..io.tables import TimeSeriesTable, write_table
+from ..mechanics.frames import Body
+from ..muscles.muscle import Muscle
+from . import motion
+from .external_loads import read_external_loads
+from .setup import Setup, SetupError, register_tool
+
+__all__ = ["analysis_frames", "Frames", "register_analysis", "ANALYSES", "muscle_analysis", "body_kinematics",
+           "load_model_with_force_sets"]
+
+
+# -- frames ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Frames:
+    """The states an AnalyzeTool visits.
+
+    **Fields:** ``store_times (N,)`` (s): every row of OpenSim's states storage (the
+    padded data when filtered); ``store_q (N, nq)``, ``store_u (N, nu)``: the
+    system's ``q`` and ``u`` at those rows (rad, m; rad/s, m/s); ``first``, ``stop``:
+    the rows analysed; ``states``: a batched ``State`` of those rows (leading axis
+    ``n = stop - first``; ``z`` at its default).
+    """
+
+    store_times: np.ndarray
+    store_q: jax.Array
+    store_u: jax.Array
+    first: int
+    stop: int
+    states: object
+
+    @property
+    def times(self) -> np.ndarray:
+        """The analysed frames' times (s)."""
+        return self.store_times[self.first:self.stop]
+
+
+def _batch(state0, n):
+    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x)), state0)
+
+
+def analysis_frames(system, coordinates_table: TimeSeriesTable, lowpass_cutoff: float | None = None,
+                    time_range=None) -> Frames:
+    """The states OpenSim's AnalyzeTool visits for a coordinates file (see the module).
+
+    **Arguments:** ``system``; ``coordinates_table``: coordinates by name, as read
+    (degrees if its header says so); ``lowpass_cutoff``: Hz (``None`` or negative:
+    no filter); ``time_range``: ``(initial_time, final_time)`` s, ``None`` for all.
+
+    **Returns:** ``Frames``.
+
+    **Raises:** ``ValueError`` when ``time_range`` misses the data.
+    """
+    times = np.asarray(coordinates_table.times, float)
+    if time_range is not None and (time_range[1] < times[0] or time_range[0] > times[-1]):
+        raise ValueError(f"time range ({time_range[0]:g}, {time_range[1]:g}) s is outside the coordinates data "
+                         f"({times[0]:g} to {times[-1]:g} s)")
+    table = motion.filter_coordinates(system, coordinates_table, lowpass_cutoff)
+    T = np.asarray(table.times, float)
+    V = np.asarray(table.values, float)
+    tree = system.topology.tree
+    state0 = system.default_state()
+    dtype = jnp.asarray(state0.q).dtype
+    labels = list(table.labels)
+    q_idx, u_idx, cols = [], [], []
+    for p in system.coordinate_paths:
+        info = tree.coordinates[p]
+        name = p.rsplit("/", 1)[-1]
+        if name in labels and info.q >= 0:
+            q_idx.append(info.q)
+            u_idx.append(info.u)
+            cols.append(labels.index(name))
+    cols = np.asarray(cols, int)
+    (qd,) = motion._evaluate_splines(T, V[:, cols], T, 5, (1,))
+    n = len(T)
+    Q = jnp.broadcast_to(jnp.asarray(state0.q), (n, len(state0.q))).at[:, np.asarray(q_idx, int)].set(
+        jnp.asarray(V[:, cols], dtype))
+    U = jnp.zeros((n, len(state0.u)), dtype).at[:, np.asarray(u_idx, int)].set(jnp.asarray(qd, dtype))
+    first, stop = motion.frame_indices(T, time_range)
+    states = _batch(state0, stop - first).replace(t=jnp.asarray(T[first:stop], dtype), q=Q[first:stop],
+                                                  u=U[first:stop])
+    return Frames(T, Q, U, first, stop, states)
+
+
+# -- registry ---------------------------------------------------------------------------------
+
+#: analysis element tag -> ``fn(job, node) -> {quantity: TimeSeriesTable}``
+ANALYSES: dict[str, Callable] = {}
+
+
+def register_analysis(tag: str, fn: Callable) -> None:
+    """Teach the AnalyzeTool runner an analysis: ``fn(job, node)`` gets the ``AnalysisJob``
+    (system, frames, setup) and the analysis element, and returns
+    ``{quantity: TimeSeriesTable}``, each written to
+    ``<tool name>_<analysis name>_<quantity>.sto``."""
+    ANALYSES[tag] = fn
+
+
+@dataclasses.dataclass
+class AnalysisJob:
+    """What an analysis gets: ``system`` (the model with the force sets and external
+    loads), ``frames`` (``Frames``), ``setup`` (the tool's ``Setup``, for messages)."""
+
+    system: object
+    frames: Frames
+    setup: Setup | None = None
+
+
+def _text(node, tag, default=""):
+    child = node.find(tag)
+    value = child.text.strip() if child is not None else ""
+    return default if value in ("", "Unassigned", "unassigned", "null", "NULL") else value
+
+
+# -- MuscleAnalysis -----------------------------------------------------------------------------
+
+#: OpenSim's MuscleAnalysis file quantity -> simjax muscle output
+_MUSCLE_QUANTITIES = {
+    "Length": "length", "FiberLength": "fiber_length", "NormalizedFiberLength": "normalized_fiber_length",
+    "TendonLength": "tendon_length", "PennationAngle": "pennation_angle", "FiberVelocity": "fiber_velocity",
+    "NormFiberVelocity": "normalized_fiber_velocity", "PennationAngularVelocity": "pennation_angular_velocity",
+    "TendonForce": "tendon_force", "FiberForce": "fiber_force", "ActiveFiberForce": "active_fiber_force",
+    "PassiveFiberForce": "passive_fiber_force", "FiberActivePower": "fiber_active_power",
+    "FiberPassivePower": "fiber_passive_power", "TendonPower": "tendon_power",
+}
+_EXTRA = ("cos_pennation_angle", "lengthening_speed")
+
+
+@jit
+def _muscle_values(system, states, paths, names, coordinates):
+    def one(state):
+        ctx = Context(system, state)  # one pass of the stages for every quantity
+        out = {n: ctx.group_outputs(paths, n) for n in names}
+        if coordinates:
+            out["moment_arms"] = _moment_arms(system, state, paths, coordinates)
+        return out
+
+    return jax.vmap(one)(states)
+
+
+def muscle_analysis(system, states, muscles=None, coordinates=None) -> dict:
+    """OpenSim's MuscleAnalysis at a batch of states.
+
+    **Arguments:** ``system``; ``states``: a batched ``State`` (leading axis ``n``);
+    ``muscles``: muscle paths (default: every muscle); ``coordinates``: coordinate
+    paths for the moment arms and moments (default: all; ``()`` for none).
+
+    **Returns:** ``{quantity: (n, n_muscles)}`` with OpenSim's quantity names
+    (``Length``, ``FiberLength``, ``TendonLength``, ``TendonForce``,
+    ``ActiveFiberForce``, ``ActiveFiberForceAlongTendon``, ..., m, m/s, rad, N, W),
+    plus ``MomentArm_<coordinate>`` (m, or dimensionless) and ``Moment_<coordinate>``
+    (N m, or N: moment arm times tendon force).
+    """
+    model = system.model
+    muscles = tuple(model.paths(Muscle) if muscles is None else muscles)
+    coordinates = tuple(system.coordinate_paths if coordinates is None else coordinates)
+    v = _muscle_values(system, states, muscles, tuple(_MUSCLE_QUANTITIES.values()) + _EXTRA, coordinates)
+    res = {k: v[n] for k, n in _MUSCLE_QUANTITIES.items()}
+    cos = v["cos_pennation_angle"]
+    res["ActiveFiberForceAlongTendon"] = v["active_fiber_force"] * cos
+    res["PassiveFiberForceAlongTendon"] = v["passive_fiber_force"] * cos
+    res["MuscleActuatorPower"] = -v["tendon_force"] * v["lengthening_speed"]
+    for k, c in enumerate(coordinates):
+        name = c.rsplit("/", 1)[-1]
+        res[f"MomentArm_{name}"] = v["moment_arms"][:, :, k]
+        res[f"Moment_{name}"] = v["moment_arms"][:, :, k] * v["tendon_force"]
+    return res
+
+
+def _muscle_analysis(job: AnalysisJob, node) -> dict:
+    system = job.system
+    model = system.model
+    all_muscles = model.paths(Muscle)
+    by_name = {p.rsplit("/", 1)[-1]: p for p in all_muscles}
+    words = _text(node, "muscle_list", "all").split()
+    if any(w.lower() == "all" for w in words):
+        muscles = all_muscles
+    else:
+        missing = [w for w in words if w not in by_name]
+        if missing:
+            raise SetupError(f"MuscleAnalysis {node.name!r}: <muscle_list> names {missing}, not muscles of the "
+                             f"model (muscles: {sorted(by_name)})")
+        muscles = [by_name[w] for w in words]
+    coord_by_name = {p.rsplit("/", 1)[-1]: p for p in system.coordinate_paths}
+    cwords = _text(node, "moment_arm_coordinate_list", "all").split()
+    if any(w.lower() == "all" for w in cwords):
+        coords = list(system.coordinate_paths)
+    else:
+        coords = [coord_by_name[w] for w in cwords if w in coord_by_name]
+    compute_moments = _text(node, "compute_moments", "true").lower() == "true"
+    values = muscle_analysis(system, job.frames.states, muscles, coords if compute_moments else ())
+    labels = [p.rsplit("/", 1)[-1] for p in muscles]
+    t = job.frames.times
+    return {k: TimeSeriesTable(t, np.asarray(v), labels, {"header": k, "inDegrees": "no"}) for k, v in values.items()}
+
+
+register_analysis("MuscleAnalysis", _muscle_analysis)
+
+
+# -- BodyKinematics -----------------------------------------------------------------------------
+
+
+def _body_fixed_xyz(R):
+    """Body-fixed X-Y-Z angles (rad) of rotation matrices ``(..., 3, 3)``
+    (``R = Rx(a) Ry(b) Rz(c)``, Simbody's ``convertRotationToBodyFixedXYZ``)."""
+    b = jnp.arctan2(R[..., 0, 2], jnp.sqrt(R[..., 0, 0] ** 2 + R[..., 0, 1] ** 2))
+    a = jnp.arctan2(-R[..., 1, 2], R[..., 2, 2])
+    c = jnp.arctan2(-R[..., 0, 1], R[..., 0, 0])
+    return jnp.stack([a, b, c], axis=-1)
+
+
+@jit
+def _body_kinematics(system, states, bodies, com, mass, controls):
+    tree = system.topology.tree
+    rows = np.asarray([tree.frame_rows[b] for b in bodies], int)
+    mobs = np.asarray(tree.frame_mob[rows], int)
+
+    def one(state):
+        ctx = Context(system, state, controls)
+        R, p = ctx.frames_in_ground(bodies)
+        c = p + jnp.einsum("kij,kj->ki", R, com)
+        V = ctx.vel.V[mobs]
+        w = V[:, :3]
+        v = V[:, 3:] + jnp.cross(w, c)
+        Acc = ctx.body_accelerations()[mobs]
+        dw = Acc[:, :3]
+        a = Acc[:, 3:] + jnp.cross(dw, c) + jnp.cross(w, V[:, 3:] + jnp.cross(w, c))
+        total = jnp.sum(mass)
+        return R, c, w, v, dw, a, (mass @ c) / total, (mass @ v) / total, (mass @ a) / total
+
+    return jax.vmap(one)(states)
+
+
+def body_kinematics(system, states, bodies=None, in_degrees: bool = True) -> dict:
+    """OpenSim's BodyKinematics (``express_results_in_body_local_frame`` false) at a
+    batch of states: positions and velocities of the bodies' mass centers in Ground.
+
+    **Arguments:** ``system``; ``states``: a batched ``State``; ``bodies``: body paths
+    (default: every body); ``in_degrees``: angles in degrees (OpenSim's default).
+
+    **Returns:** ``{"pos_global": (n, 6 k + 3), "vel_global": ..., "acc_global": ...,
+    "labels": [...]}``: per body its mass center ``X, Y, Z`` (m; m/s; m/s^2) and
+    orientation as body-fixed X-Y-Z angles ``Ox, Oy, Oz`` (deg or rad; the angular
+    velocity and acceleration in Ground, deg/s, deg/s^2 or rad), then the whole
+    model's mass center. The accelerations are the forward dynamics' at the state
+    with every control zero (clipped to its bounds; no controllers), all the model's
+    forces applied.
+    """
+    model = system.model
+    all_bodies = model.paths(Body)
+    bodies = tuple(all_bodies if bodies is None else bodies)
+    com = jnp.asarray(np.stack([np.asarray(model.find(b).mass_center, float) for b in all_bodies]))
+    mass = jnp.asarray(np.asarray([float(model.find(b).mass) for b in all_bodies]))
+    # the accelerations of the forward dynamics with no controllers: every control at
+    # zero (inside its bounds), as OpenSim's AnalyzeTool without a controls file
+    model_acts = [model.find(model.path_of_name(n)) for n in system.actuator_names]
+    controls = jnp.asarray(np.clip(0.0, [float(a.min_control) for a in model_acts],
+                                   [float(a.max_control) for a in model_acts]))
+    R, c, w, v, dw, a, C, Cv, Ca = _body_kinematics(system, states, tuple(all_bodies), com, mass, controls)
+    sel = np.asarray([all_bodies.index(b) for b in bodies], int)
+    scale = 180.0 / math.pi if in_degrees else 1.0
+    ang = _body_fixed_xyz(R[:, sel]) * scale
+    n = R.shape[0]
+    pos = jnp.concatenate([jnp.concatenate([c[:, sel], ang], -1).reshape(n, -1), C], -1)
+    vel = jnp.concatenate([jnp.concatenate([v[:, sel], w[:, sel] * scale], -1).reshape(n, -1), Cv], -1)
+    labels = [f"{b.rsplit('/', 1)[-1]}_{s}" for b in bodies for s in ("X", "Y", "Z", "Ox", "Oy", "Oz")]
+    labels += ["center_of_mass_X", "center_of_mass_Y", "center_of_mass_Z"]
+    acc = jnp.concatenate([jnp.concatenate([a[:, sel], dw[:, sel] * scale], -1).reshape(n, -1), Ca], -1)
+    return {"pos_global": np.asarray(pos), "vel_global": np.asarray(vel), "acc_global": np.asarray(acc),
+            "labels": labels}
+
+
+def _body_kinematics_analysis(job: AnalysisJob, node) -> dict:
+    system = job.system
+    model = system.model
+    if _text(node, "express_results_in_body_local_frame", "false").lower() == "true":
+        raise SetupError(f"BodyKinematics {node.name!r}: express_results_in_body_local_frame true is not supported")
+    by_name = {p.rsplit("/", 1)[-1]: p for p in model.paths(Body)}
+    words = _text(node, "bodies", "all").split()
+    bodies = None if any(w.lower() == "all" for w in words) else [by_name[w] for w in words if w in by_name]
+    deg = _text(node, "in_degrees", "true").lower() == "true"
+    res = body_kinematics(system, job.frames.states, bodies, deg)
+    t = job.frames.times
+    meta = {"inDegrees": "yes" if deg else "no"}
+    return {"pos_global": TimeSeriesTable(t, res["pos_global"], res["labels"], dict(meta, header="Positions")),
+            "vel_global": TimeSeriesTable(t, res["vel_global"], res["labels"], dict(meta, header="Velocities")),
+            "acc_global": TimeSeriesTable(t, res["acc_global"], res["labels"], dict(meta, header="Accelerations"))}
+
+
+register_analysis("BodyKinematics", _body_kinematics_analysis)
+
+
+# -- the tool ---------------------------------------------------------------------------------
+
+
+def _upgrade(node):
+    """OpenSim 3 force elements as OpenSim 4 reads them (``isDisabled`` becomes
+    ``appliesForce``), in place."""
+    for i, c in enumerate(node.children):
+        if c.tag == "isDisabled":
+            c.tag = "appliesForce"
+            c.text = "false" if c.text.strip().lower() == "true" else "true"
+
+
+def load_model_with_force_sets(model_path, force_set_files=(), replace_force_set: bool = False):
+    """Read a model and append (or, with ``replace_force_set``, replace its forces by)
+    the forces of OpenSim ``ForceSet`` files (reserve and residual actuators), as
+    ``AnalyzeTool`` does.
+
+    **Returns:** the ``Model``.
+
+    **Raises:** ``FileNotFoundError`` naming a missing file.
+    """
+    from ..io.osim.reader import load_osim, loads_osim
+
+    if not force_set_files:
+        return load_osim(model_path)
+    from ..io.osim._xml import parse, serialize
+
+    with open(model_path, "rb") as fh:
+        root = parse(fh.read())
+    model_node = root.find("Model")
+    fset = model_node.find("ForceSet") if model_node is not None else None
+    if fset is None:
+        raise SetupError(f"{model_path}: the model has no <ForceSet> to append to")
+    objects = fset.find("objects")
+    if objects is None:
+        raise SetupError(f"{model_path}: the model's <ForceSet> has no <objects>")
+    if replace_force_set:
+        objects.children = []
+    for f in force_set_files:
+        if not os.path.exists(f):
+            raise FileNotFoundError(f"force set file {f!r} does not exist")
+        with open(f, "rb") as fh:
+            other = parse(fh.read())
+        node = other.find("ForceSet") if other.tag == "OpenSimDocument" else other
+        more = node.find("objects") if node is not None else None
+        if more is None:
+            raise SetupError(f"{f}: no <ForceSet><objects> in the file")
+        for c in more.children:
+            _upgrade(c)
+        objects.children.extend(more.children)
+    text = '<?xml version="1.0" encoding="UTF-8" ?>\n' + serialize(root)
+    return loads_osim(text, source=os.fspath(model_path), base_dir=os.path.dirname(os.path.abspath(model_path)))
+
+
+def _run(setup: Setup) -> dict:
+    """Run an ``<AnalyzeTool>`` setup: every analysis of its ``AnalysisSet`` over the
+    frames of its coordinates (or states) file, writing OpenSim's files.
+
+    **Returns:** ``{"<analysis name>_<quantity>": path}`` of the files written.
+
+    **Raises:** ``SetupError`` for an unknown analysis (listing the supported ones)
+    or a bad property; ``FileNotFoundError`` naming a missing file as resolved.
+    """
+    from . import optimization  # noqa: F401  (registers StaticOptimization)
+
+    model_path = setup.path("model_file", must_exist=True)
+    if model_path is None:
+        raise setup.error("model_file", "", "no model file given")
+    analyses_node = setup.element("AnalysisSet")
+    objects = analyses_node.find("objects") if analyses_node is not None else None
+    items = [c for c in (objects.children if objects is not None else [])]
+    for c in items:
+        if c.tag not in ANALYSES:
+            raise SetupError(f"{setup.file}: <AnalysisSet> holds <{c.tag} name={c.name!r}>, an analysis simjax "
+                             f"does not run; supported: {', '.join(sorted(ANALYSES))}")
+    if not items:
+        raise setup.error("AnalysisSet", "", "no analyses have been set")
+    coords_path = setup.path("coordinates_file", must_exist=True)
+    states_path = setup.path("states_file", must_exist=True)
+    if coords_path is None and states_path is None:
+        raise setup.error("coordinates_file", "", "either a states file or a coordinates file must be specified")
+    cutoff = setup.number("lowpass_cutoff_frequency_for_coordinates", -1.0)
+    ti = setup.number("initial_time", None)
+    tf = setup.number("final_time", None)
+    loads_path = setup.path("external_loads_file", must_exist=True)
+    force_files = [os.path.normpath(os.path.join(setup.folder, w)) for w in setup.words("force_set_files")]
+    replace = setup.flag("replace_force_set", False)
+    results = setup.path("results_directory") or setup.folder
+    for prop in ("output_precision", "solve_for_equilibrium_for_auxiliary_states", "speeds_file",
+                 "maximum_number_of_integrator_steps", "maximum_integrator_step_size",
+                 "minimum_integrator_step_size", "integrator_error_tolerance", "ControllerSet", "controls_file"):
+        setup.text(prop)
+    if setup.flag("solve_for_equilibrium_for_auxiliary_states", False):
+        setup.warn("<solve_for_equilibrium_for_auxiliary_states> true is not supported (muscle states keep their "
+                   "default values)")
+    if setup.text("speeds_file"):
+        setup.warn("<speeds_file> is not supported: the speeds are the coordinates' spline derivatives")
+
+    model = load_model_with_force_sets(model_path, force_files, replace)
+    system = model.build()
+    if states_path is not None:
+        from ..io.tables import read_table
+
+        table = read_table(states_path)
+        # a states file: its coordinate values (full paths or names) as the coordinates
+        names = {}
+        for p in system.coordinate_paths:
+            names[p + "/value"] = p.rsplit("/", 1)[-1]
+        keep = [i for i, lab in enumerate(table.labels) if lab in names]
+        table = TimeSeriesTable(table.times, np.asarray(table.values)[:, keep],
+                                [names[table.labels[i]] for i in keep], {"inDegrees": "no"})
+        cutoff = -1.0
+    else:
+        table = motion.read_coordinates(coords_path)
+    times = np.asarray(table.times)
+    rng = (times[0] if ti is None else ti, times[-1] if tf is None else tf)
+    if rng[1] < times[0] or rng[0] > times[-1] or rng[0] > rng[1]:
+        raise setup.error("initial_time", f"{rng[0]:g} to {rng[1]:g}",
+                          f"outside the data ({times[0]:g} to {times[-1]:g} s)")
+    if loads_path is not None:
+        window = (rng[0] - 0.1 * (times[-1] - times[0]) - 1.0, rng[1] + 1.0)
+        for f in read_external_loads(loads_path, time_window=window):
+            model = model.add(f)
+        system = model.build()
+    frames = analysis_frames(system, table, cutoff, rng)
+    job = AnalysisJob(system, frames, setup)
+    written = {}
+    name = setup.name or "AnalyzeTool"
+    os.makedirs(results, exist_ok=True)
+    for c in items:
+        if _text(c, "on", "true").lower() == "false":
+            continue
+        tables = ANALYSES[c.tag](job, c)
+        for quantity, tab in tables.items():
+            key = f"{c.name}_{quantity}"
+            path = os.path.join(results, f"{name}_{key}.sto")
+            write_table(tab, path)
+            written[key] = path
+    setup.report_unused(ignored=("replace_force_set",))
+    return written
+
+
+register_tool("AnalyzeTool", _run)

@@ -1,0 +1,346 @@
+"""OpenSim's StaticOptimization analysis: actuator controls that reproduce a motion's
+accelerations at least cost, frame by frame, all frames solved together.
+
+At each frame OpenSim's ``StaticOptimizationTarget`` minimizes
+``sum_i |x_i| ** activation_exponent`` over the controls ``x`` of every actuator
+(a muscle's activation, another actuator's control), within their
+``min_control``/``max_control``, subject to the model's accelerations equal to the
+target accelerations. Each actuator's force is overridden by ``x_i * F_i``:
+
+- a muscle with ``use_muscle_physiology``: ``F_i`` is
+  ``Millard2012EquilibriumMuscle::calcInextensibleTendonActiveFiberForce(s, 1)``:
+  ``max_isometric_force * fal * fv * cos(phi)`` with the fiber length and velocity
+  of a rigid tendon at the frame (path length and lengthening speed), and -- as
+  OpenSim 4.6 computes it -- ``phi`` the pennation angle at the *normalized* fiber
+  length (``calcPennationAngle(lceN)``); without ``use_muscle_physiology``,
+  ``max_isometric_force``. The muscle's passive force is not applied (the override
+  replaces the whole force); its state (activation, fiber length) plays no part;
+- any other actuator: its ``optimal_force``.
+
+The constraint is linear in ``x``; with the mass matrix invertible, matching the
+accelerations is matching the generalized forces: ``A x = tau`` where ``tau`` is the
+inverse dynamics of the target accelerations with every other force applied
+(gravity, external loads, the model's non-actuator forces) and column ``i`` of ``A``
+the generalized force of actuator ``i`` per unit control (``moment arms * F_i`` for a
+muscle). The targets, as OpenSim: the speeds of the AnalyzeTool's states storage
+fitted again with quintic ``GCVSpline``s and differentiated.
+
+The batch of problems (one per frame) is solved by one ``vmap``-ed primal-dual
+interior-point Newton method with Mehrotra's predictor-corrector (log-barrier on
+the bounds, the equality constraints by a Schur complement of the diagonal
+Hessian), a fixed number of iterations in a ``lax.scan``: one compiled program for
+all frames. It converges to machine precision, tighter than OpenSim's IPOPT at its
+``optimizer_convergence_criterion``, so the two agree to about that criterion.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..api import inverse_dynamics as _rnea
+from ..analysis.moment_arms import moment_arms as _moment_arms
+from ..compiling import jit
+from ..forces.base import Actuator
+from ..forces.external import ExternalForce
+from ..forward import Context
+from ..io.tables import TimeSeriesTable
+from ..muscles.muscle import FixedWidthPennation, Muscle
+from . import motion
+from .analyze import AnalysisJob, Frames, _text, analysis_frames, register_analysis
+from .setup import SetupError
+
+__all__ = ["static_optimization", "solve_static_optimization"]
+
+
+# -- the batched solver -----------------------------------------------------------------------
+
+
+def _ipm(A, b, lb, ub, p, iterations):
+    """``min sum |x| ** p`` s.t. ``A x = b``, ``lb <= x <= ub`` (infinite bounds
+    allowed): a primal-dual interior-point Newton method, ``iterations`` steps.
+
+    **Returns:** ``(x, constraint violation max |A x - b|)``."""
+    dtype = A.dtype
+    hl, hu = jnp.isfinite(lb), jnp.isfinite(ub)
+    lbf, ubf = jnp.where(hl, lb, 0.0), jnp.where(hu, ub, 0.0)
+    x0 = jnp.where(hl & hu, 0.5 * (lbf + ubf), jnp.where(hl, lbf + 1.0, jnp.where(hu, ubf - 1.0, 0.0)))
+    zl0 = jnp.where(hl, 1.0, 0.0).astype(dtype)
+    zu0 = jnp.where(hu, 1.0, 0.0).astype(dtype)
+    y0 = jnp.zeros(A.shape[0], dtype)
+    m_in = jnp.maximum(jnp.sum(hl) + jnp.sum(hu), 1)
+
+    def grad_hess(x):
+        ax = jnp.abs(x)
+        g = p * jnp.sign(x) * ax ** (p - 1.0)
+        h = p * (p - 1.0) * jnp.maximum(ax, 1e-12) ** (p - 2.0)
+        return g, h
+
+    def step(carry, _):
+        x, y, zl, zu = carry
+        sl = jnp.where(hl, x - lbf, 1.0)
+        su = jnp.where(hu, ubf - x, 1.0)
+        g, h = grad_hess(x)
+        rd = g - A.T @ y - zl + zu
+        rp = A @ x - b
+        gap = (jnp.sum(jnp.where(hl, sl * zl, 0.0)) + jnp.sum(jnp.where(hu, su * zu, 0.0))) / m_in
+        sig_l, sig_u = jnp.where(hl, zl / sl, 0.0), jnp.where(hu, zu / su, 0.0)
+        D = h + sig_l + sig_u
+
+        def direction(mu, corr_l, corr_u):
+            # corr: second-order terms (Mehrotra), zero in the predictor
+            r1 = -rd + jnp.where(hl, (mu - corr_l) / sl - zl, 0.0) - jnp.where(hu, (mu - corr_u) / su - zu, 0.0)
+            Di = 1.0 / D
+            S = (A * Di[None, :]) @ A.T
+            dy = jnp.linalg.solve(S, -rp - A @ (Di * r1))
+            dx = Di * (r1 + A.T @ dy)
+            dzl = jnp.where(hl, (mu - corr_l) / sl - zl - sig_l * dx, 0.0)
+            dzu = jnp.where(hu, (mu - corr_u) / su - zu + sig_u * dx, 0.0)
+            return dx, dy, dzl, dzu
+
+        def max_step(v, dv, mask, tau=1.0):
+            ratio = jnp.where(mask & (dv < 0), -v / jnp.where(dv < 0, dv, -1.0), jnp.inf)
+            return jnp.minimum(1.0, tau * jnp.min(ratio, initial=jnp.inf))
+
+        # predictor (affine) then corrector, Mehrotra's centering
+        dx, dy, dzl, dzu = direction(0.0, 0.0, 0.0)
+        ap = jnp.minimum(max_step(sl, dx, hl), max_step(su, -dx, hu))
+        ad = jnp.minimum(max_step(zl, dzl, hl), max_step(zu, dzu, hu))
+        gap_aff = (jnp.sum(jnp.where(hl, (sl + ap * dx) * (zl + ad * dzl), 0.0))
+                   + jnp.sum(jnp.where(hu, (su - ap * dx) * (zu + ad * dzu), 0.0))) / m_in
+        sigma = jnp.clip((gap_aff / jnp.maximum(gap, 1e-300)) ** 3, 0.0, 1.0)
+        dx, dy, dzl, dzu = direction(sigma * gap, -dx * dzl, dx * dzu)
+        tau = 0.995
+        ap = jnp.minimum(max_step(sl, dx, hl, tau), max_step(su, -dx, hu, tau))
+        ad = jnp.minimum(max_step(zl, dzl, hl, tau), max_step(zu, dzu, hu, tau))
+        # a primal step also limited by the objective's curvature where p < 2 is not needed:
+        # exponents >= 2 give a convex, twice-differentiable objective
+        done = (gap < 1e-15) & (jnp.max(jnp.abs(rp)) < 1e-13) & (jnp.max(jnp.abs(rd)) < 1e-12)
+        new = (x + ap * dx, y + ad * dy, zl + ad * dzl, zu + ad * dzu)
+        ok = ~done & jnp.all(jnp.isfinite(new[0])) & jnp.all(jnp.isfinite(new[1]))
+        return tuple(jnp.where(ok, n, o) for n, o in zip(new, (x, y, zl, zu))), None
+
+    (x, y, zl, zu), _ = jax.lax.scan(step, (x0, y0, zl0, zu0), None, length=iterations)
+    return x, jnp.max(jnp.abs(A @ x - b))
+
+
+def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int = 60):
+    """Static optimization's problem at a batch of frames: ``min sum |x| ** exponent``
+    subject to ``A x = b`` and ``lower <= x <= upper``.
+
+    **Arguments:** ``A (n, m, k)``: generalized force per unit control of each actuator
+    (N m or N); ``b (n, m)``: the generalized forces to supply; ``lower``, ``upper``
+    ``(k,)``: bounds (``±inf`` allowed); ``exponent``: ``>= 2``; ``iterations``:
+    interior-point steps.
+
+    **Returns:** ``(x (n, k), violation (n,))``: the controls and ``max |A x - b|``.
+    """
+    return _solve(jnp.asarray(A), jnp.asarray(b), jnp.asarray(lower), jnp.asarray(upper), float(exponent),
+                  int(iterations))
+
+
+@jit
+def _solve(A, b, lower, upper, exponent, iterations):
+    return jax.vmap(lambda A, b: _ipm(A, b, lower, upper, exponent, iterations))(A, b)
+
+
+# -- the problem ------------------------------------------------------------------------------
+
+
+def _muscle_off_system(system):
+    """The system without its muscles (removed where nothing references them, else
+    not applied): the same coordinates, the other actuators in the same order."""
+    from .dynamics import exclude_forces
+
+    return exclude_forces(system.model, ["Muscles"])[0].build()
+
+
+def _rigid_system(system):
+    model = system.model
+    for p in model.paths(Muscle):
+        if hasattr(model.find(p), "ignore_tendon_compliance"):
+            model = model.set(p, ignore_tendon_compliance=True)
+    return model.build()
+
+
+@jit
+def _problem(system, off, rigid, states, udot, off_state, off_bounds, fiso, penn, physiology, muscles, mus_cols,
+             off_cols):
+    """Per frame: the constraint matrix ``A``, the right side ``b`` and the actuators'
+    strengths ``F`` (muscles: ``F_i``; others: 1, their optimal force is in ``A``)."""
+    n_act = len(system.actuator_names)
+    tree = system.topology.tree
+    order = np.asarray([tree.coordinates[c].u for c in system.coordinate_paths], int)
+
+    def one(state, udot):
+        # controls inside every bound (the muscles', not applied here, included); the
+        # applied forces are linear in them: rnea(c) = base - J c
+        lo, hi = off_bounds
+        c0 = jnp.clip(jnp.zeros(len(off.actuator_names), state.q.dtype), lo, hi)
+        s_off = off_state.replace(t=state.t, q=state.q, u=state.u)
+        Jo = jax.jacfwd(lambda c: -_rnea(off, s_off, udot, c))(c0)  # (nu, n_off)
+        b = _rnea(off, s_off, udot, c0) + Jo @ c0
+        J = jnp.zeros((state.u.shape[0], n_act), state.q.dtype).at[:, off_cols[0]].set(Jo[:, off_cols[1]])
+        F = jnp.ones(n_act, state.q.dtype)
+        if len(muscles):
+            if physiology:
+                # Millard2012EquilibriumMuscle::calcInextensibleTendonActiveFiberForce:
+                # rigid-tendon fiber length and velocity; its pennation angle is taken
+                # at the *normalized* fiber length (calcPennationAngle(lceN)), as OpenSim
+                ctx = Context(rigid, state)
+                lceN = ctx.group_outputs(muscles, "normalized_fiber_length")
+                cos = jnp.cos(FixedWidthPennation(penn[0], penn[1], penn[2]).angle(lceN))
+                Fm = fiso * (ctx.group_outputs(muscles, "active_force_length_multiplier")
+                             * ctx.group_outputs(muscles, "force_velocity_multiplier") * cos)
+            else:
+                Fm = fiso
+            R = _moment_arms(system, state, muscles)  # (k, n_coords) in coordinate order
+            Ru = jnp.zeros((len(muscles), state.u.shape[0]), state.q.dtype).at[:, order].set(R)
+            J = J.at[:, mus_cols].set(Ru.T * Fm[None, :])
+            F = F.at[mus_cols].set(Fm)
+        return J, b, F
+
+    return jax.vmap(one)(states, udot)
+
+
+def static_optimization(system, coordinates_table: TimeSeriesTable | None = None, *, frames: Frames | None = None,
+                        external_loads=None, lowpass_cutoff: float | None = None, time_range=None,
+                        activation_exponent: float = 2.0, use_muscle_physiology: bool = True,
+                        iterations: int = 60):
+    """OpenSim's StaticOptimization (as run by the AnalyzeTool) on a coordinates table.
+
+    **Arguments:**
+
+    - ``system``: the built model with its actuators (reserves and residuals
+      included: ``analyze.load_model_with_force_sets``).
+    - ``coordinates_table``: coordinates by name (as read), prepared as the AnalyzeTool
+      does (``analyze.analysis_frames``); or ``frames``: those frames already made.
+    - ``external_loads``: ``ExternalForce`` components or an ExternalLoads ``.xml``
+      path, added to the model (``None``: the system's own forces only).
+    - ``lowpass_cutoff`` (Hz), ``time_range`` ``(start, end)`` s: as the AnalyzeTool.
+    - ``activation_exponent``: the cost's exponent (``>= 2``).
+    - ``use_muscle_physiology``: muscle strengths from their force-length-velocity
+      curves (see the module), else their maximum isometric forces.
+    - ``iterations``: interior-point steps.
+
+    **Returns:** ``(activations, forces, violation)``: ``TimeSeriesTable`` of the
+    controls (labels ``system.actuator_names``), of the actuators' forces (N or N m),
+    and ``(n,)`` the largest generalized-force residual per frame (N m or N).
+    """
+    if activation_exponent < 2:
+        raise ValueError(f"activation_exponent {activation_exponent} < 2 is not supported")
+    if external_loads is not None:
+        from .external_loads import read_external_loads
+
+        model = system.model
+        if not isinstance(external_loads, (list, tuple)):
+            t = np.asarray(coordinates_table.times)
+            external_loads = read_external_loads(external_loads, time_window=(t[0] - 1.0, t[-1] + 1.0))
+        for f in external_loads:
+            model = model.add(f)
+        system = model.build()
+    if frames is None:
+        frames = analysis_frames(system, coordinates_table, lowpass_cutoff, time_range)
+    model = system.model
+    names = list(system.actuator_names)
+    act_paths = [p for p in model.paths(Actuator)]
+    by_name = {p.rsplit("/", 1)[-1]: p for p in act_paths}
+    muscles = tuple(p for p in model.paths(Muscle) if p.rsplit("/", 1)[-1] in names)
+    mus_cols = np.asarray([names.index(p.rsplit("/", 1)[-1]) for p in muscles], int)
+    comps = [model.find(by_name[n]) for n in names]
+    lower = jnp.asarray([float(c.min_control) for c in comps])
+    upper = jnp.asarray([float(c.max_control) for c in comps])
+    optimal = np.asarray([1.0 if isinstance(c, Muscle) else float(c.optimal_force) for c in comps])
+    fiso = jnp.asarray([float(model.find(p).max_isometric_force) for p in muscles])
+
+    # target accelerations: the storage's speeds fitted again and differentiated (OpenSim)
+    tree = system.topology.tree
+    T = frames.store_times
+    at = frames.times
+    U = np.asarray(frames.store_u)
+    u_cols = [tree.coordinates[p].u for p in system.coordinate_paths]
+    (ud,) = motion._evaluate_splines(T, U[:, u_cols], at, 5, (1,))
+    udot = jnp.zeros((len(at), U.shape[1])).at[:, np.asarray(u_cols, int)].set(jnp.asarray(ud))
+
+    off = _muscle_off_system(system)
+    rigid = _rigid_system(system) if use_muscle_physiology and muscles else system
+    penn = jnp.asarray([[float(getattr(model.find(p), k, d)) for p in muscles]
+                        for k, d in (("optimal_fiber_length", 0.1), ("pennation_angle_at_optimal", 0.0),
+                                     ("maximum_pennation_angle", np.arccos(0.1)))]).reshape(3, len(muscles))
+    # the other actuators: their columns in ours and in the muscle-free system's controls
+    off_names = list(off.actuator_names)
+    kept = [i for i, nm in enumerate(names) if nm in off_names]
+    off_cols = (np.asarray(kept, int), np.asarray([off_names.index(names[i]) for i in kept], int))
+    lo_off = np.zeros(len(off_names))
+    hi_off = np.zeros(len(off_names))
+    lo_off[off_cols[1]] = np.asarray(lower)[off_cols[0]]
+    hi_off[off_cols[1]] = np.asarray(upper)[off_cols[0]]
+    A, b, F = _problem(system, off, rigid, frames.states, udot, off.default_state(),
+                       (jnp.asarray(lo_off), jnp.asarray(hi_off)), fiso, penn,
+                       bool(use_muscle_physiology), muscles, mus_cols, off_cols)
+    x, viol = solve_static_optimization(A, b, lower, upper, activation_exponent, iterations)
+    forces = np.asarray(x) * np.where(np.isin(np.arange(len(names)), mus_cols), np.asarray(F), optimal[None, :])
+    acts = TimeSeriesTable(at, np.asarray(x), names, {"header": "Static Optimization", "inDegrees": "no"})
+    ftab = TimeSeriesTable(at, forces, names, {"header": "ModelForces", "inDegrees": "no"})
+    return acts, ftab, np.asarray(viol)
+
+
+@jit
+def _external_records(system, states, paths, bodies):
+    """OpenSim's ``ExternalForce::getRecordValues`` per frame: force (Ground), point
+    (in the body it is applied to), torque (Ground)."""
+    state0 = system.default_state()
+
+    def one(state):
+        ctx = Context(system, state0.replace(t=state.t, q=state.q, u=state.u))
+        R, p0 = ctx.frames_in_ground(bodies)
+        out = []
+        for k, p in enumerate(paths):  # the external forces (a few)
+            comp = system.model.find(p)
+            spec = comp.output_specs()
+            out.append(spec["force_in_ground"].fn(comp, ctx.at(p)))
+            out.append(R[k].T @ (spec["point_in_ground"].fn(comp, ctx.at(p)) - p0[k]))
+            out.append(spec["torque_in_ground"].fn(comp, ctx.at(p)))
+        return jnp.concatenate(out) if out else jnp.zeros(0)
+
+    return jax.vmap(one)(states)
+
+
+def _analysis(job: AnalysisJob, node) -> dict:
+    exponent = float(_text(node, "activation_exponent", "2"))
+    physiology = _text(node, "use_muscle_physiology", "true").lower() == "true"
+    if _text(node, "use_model_force_set", "true").lower() != "true":
+        raise SetupError(f"StaticOptimization {node.name!r}: use_model_force_set false is not supported")
+    tol = float(_text(node, "optimizer_convergence_criterion", "1e-4"))
+    iters = int(_text(node, "optimizer_max_iterations", "100"))
+    del tol  # the interior-point method runs to machine precision (tighter than OpenSim's IPOPT)
+    acts, forces, viol = static_optimization(job.system, frames=job.frames, activation_exponent=exponent,
+                                             use_muscle_physiology=physiology, iterations=min(max(iters, 30), 80))
+    bad = np.nonzero(viol > 1e-6 * max(1.0, float(np.max(np.abs(np.asarray(forces.values))))))[0]
+    if bad.size and job.setup is not None:
+        job.setup.warn(f"StaticOptimization: the optimizer could not meet the constraints at time(s) "
+                       f"{', '.join(f'{t:g}' for t in forces.times[bad])}")
+    # OpenSim's ForceReporter also records the model's other forces (external loads)
+    system = job.system
+    ext = [p for p in system.model.paths(ExternalForce)]
+    if ext:
+        light = _muscle_off_system(system)
+        model = light.model
+        bodies = []
+        for p in ext:
+            body = model.find(p).applied_to_body
+            bodies.append(body if body.startswith("/") else model.path_of_name(body.rsplit("/", 1)[-1]))
+        rec = np.asarray(_external_records(light, job.frames.states, tuple(ext), tuple(bodies)))
+        labels = []
+        for p in ext:
+            comp = system.model.find(p)
+            body = comp.applied_to_body.rsplit("/", 1)[-1]
+            nm = p.rsplit("/", 1)[-1]
+            labels += [f"{body}_{nm}_{s}" for s in ("Fx", "Fy", "Fz", "px", "py", "pz", "Tx", "Ty", "Tz")]
+        forces = TimeSeriesTable(forces.times, np.concatenate([np.asarray(forces.values), rec], 1),
+                                 list(forces.labels) + labels, dict(forces.metadata))
+    return {"activation": acts, "force": forces}
+
+
+register_analysis("StaticOptimization", _analysis)
