@@ -1,6 +1,6 @@
 """Contact test models built with simjax's API, identical to OpenSim ones.
 
-``bouncing_block`` mirrors /work/shared/models/bouncing_block.osim component by
+``bouncing_block`` mirrors the shipped bouncing_block.osim component by
 component (until the .osim reader can load it).
 """
 
@@ -9,7 +9,7 @@ from simjax.forces import (BushingForce, ContactHalfSpace, ContactSphere, Coordi
                            PointToPointSpring)
 from simjax.mechanics.point_on_line import PointOnLineConstraint
 
-BOUNCING_BLOCK = "/work/shared/models/bouncing_block.osim"
+BOUNCING_BLOCK = sj.models.path("bouncing_block")  # the shipped copy (its display meshes are not shipped)
 BB_COORDS = ["xRotation", "yRotation", "zRotation", "xTranslation", "yTranslation", "zTranslation", "pin1_rot",
              "pin2_rot"]
 

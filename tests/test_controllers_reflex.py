@@ -4,6 +4,7 @@ same muscles), the controls of the ToyLanding model, and the .osim round trip.""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import jax
@@ -16,7 +17,7 @@ from _muscle_oracle import assert_close, osim_arm, random_states, sj_arm
 
 opensim = pytest.importorskip("opensim")
 
-TOY_LANDING = "/work/shared/models/collection/ToyLanding__ToyLandingModel.osim"
+TOY_LANDING = os.path.join(os.path.dirname(__file__), "data", "collection", "ToyLanding__ToyLandingModel.osim")
 
 # (name, OpenSim muscle class, simjax muscle class, args, max_contraction_velocity)
 MUSCLES = (("m0", "Thelen2003Muscle", 300.0, 0.12, 0.25, 0.15, 10.0),

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import simjax.functions as F
+import simjax.models
 from simjax.functions import (
     Constant,
     GCVSpline,
@@ -39,14 +40,14 @@ from simjax.functions import (
 
 from _platforms import assert_loop_only_on_cpu
 
-_MODEL_DIRS = [Path(__file__).resolve().parents[1] / "shared" / "models", Path("/work/shared/models")]
+_MODEL_DIRS = [Path(simjax.models.path("arm26")).parent, Path(__file__).resolve().parent / "data" / "collection"]
 
 
 def _model(name):
     for d in _MODEL_DIRS:
         if (d / name).exists():
             return d / name
-    pytest.skip(f"model {name} not available")
+    raise FileNotFoundError(f"model {name} is neither shipped nor in tests/data/collection")
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from _muscle_oracle import assert_close, osim_eval, random_states, sj_eval
 
 opensim = pytest.importorskip("opensim")
 
-WRIST = Path("/work/shared/models/collection/WristModel__wrist.osim")
+WRIST = Path(__file__).parent / "data" / "collection" / "WristModel__wrist.osim"
 pytestmark = pytest.mark.skipif(not WRIST.exists(), reason="the wrist model is not available")
 
 MASS, INERTIA = 0.2, (2e-4, 3e-4, 4e-4)
