@@ -9,6 +9,7 @@ lengths with OpenSim's at those states; then runs a short ``simulate``.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import warnings
 
@@ -180,6 +181,17 @@ def worst(ref, got):
     return float(np.nanmax(np.abs(got - ref)) / max(np.nanmax(np.abs(ref)), 1e-300))
 
 
+def _record(file, system, muscles, errors) -> None:
+    """With ``SIMJAX_COLLECTION_REPORT`` set, append this model's figures to that file
+    (a JSON line each; ``docs/collection.md`` is made from them)."""
+    out = os.environ.get("SIMJAX_COLLECTION_REPORT")
+    if out:
+        row = {"file": file, "coordinates": len(system.coordinate_names), "muscles": len(muscles),
+               "states": len(system.z_names), **errors}
+        with open(out, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
 def check_model(file: str, seed: int = 0) -> dict:
     """Load ``file`` strictly, compare it with OpenSim at random states, simulate it.
 
@@ -212,6 +224,7 @@ def check_model(file: str, seed: int = 0) -> dict:
                  atol=1e-7)
     errors = {k: worst(ref[k], got[k]) for k in ("udot", "zdot", "tendon_force")}
     errors["length"] = float(np.abs(ref["length"] - got["length"]).max()) if paths else 0.0
+    _record(file, system, paths, errors)
     if np.isnan(ref["udot"]).all():
         # OpenSim's dynamics are undefined too (a kinematic model: its bodies have no
         # mass, as the wrist model's): there is nothing to simulate
