@@ -26,6 +26,8 @@ import warnings
 
 import jax
 
+from benchmarks import suite
+
 jax.config.update("jax_enable_x64", True)
 
 PIPELINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "pipelines",
@@ -45,15 +47,6 @@ def _in(folder: str):
         yield
     finally:
         os.chdir(here)
-
-
-def _best(fn, repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def measure(pipeline: str = PIPELINE) -> list[dict]:
@@ -84,7 +77,7 @@ def measure(pipeline: str = PIPELINE) -> list[dict]:
             t = time.perf_counter()
             ours()
             first = time.perf_counter() - t
-            os_time, sj_time = _best(theirs), _best(ours)
+            os_time, sj_time = suite.best(theirs), suite.best(ours)
             rows.append({"tool": name, "setup": rel, "opensim": os_time, "simjax": sj_time,
                          "simjax_first_run": first, "ratio": sj_time / os_time, "goal": goal})
     return rows

@@ -99,19 +99,9 @@ def analysis_frames(system, coordinates_table: TimeSeriesTable, lowpass_cutoff: 
     table = motion.filter_coordinates(system, coordinates_table, lowpass_cutoff)
     T = np.asarray(table.times, float)
     V = np.asarray(table.values, float)
-    tree = system.topology.tree
     state0 = system.default_state()
     dtype = jnp.asarray(state0.q).dtype
-    labels = list(table.labels)
-    q_idx, u_idx, cols = [], [], []
-    for p in system.coordinate_paths:
-        info = tree.coordinates[p]
-        name = p.rsplit("/", 1)[-1]
-        if name in labels and info.q >= 0:
-            q_idx.append(info.q)
-            u_idx.append(info.u)
-            cols.append(labels.index(name))
-    cols = np.asarray(cols, int)
+    q_idx, u_idx, cols = motion.coordinate_columns(system, table.labels)
     (qd,) = motion._evaluate_splines(T, V[:, cols], T, 5, (1,))
     n = len(T)
     Q = jnp.broadcast_to(jnp.asarray(state0.q), (n, len(state0.q))).at[:, np.asarray(q_idx, int)].set(

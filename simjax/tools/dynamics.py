@@ -244,7 +244,6 @@ def inverse_dynamics(system, coordinates_table: TimeSeriesTable, *, external_loa
             model = model.add(f)
         system = model.build()
 
-    tree = system.topology.tree
     state0 = system.default_state()
     labels = list(table.labels)
     n = len(at)
@@ -252,21 +251,13 @@ def inverse_dynamics(system, coordinates_table: TimeSeriesTable, *, external_loa
     Q = jnp.broadcast_to(jnp.asarray(state0.q), (n, len(state0.q)))
     U = jnp.zeros((n, len(state0.u)), dtype)
     A = jnp.zeros((n, len(state0.u)), dtype)
-    q_idx, u_idx, cols = [], [], []
-    for p in system.coordinate_paths:
-        info = tree.coordinates[p]
-        name = p.rsplit("/", 1)[-1]
-        if name in labels and info.q >= 0:
-            q_idx.append(info.q)
-            u_idx.append(info.u)
-            cols.append(labels.index(name))
-    cols = np.asarray(cols, int)
+    q_idx, u_idx, cols = motion.coordinate_columns(system, labels)
     Q = Q.at[:, np.asarray(q_idx, int)].set(q_c[:, cols].astype(dtype))
     U = U.at[:, np.asarray(u_idx, int)].set(qd_c[:, cols].astype(dtype))
     A = A.at[:, np.asarray(u_idx, int)].set(qdd_c[:, cols].astype(dtype))
 
     tau = _frames(system, state0, jnp.asarray(at, dtype), Q, U, A)
-    order = [tree.coordinates[p].u for p in system.coordinate_paths]
+    order = [system.topology.tree.coordinates[p].u for p in system.coordinate_paths]
     values = np.asarray(tau)[:, order]
     forces = TimeSeriesTable(at, values, generalized_force_labels(system),
                              {"header": "Inverse Dynamics Generalized Forces", "inDegrees": "no"})

@@ -36,7 +36,7 @@ from ..io.tables import TimeSeriesTable, read_table
 from ..mechanics.joints import ROTATIONAL
 
 __all__ = ["read_coordinates", "in_degrees", "pad", "lowpass_iir", "resample", "filter_coordinates",
-           "spline_kinematics", "frame_indices", "rotational_mask", "motion_types"]
+           "spline_kinematics", "frame_indices", "rotational_mask", "motion_types", "coordinate_columns"]
 
 #: ``SimTK::Eps`` (double machine epsilon)
 _EPS = float(np.finfo(float).eps)
@@ -150,6 +150,27 @@ def lowpass_iir(times, values, cutoff: float):
     f = _iir_pass(a, b, v)
     f = _iir_pass(a, b, f[::-1].copy())[::-1]
     return t, np.ascontiguousarray(f)
+
+
+def coordinate_columns(system, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where a table's coordinate columns go in a state: for each coordinate of the
+    system named in ``labels`` (by its name), its ``q`` index, its ``u`` index and
+    its column.
+
+    **Returns:** ``(q_index, u_index, columns)``, integer arrays in the system's
+    coordinate order.
+    """
+    labels = list(labels)
+    tree = system.topology.tree
+    q_idx, u_idx, cols = [], [], []
+    for p in system.coordinate_paths:
+        info = tree.coordinates[p]
+        name = p.rsplit("/", 1)[-1]
+        if name in labels and info.q >= 0:
+            q_idx.append(info.q)
+            u_idx.append(info.u)
+            cols.append(labels.index(name))
+    return np.asarray(q_idx, int), np.asarray(u_idx, int), np.asarray(cols, int)
 
 
 def motion_types(system) -> dict[str, str]:
