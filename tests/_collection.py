@@ -21,7 +21,7 @@ import simjax as sj
 from simjax.forward import Context
 from simjax.io.osim import OsimWarning
 
-from _muscle_oracle import assert_close
+from _muscle_oracle import assert_close, set_opensim_state
 
 COLLECTION = os.path.join(os.path.dirname(__file__), "data", "collection")
 N_STATES = 3
@@ -105,12 +105,7 @@ def osim_at(om, st):
     mus = [muscles.get(i) for i in range(muscles.getSize())]
     out = {k: [] for k in ("udot", "zdot", "tendon_force", "length")}
     for i in range(len(st["q"])):
-        s.setTime(float(st["t"][i]))
-        for j, c in enumerate(st["coords"]):
-            cs.get(c).setValue(s, float(st["q"][i, j]), False)
-            cs.get(c).setSpeedValue(s, float(st["u"][i, j]))
-        for j, zn in enumerate(st["znames"]):
-            om.setStateVariableValue(s, zn, float(st["z"][i, j]))
+        set_opensim_state(om, s, st, i)
         om.realizeVelocity(s)
         om.setControls(s, opensim.Vector(st["controls"][i].tolist()))
         om.realizeAcceleration(s)

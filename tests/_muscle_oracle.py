@@ -6,6 +6,7 @@
 - ``random_states`` draws random valid states of an OpenSim model (coordinates in
   their ranges, speeds, activations, fiber lengths or normalized tendon forces,
   excitations);
+- ``set_opensim_state`` sets an OpenSim state to one of them;
 - ``osim_eval`` / ``sj_eval`` evaluate both engines at those states (simjax
   vmapped, one compilation) and return the compared quantities by name;
 - ``assert_close`` compares with a message naming the worst entry.
@@ -125,6 +126,23 @@ _OSIM_GETTERS = {"length": "getLength", "lengthening_speed": "getLengtheningSpee
                  "normalized_fiber_velocity": "getNormalizedFiberVelocity", "activation": "getActivation"}
 
 
+def set_opensim_state(model, s, st, i) -> None:
+    """Set the OpenSim state ``s`` of ``model`` to the ``i``-th state of ``st`` (from
+    ``random_states``): its time if ``st`` has ``t``, coordinate values (unprojected)
+    and speeds, state variables by name and discrete variables (``dnames``, ``d``)."""
+    if "t" in st:
+        s.setTime(float(st["t"][i]))
+    cs = model.getCoordinateSet()
+    for j, c in enumerate(st["coords"]):
+        cs.get(c).setValue(s, float(st["q"][i, j]), False)
+        cs.get(c).setSpeedValue(s, float(st["u"][i, j]))
+    for j, zn in enumerate(st["znames"]):
+        model.setStateVariableValue(s, zn, float(st["z"][i, j]))
+    for j, dn in enumerate(st.get("dnames", ())):
+        owner, var = dn.rsplit("/", 1)
+        model.getComponent(owner).setDiscreteVariableValue(s, var, float(st["d"][i, j]))
+
+
 def osim_eval(m, st, arm_coords=()):
     """OpenSim at each state of ``st`` (from ``random_states``).
 
@@ -140,14 +158,7 @@ def osim_eval(m, st, arm_coords=()):
     mus = [muscles.get(i) for i in range(muscles.getSize())]
     out = {k: [] for k in ("udot", "zdot", "moment_arm") + MUSCLE_OUTPUTS}
     for i in range(len(st["q"])):
-        for j, c in enumerate(st["coords"]):
-            cs.get(c).setValue(s, float(st["q"][i, j]), False)
-            cs.get(c).setSpeedValue(s, float(st["u"][i, j]))
-        for j, zn in enumerate(st["znames"]):
-            m.setStateVariableValue(s, zn, float(st["z"][i, j]))
-        for j, dn in enumerate(st.get("dnames", ())):
-            owner, var = dn.rsplit("/", 1)
-            m.getComponent(owner).setDiscreteVariableValue(s, var, float(st["d"][i, j]))
+        set_opensim_state(m, s, st, i)
         m.realizeVelocity(s)
         m.setControls(s, osim.Vector(st["controls"][i].tolist()))
         m.realizeAcceleration(s)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import simjax as sj
-from _muscle_oracle import assert_close, osim_arm, random_states, sj_arm
+from _muscle_oracle import assert_close, osim_arm, random_states, set_opensim_state, sj_arm
 
 opensim = pytest.importorskip("opensim")
 
@@ -72,11 +72,7 @@ def _osim_at(model, st):
     n_act = model.getActuators().getSize()
     out = {"controls": [], "udot": [], "zdot": []}
     for i in range(len(st["q"])):
-        for j, c in enumerate(st["coords"]):
-            cs.get(c).setValue(s, float(st["q"][i, j]), False)
-            cs.get(c).setSpeedValue(s, float(st["u"][i, j]))
-        for j, zn in enumerate(st["znames"]):
-            model.setStateVariableValue(s, zn, float(st["z"][i, j]))
+        set_opensim_state(model, s, st, i)
         model.realizeVelocity(s)
         controls = opensim.Vector(n_act, 0.0)
         model.computeControls(s, controls)

@@ -27,7 +27,7 @@ from simjax.forward import Context
 from simjax.io.osim import OsimWarning, dumps_osim, loads_osim, save_osim
 from simjax.control.metabolics import Umberger2010MuscleMetabolicsProbe, umberger2010_rates
 
-from _muscle_oracle import assert_close, random_states
+from _muscle_oracle import assert_close, random_states, set_opensim_state
 
 COLLECTION = os.path.join(os.path.dirname(__file__), "data", "collection")  # OpenSim's model collection
 METABOLICS = os.path.join(COLLECTION, "Gait10dof18musc__subject01_metabolics.osim")
@@ -125,16 +125,11 @@ def _osim_eval(om, st, zp):
     s = om.initSystem()
     nz = sum(1 for i in range(om.getNumStateVariables()) if om.getStateVariableNames().get(i).startswith("/forceset"))
     assert s.getNZ() == nz + zp.shape[1]
-    cs = om.getCoordinateSet()
     probes = [om.getProbeSet().get(p) for p in PROBES]
     out = {p: [] for p in PROBES}
     out["zdot"] = []
     for i in range(len(st["q"])):
-        for j, c in enumerate(st["coords"]):
-            cs.get(c).setValue(s, float(st["q"][i, j]), False)
-            cs.get(c).setSpeedValue(s, float(st["u"][i, j]))
-        for j, zn in enumerate(st["znames"]):
-            om.setStateVariableValue(s, zn, float(st["z"][i, j]))
+        set_opensim_state(om, s, st, i)
         z = s.updZ()
         for j in range(zp.shape[1]):
             z.set(nz + j, float(zp[i, j]))
@@ -229,13 +224,8 @@ def test_umberger2010_formula_is_opensims(oracle):
                "normalized_fiber_length": "getNormalizedFiberLength", "fiber_velocity": "getFiberVelocity",
                "active_force_length_multiplier": "getActiveForceLengthMultiplier"}
     s = om.initSystem()
-    cs = om.getCoordinateSet()
     for i in range(len(st["q"])):
-        for j, c in enumerate(st["coords"]):
-            cs.get(c).setValue(s, float(st["q"][i, j]), False)
-            cs.get(c).setSpeedValue(s, float(st["u"][i, j]))
-        for j, zn in enumerate(st["znames"]):
-            om.setStateVariableValue(s, zn, float(st["z"][i, j]))
+        set_opensim_state(om, s, st, i)
         om.realizeVelocity(s)
         om.setControls(s, osim.Vector(st["controls"][i].tolist()))
         om.realizeReport(s)
