@@ -22,19 +22,11 @@ import simjax.tools  # noqa: E402
 from simjax.io.tables import read_table  # noqa: E402
 from simjax.tools.setup import SetupError  # noqa: E402
 
+from _pipeline import PIPELINE, run_in  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings("ignore:.*mesh file:UserWarning")
 
-PIPELINE = os.path.join(os.path.dirname(__file__), "data", "pipelines", "Gait10dof18musc")
 NAME = "subject01_walk"
-
-
-def _in(folder, fn):
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        return fn()
-    finally:
-        os.chdir(cwd)
 
 
 def _setup(root):
@@ -77,10 +69,10 @@ def pipeline(tmp_path_factory):
     shutil.copytree(PIPELINE, root)
     ik = root / "IK" / "walk_Setup_IK.xml"
     ik.write_text(ik.read_text().replace("<time_range> 0 2.5</time_range>", "<time_range>0.5 1.0</time_range>"))
-    _in(root / "IK", lambda: opensim.InverseKinematicsTool("walk_Setup_IK.xml").run())
+    run_in(root / "IK", lambda: opensim.InverseKinematicsTool("walk_Setup_IK.xml").run())
     (root / "AN").mkdir()
     setup = _setup(root)
-    _in(root / "AN", lambda: opensim.AnalyzeTool(os.path.basename(setup)).run())
+    run_in(root / "AN", lambda: opensim.AnalyzeTool(os.path.basename(setup)).run())
     ours = root / "AN" / "simjax_setup_AN.xml"
     ours.write_text(open(setup).read().replace("<results_directory>Results</results_directory>",
                                                "<results_directory>ResultsSimjax</results_directory>"))

@@ -21,10 +21,11 @@ from simjax.tools import motion  # noqa: E402
 from simjax.tools.external_loads import read_external_loads  # noqa: E402
 from simjax.tools.setup import SetupError  # noqa: E402
 
+from _pipeline import PIPELINE, run_in  # noqa: E402
+
 # the pipeline's model names display meshes that are not shipped
 pytestmark = pytest.mark.filterwarnings("ignore:.*mesh file:UserWarning")
 
-PIPELINE = os.path.join(os.path.dirname(__file__), "data", "pipelines", "Gait10dof18musc")
 RANGE = "0.4 1.0"
 
 
@@ -34,15 +35,6 @@ def _edit(path, old, new, out=None):
     with open(out or path, "w") as fh:
         fh.write(text.replace(old, new))
     return out or path
-
-
-def _in(folder, fn):
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        return fn()
-    finally:
-        os.chdir(cwd)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +49,8 @@ def pipeline(tmp_path_factory):
     _edit(setup, "<output_body_forces_file />", "<output_body_forces_file>body_forces.sto</output_body_forces_file>")
     # OpenSim 4.6 resolves the model_file of these (version 30000) setups against the
     # working directory: run each tool from its setup's folder
-    _in(root / "IK", lambda: opensim.InverseKinematicsTool(os.path.basename(ik)).run())
-    _in(root / "ID", lambda: opensim.InverseDynamicsTool(os.path.basename(setup)).run())
+    run_in(root / "IK", lambda: opensim.InverseKinematicsTool(os.path.basename(ik)).run())
+    run_in(root / "ID", lambda: opensim.InverseDynamicsTool(os.path.basename(setup)).run())
     ours = _edit(setup, "<results_directory>Results</results_directory>",
                  "<results_directory>ResultsSimjax</results_directory>", str(root / "ID" / "simjax_Setup_ID.xml"))
     out = simjax.tools.run(ours)

@@ -21,11 +21,10 @@ from simjax.io.tables import TimeSeriesTable, read_table, write_table
 from simjax.tools import SetupError, SetupWarning
 from simjax.tools import run as run_setup
 
+from _pipeline import PIPELINE, run_in  # noqa: E402
+
 opensim = pytest.importorskip("opensim")
 ikm = importlib.import_module("simjax.tools.kinematics")
-
-HERE = os.path.dirname(__file__)
-PIPELINE = os.path.join(HERE, "data", "pipelines", "Gait10dof18musc")
 
 
 def _copy_pipeline(tmp):
@@ -51,13 +50,7 @@ def _run_opensim(setup):
     """OpenSim's tool, run from the setup's folder (it opens the model relative to
     the working directory)."""
     opensim.Logger.setLevelString("error")
-    cwd = os.getcwd()
-    os.chdir(os.path.dirname(setup))
-    try:
-        tool = opensim.InverseKinematicsTool(os.path.basename(setup))
-        assert tool.run()
-    finally:
-        os.chdir(cwd)
+    assert run_in(os.path.dirname(setup), lambda: opensim.InverseKinematicsTool(os.path.basename(setup)).run())
 
 
 def _gait_system():
