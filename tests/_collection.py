@@ -21,7 +21,7 @@ import simjax as sj
 from simjax.forward import Context
 from simjax.io.osim import OsimWarning
 
-from _muscle_oracle import assert_close, set_opensim_state
+from _muscle_oracle import assert_close, set_opensim_state, simjax_states
 
 COLLECTION = os.path.join(os.path.dirname(__file__), "data", "collection")
 N_STATES = 3
@@ -119,19 +119,9 @@ def osim_at(om, st):
 def sj_at(system, st, muscle_paths):
     """simjax at the same states, and each state's equilibrium fiber states: one
     compiled, vmapped program (shared by models of the same structure)."""
-    tree = system.topology.tree
-    cpaths = [system.coordinate_path(c) for c in st["coords"]]
-    qi = np.asarray([tree.coordinates[p].q for p in cpaths], np.int64)
-    ui = np.asarray([tree.coordinates[p].u for p in cpaths], np.int64)
-    zi = np.asarray([system.z_names.index(zn) for zn in st["znames"]], np.int64)
-    ci = np.asarray([system.actuator_names.index(a) for a in st["actuators"]], np.int64)
+    states, controls, ui, zi = simjax_states(system, st)
     base = system.default_state()
     n = len(st["q"])
-    states = sj.State(t=jnp.asarray(st["t"]), q=jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(st["q"]),
-                      u=jnp.broadcast_to(base.u, (n, tree.nu)).at[:, ui].set(st["u"]),
-                      z=jnp.broadcast_to(base.z, (n, len(system.z_names))).at[:, zi].set(st["z"]),
-                      d=jnp.broadcast_to(base.d, (n,) + base.d.shape))
-    controls = jnp.zeros((n, len(system.actuator_names))).at[:, ci].set(st["controls"])
     # and the default state last, for its equilibrium
     states = jax.tree.map(lambda a, b: jnp.concatenate([a, jnp.asarray(b, a.dtype)[None]]), states, base)
     controls = jnp.concatenate([controls, controls[:1]])

@@ -170,18 +170,23 @@ def osim_eval(m, st, arm_coords=()):
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def sj_eval(system, st, muscle_paths, arm_coords=()):
-    """simjax at the same states (vmapped, one compilation): the dict of
-    ``osim_eval``."""
+def simjax_states(system, st):
+    """The states of ``st`` (from ``random_states``) as a batched simjax ``State`` and
+    controls, by OpenSim name (time from ``t`` where ``st`` has it, else 0).
+
+    **Returns:** ``(states, controls, ui, zi)``: ``ui``/``zi`` are the simjax ``u`` and
+    ``z`` indices of ``st``'s coordinates and state variables.
+    """
     tree = system.topology.tree
     cpaths = [system.coordinate_path(c) for c in st["coords"]]
-    qi = np.asarray([tree.coordinates[p].q for p in cpaths])
-    ui = np.asarray([tree.coordinates[p].u for p in cpaths])
+    qi = np.asarray([tree.coordinates[p].q for p in cpaths], np.int64)
+    ui = np.asarray([tree.coordinates[p].u for p in cpaths], np.int64)
     zi = np.asarray([system.z_names.index(zn) for zn in st["znames"]], np.int64)
-    ci = np.asarray([system.actuator_names.index(a) for a in st["actuators"]])
+    ci = np.asarray([system.actuator_names.index(a) for a in st["actuators"]], np.int64)
     base = system.default_state()
     n = len(st["q"])
-    states = sj.State(t=jnp.zeros(n), q=jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(st["q"]),
+    states = sj.State(t=jnp.asarray(st["t"]) if "t" in st else jnp.zeros(n),
+                      q=jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(st["q"]),
                       u=jnp.broadcast_to(base.u, (n, tree.nu)).at[:, ui].set(st["u"]),
                       z=jnp.broadcast_to(base.z, (n, len(system.z_names))).at[:, zi].set(st["z"]),
                       d=jnp.broadcast_to(base.d, (n,) + base.d.shape))
@@ -189,6 +194,13 @@ def sj_eval(system, st, muscle_paths, arm_coords=()):
         di = np.asarray([system.d_names.index(dn) for dn in st["dnames"]], np.int64)
         states = states.replace(d=states.d.at[:, di].set(st["d"]))
     controls = jnp.zeros((n, len(system.actuator_names))).at[:, ci].set(st["controls"])
+    return states, controls, ui, zi
+
+
+def sj_eval(system, st, muscle_paths, arm_coords=()):
+    """simjax at the same states (vmapped, one compilation): the dict of
+    ``osim_eval``."""
+    states, controls, ui, zi = simjax_states(system, st)
     arm_coords = tuple(system.coordinate_path(c) for c in arm_coords)
     muscle_paths = tuple(muscle_paths)
 
@@ -198,7 +210,7 @@ def sj_eval(system, st, muscle_paths, arm_coords=()):
         acc = ctx.acc
         out = {"udot": acc.udot[ui], "zdot": acc.zdot[zi]}
         for k in MUSCLE_OUTPUTS:
-            out[k] = jnp.stack([ctx.group_output(p, k) for p in muscle_paths])
+            out[k] = ctx.group_outputs(muscle_paths, k)
         out["moment_arm"] = (sj.moment_arms(system, state, muscle_paths, arm_coords) if arm_coords
                              else jnp.zeros((len(muscle_paths), 0)))
         return out
