@@ -18,7 +18,7 @@ machine next to OpenSim 4.6:
   gradient, and the gradient's wall time relative to the forward run;
 - the process's peak memory;
 - the issue's goals, each met or missed by a factor, and why;
-- OpenSim's tools (IK, ID) run from the Gait10dof18musc pipeline's setup files by both
+- OpenSim's tools (IK, ID, static optimization) run from the Gait10dof18musc pipeline's setup files by both
   engines (``benchmarks.tools``; ``--no-tools`` skips them).
 
 Writes ``benchmarks/results/report.json`` and ``report.md`` (with the machine's

@@ -1,16 +1,17 @@
 """OpenSim's tools, simjax against OpenSim 4.6 on the same setup files in one run:
 ``python -m benchmarks.tools [--pipeline DIR]`` (also part of ``python -m benchmarks``).
 
-On the Gait10dof18musc walking example (``tests/data/pipelines/Gait10dof18musc``),
+On the Gait10dof18musc walking example (``simjax.models.pipeline_path("Gait10dof18musc")``),
 copied to a temporary folder so that both engines write their outputs there:
 
 - inverse kinematics over every frame of ``subject01_walk.trc`` (``IK/walk_Setup_IK.xml``);
-- inverse dynamics of that motion with the ground reactions (``ID/walk_Setup_ID.xml``).
+- inverse dynamics of that motion with the ground reactions (``ID/walk_Setup_ID.xml``);
+- static optimization of that motion (``SO/walk_Setup_SO.xml``: an AnalyzeTool, 0.5-2.5 s).
 
 Each engine runs its tool from the setup file (``opensim.InverseKinematicsTool(setup)
 .run()``, ``simjax.tools.run(setup)``), best of 3 after a first run (simjax's first run
 compiles; its compile time is reported apart). Goals (issue 39): IK <= 0.1x OpenSim's
-time, ID <= 0.5x. Pin to one core to compare with OpenSim's single thread
+time, ID <= 0.5x, static optimization <= 0.1x. Pin to one core to compare with OpenSim's single thread
 (``taskset -c 0 python -m benchmarks.tools``).
 """
 
@@ -26,16 +27,17 @@ import warnings
 
 import jax
 
+import simjax as sj
 from benchmarks import suite
 
 jax.config.update("jax_enable_x64", True)
 
-PIPELINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "pipelines",
-                        "Gait10dof18musc")
+PIPELINE = sj.models.pipeline_path("Gait10dof18musc")
 
 #: (tool, setup file in the pipeline, OpenSim's class, goal: simjax / OpenSim)
 TOOLS = (("inverse kinematics", "IK/walk_Setup_IK.xml", "InverseKinematicsTool", 0.1),
-         ("inverse dynamics", "ID/walk_Setup_ID.xml", "InverseDynamicsTool", 0.5))
+         ("inverse dynamics", "ID/walk_Setup_ID.xml", "InverseDynamicsTool", 0.5),
+         ("static optimization", "SO/walk_Setup_SO.xml", "AnalyzeTool", 0.1))
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """The tools' tests share OpenSim's walking pipeline and a way to run OpenSim's tools.
 
-``PIPELINE``: the Gait10dof18musc example in ``tests/data/pipelines``; ``run_in(folder,
+``PIPELINE``: the Gait10dof18musc example shipped in ``simjax/models/pipelines``; ``run_in(folder,
 fn)``: ``fn()`` with ``folder`` as the working directory (OpenSim's tools open a
 setup's model relative to it).
 """
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 
-PIPELINE = os.path.join(os.path.dirname(__file__), "data", "pipelines", "Gait10dof18musc")
+import simjax as sj
+
+PIPELINE = sj.models.pipeline_path("Gait10dof18musc")
 
 
 def run_in(folder, fn):

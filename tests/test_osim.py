@@ -6,6 +6,7 @@ name. Content simjax skips with ``strict=False`` (muscles, wrap objects) is swit
 off in OpenSim for the comparison.
 """
 
+import os
 import warnings
 
 import jax
@@ -35,6 +36,22 @@ def test_models_package():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the meshes are not shipped, and not complained about
         assert sj.models.load("double_pendulum").name == "double_pendulum"
+
+
+def test_shipped_pipeline_copies_and_keeps_existing_results(tmp_path):
+    assert "Gait10dof18musc" in sj.models.pipeline_names()
+    with pytest.raises(KeyError, match="available: Gait10dof18musc"):
+        sj.models.pipeline_path("nope")
+    work = sj.models.copy_pipeline("Gait10dof18musc", tmp_path)
+    for setup in ("IK/walk_Setup_IK.xml", "ID/walk_Setup_ID.xml", "SO/walk_Setup_SO.xml", "Scale/subject01_Setup_Scale.xml"):
+        assert os.path.exists(os.path.join(work, setup)), setup
+    results = os.path.join(work, "IK", "result.mot")
+    open(results, "w").close()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        sj.models.copy_pipeline("Gait10dof18musc", tmp_path)
+    assert os.path.exists(results)
+    sj.models.copy_pipeline("Gait10dof18musc", tmp_path, overwrite=True)
+    assert not os.path.exists(results)
 
 
 def test_double_pendulum_paths_and_names():

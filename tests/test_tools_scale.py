@@ -1,5 +1,5 @@
 """ScaleTool (``simjax.tools.scaling``) against OpenSim 4.6's ScaleTool, run live on the
-same setup: ``tests/data/pipelines/Gait10dof18musc/Scale/subject01_Setup_Scale.xml``
+same setup: the Gait10dof18musc pipeline's ``Scale/subject01_Setup_Scale.xml``
 (the generic ``gait10dof18musc`` with the pipeline's marker set, scaled by marker-pair
 measurements on ``subject01_static.trc`` and manual factors), and ``Model::scale``
 on ``arm26`` (wrap objects, mass not preserved)."""
@@ -20,7 +20,7 @@ from simjax.wrapping.objects import WrapCylinder
 osim = pytest.importorskip("opensim")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCALE = os.path.join(HERE, "data", "pipelines", "Gait10dof18musc", "Scale")
+SCALE = os.path.join(sj.models.pipeline_path("Gait10dof18musc"), "Scale")
 SETUP = os.path.join(SCALE, "subject01_Setup_Scale.xml")
 TOL = 1e-9
 
@@ -227,7 +227,7 @@ def test_marker_absent_from_data_or_model(tmp_path):
 
 
 def test_missing_model_file(tmp_path):
-    text = open(SETUP).read().replace("../../../../../simjax/models/gait10dof18musc.osim", "no/such_model.osim")
+    text = open(SETUP).read().replace("<model_file>gait10dof18musc.osim<", "<model_file>no/such_model.osim<")
     setup = tmp_path / "setup.xml"
     setup.write_text(text)
     with pytest.raises(FileNotFoundError) as err:

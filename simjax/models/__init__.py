@@ -7,14 +7,19 @@ otherwise; see ``README.md`` in this folder. Keep each file's ``<credits>`` and
 
 ``sj.models.names()`` lists them; ``sj.models.path("double_pendulum")`` is the file;
 ``sj.models.load("arm26", strict=False)`` reads it with ``load_osim``.
+
+``pipelines/`` holds OpenSim's example pipelines (markers, force plates and the tools'
+setup files, laid out as OpenSim ships them): ``sj.models.pipeline_path(name)`` is one's
+folder, ``sj.models.copy_pipeline(name, folder)`` a copy where the tools may write.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import warnings
 
-__all__ = ["names", "path", "load", "credits_file"]
+__all__ = ["names", "path", "load", "credits_file", "pipeline_names", "pipeline_path", "copy_pipeline"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -51,3 +56,40 @@ def load(name: str, strict: bool = True):
 def credits_file() -> str:
     """The README with the models' credits and licence."""
     return os.path.join(_HERE, "README.md")
+
+
+def pipeline_names() -> tuple[str, ...]:
+    """Names of the shipped pipelines (folders of ``pipelines/``), sorted."""
+    root = os.path.join(_HERE, "pipelines")
+    return tuple(sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))))
+
+
+def pipeline_path(name: str) -> str:
+    """The folder of the shipped pipeline ``name`` (e.g. ``"Gait10dof18musc"``).
+
+    **Raises:** ``KeyError`` naming the available pipelines.
+    """
+    if name not in pipeline_names():
+        raise KeyError(f"no shipped pipeline named {name!r}; available: {', '.join(pipeline_names())}")
+    return os.path.join(_HERE, "pipelines", name)
+
+
+def copy_pipeline(name: str, folder: str | os.PathLike, overwrite: bool = False) -> str:
+    """Copy the shipped pipeline ``name`` to ``folder/name``, so that its setup files run
+    there and write their results beside them.
+
+    **Arguments:** ``name``: the pipeline; ``folder``: where to put the copy;
+    ``overwrite``: replace an existing ``folder/name`` (its results included).
+
+    **Returns:** the copy's folder.
+
+    **Raises:** ``FileExistsError`` naming ``folder/name`` when it exists and
+    ``overwrite`` is false.
+    """
+    dest = os.path.join(os.fspath(folder), name)
+    if os.path.exists(dest):
+        if not overwrite:
+            raise FileExistsError(f"{dest!r} exists; pass overwrite=True to replace it and its results")
+        shutil.rmtree(dest)
+    shutil.copytree(pipeline_path(name), dest)
+    return dest

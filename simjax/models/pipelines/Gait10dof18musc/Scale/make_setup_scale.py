@@ -2,7 +2,8 @@
 Python API.
 
 The walking pipeline ships no Scale setup, and the generic ``gait10dof18musc.osim``
-has no markers: the marker set is the one of the pipeline's ``subject01.osim``
+has no markers: the generic model (a copy of simjax's shipped ``gait10dof18musc.osim``,
+so that the pipeline stands alone) gets the marker set of the pipeline's ``subject01.osim``
 (written by OpenSim's ``MarkerSet.print``). Run from anywhere:
 ``python3 make_setup_scale.py``.
 """
@@ -26,7 +27,7 @@ tool.setSubjectHeight(1803.4)
 tool.setSubjectAge(-1)
 
 gmm = tool.getGenericModelMaker()
-gmm.setModelFileName("../../../../../simjax/models/gait10dof18musc.osim")
+gmm.setModelFileName("gait10dof18musc.osim")
 gmm.setMarkerSetFileName("gait10dof18musc_markers.xml")
 
 ms = tool.getModelScaler()
