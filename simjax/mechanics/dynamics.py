@@ -35,7 +35,8 @@ from .tree import Positions, Tree, TreeParams, Velocities
 
 __all__ = ["Inertias", "spatial_inertias", "mass_matrix", "generalized_forces", "bias_forces",
            "inverse_dynamics", "forward_dynamics_unconstrained", "aba", "kinetic_energy",
-           "gravity_potential_energy", "momentum", "mass_center", "body_accelerations", "inertial_forces"]
+           "gravity_potential_energy", "momentum", "mass_center", "body_accelerations", "inertial_forces",
+           "mobilizer_reactions"]
 
 
 @jax.tree_util.register_dataclass
@@ -148,6 +149,33 @@ def inverse_dynamics(tree: Tree, params: TreeParams, pos: Positions, vel: Veloci
     if body_forces is not None:
         f = f - body_forces
     return generalized_forces(tree, pos, f)
+
+
+def mobilizer_reactions(tree: Tree, params: TreeParams, pos: Positions, vel: Velocities, udot, body_forces=None,
+                        I0: Inertias | None = None):
+    """The spatial force each body's inboard mobilizer applies to it (Simbody's
+    ``calcMobilizerReactionForces``, taken about Ground's origin).
+
+    Body ``i`` moves by ``I a + v x* I v = f_applied + f_mob(i) - sum of f_mob(child)``,
+    so ``f_mob(i)`` is the sum over its subtree of ``I a + v x* I v - f_applied``:
+    the inward pass of RNEA, one product with the ancestor matrix. As in Simbody the
+    mobilizer's own generalized forces (actuators, limits, constraints acting on its
+    speeds) are part of its reaction; constraint forces on bodies are not included
+    (pass them in ``body_forces``).
+
+    **Arguments:** ``udot (nu,)``: the accelerations (the forward dynamics' for the
+    reactions of the motion); ``body_forces (n, 6)``: the applied spatial forces on the
+    bodies (Ground, about its origin; gravity is added here); ``I0``: precomputed inertias.
+
+    **Returns:** ``(n, 6)`` (torque, force) in Ground about its origin, N m and N; row
+    0, Ground's, is the sum over the whole tree.
+    """
+    if I0 is None:
+        I0 = spatial_inertias(params, pos)
+    f = inertial_forces(tree, params, pos, vel, udot, I0)
+    if body_forces is not None:
+        f = f - body_forces
+    return jnp.asarray(tree.anc.T, f.dtype) @ f
 
 
 def bias_forces(tree: Tree, params: TreeParams, pos: Positions, vel: Velocities, I0: Inertias | None = None):

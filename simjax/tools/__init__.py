@@ -10,16 +10,20 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
 - ``dynamics``: inverse dynamics (``InverseDynamicsTool``), on ``motion`` (OpenSim's
   coordinate filtering and splines) and ``external_loads`` (ExternalLoads files);
 - ``scaling``: scaling a model to a subject (``ScaleTool``: ModelScaler, MarkerPlacer);
-- ``analyze``: the AnalyzeTool and its analyses (``MuscleAnalysis``, ``BodyKinematics``);
-- ``optimization``: static optimization (the ``StaticOptimization`` analysis).
+- ``analyze``: the AnalyzeTool and its analyses (``MuscleAnalysis``, ``BodyKinematics``,
+  ``PointKinematics``);
+- ``optimization``: static optimization (the ``StaticOptimization`` analysis);
+- ``reactions``: joint reaction loads (the ``JointReaction`` analysis).
 """
 
-from .analyze import body_kinematics, muscle_analysis
+from .analyze import body_kinematics, muscle_analysis, point_kinematics
 from .dynamics import inverse_dynamics
 from .kinematics import inverse_kinematics
 from .scaling import scale
 from .setup import Setup, SetupError, SetupWarning, read_setup, run
 from .optimization import static_optimization
+from .reactions import joint_reaction
 
 __all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "run", "inverse_kinematics", "inverse_dynamics",
-           "scale", "static_optimization", "muscle_analysis", "body_kinematics"]
+           "scale", "static_optimization", "muscle_analysis", "body_kinematics", "point_kinematics",
+           "joint_reaction"]

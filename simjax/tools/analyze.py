@@ -16,8 +16,10 @@ AnalyzeTool visits, step by step as ``AnalyzeTool::loadStatesFromFile``:
 
 Every analysis is a pure function of the system and the batch of frame states (one
 compiled program for all frames), registered under its setup tag
-(``register_analysis``): ``MuscleAnalysis`` and ``BodyKinematics`` here,
-``StaticOptimization`` in ``optimization``. The setup runner (``AnalyzeTool``)
+(``register_analysis``): ``MuscleAnalysis`` (``muscle_analysis``),
+``BodyKinematics`` (``body_kinematics``) and ``PointKinematics``
+(``point_kinematics``) here, ``StaticOptimization`` in ``optimization``,
+``JointReaction`` (``joint_reaction``) in ``reactions``. The setup runner (``AnalyzeTool``)
 reads the model, appends the actuators of ``force_set_files`` to its force set (as
 OpenSim with ``replace_force_set`` false; replaced with true), adds the external
 loads, runs each analysis of the ``AnalysisSet`` and writes OpenSim's files,
@@ -40,13 +42,14 @@ from ..compiling import jit
 from ..forward import Context
 from ..io.tables import TimeSeriesTable, write_table
 from ..mechanics.frames import Body
+from ..model import resolve_path
 from ..muscles.muscle import Muscle
 from . import motion
 from .external_loads import read_external_loads
 from .setup import Setup, SetupError, register_tool
 
 __all__ = ["analysis_frames", "Frames", "register_analysis", "ANALYSES", "muscle_analysis", "body_kinematics",
-           "load_model_with_force_sets"]
+           "point_kinematics", "load_model_with_force_sets", "zero_controls", "find_frame", "analysis_error"]
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -130,17 +133,26 @@ def register_analysis(tag: str, fn: Callable) -> None:
 @dataclasses.dataclass
 class AnalysisJob:
     """What an analysis gets: ``system`` (the model with the force sets and external
-    loads), ``frames`` (``Frames``), ``setup`` (the tool's ``Setup``, for messages)."""
+    loads), ``frames`` (``Frames``), ``setup`` (the tool's ``Setup``, for messages),
+    ``shared``: what analyses of one run share, by key (systems derived from
+    ``system``, so that their compiled programs are reused)."""
 
     system: object
     frames: Frames
     setup: Setup | None = None
+    shared: dict = dataclasses.field(default_factory=dict)
 
 
 def _text(node, tag, default=""):
     child = node.find(tag)
     value = child.text.strip() if child is not None else ""
     return default if value in ("", "Unassigned", "unassigned", "null", "NULL") else value
+
+
+def analysis_error(job: AnalysisJob, node, prop: str, value, message: str) -> SetupError:
+    """A ``SetupError`` naming the setup file, the analysis, its property and value."""
+    where = f"{job.setup.file}: " if job.setup is not None else ""
+    return SetupError(f"{where}<{node.tag} name={node.name!r}> property <{prop}> = {value!r}: {message}")
 
 
 # -- MuscleAnalysis -----------------------------------------------------------------------------
@@ -228,7 +240,7 @@ def _muscle_analysis(job: AnalysisJob, node) -> dict:
 register_analysis("MuscleAnalysis", _muscle_analysis)
 
 
-# -- BodyKinematics -----------------------------------------------------------------------------
+# -- BodyKinematics and PointKinematics ----------------------------------------------------------
 
 
 def _body_fixed_xyz(R):
@@ -240,26 +252,51 @@ def _body_fixed_xyz(R):
     return jnp.stack([a, b, c], axis=-1)
 
 
+def zero_controls(system):
+    """The controls of an AnalyzeTool run without a controls file: every control zero,
+    clipped to its actuator's bounds ``(n_actuators,)``."""
+    model = system.model
+    acts = [model.find(p) for p in system.actuator_paths]
+    return jnp.asarray(np.clip(0.0, [float(a.min_control) for a in acts], [float(a.max_control) for a in acts]))
+
+
+def find_frame(system, name: str) -> str | None:
+    """The PhysicalFrame an analysis names, looked up as OpenSim does: a path relative
+    to the model (``ground``, ``/bodyset/pelvis``, ``jointset/knee_r/tibia_r_offset``),
+    else a body's name (``/bodyset/<name>``). ``None`` when nothing matches."""
+    frames = system.topology.tree.frames
+    for cand in (resolve_path(name, "/"), "/bodyset/" + name):
+        if cand in frames:
+            return cand
+    return None
+
+
 @jit
-def _body_kinematics(system, states, bodies, com, mass, controls):
+def _motions(system, states, controls):
+    """Per frame: the pose in Ground of every PhysicalFrame (frame-table rows:
+    ``R (nf, 3, 3)``, ``p (nf, 3)``), and the spatial velocity and acceleration of
+    every mobilized body (``(n_mob, 6)``, Ground, about its origin), the forward
+    dynamics' at ``controls``."""
     tree = system.topology.tree
-    rows = np.asarray([tree.frame_rows[b] for b in bodies], int)
-    mobs = np.asarray(tree.frame_mob[rows], int)
+    paths = tuple(sorted(tree.frame_rows, key=tree.frame_rows.get))
 
     def one(state):
         ctx = Context(system, state, controls)
-        R, p = ctx.frames_in_ground(bodies)
-        c = p + jnp.einsum("kij,kj->ki", R, com)
-        V = ctx.vel.V[mobs]
-        w = V[:, :3]
-        v = V[:, 3:] + jnp.cross(w, c)
-        Acc = ctx.body_accelerations()[mobs]
-        dw = Acc[:, :3]
-        a = Acc[:, 3:] + jnp.cross(dw, c) + jnp.cross(w, V[:, 3:] + jnp.cross(w, c))
-        total = jnp.sum(mass)
-        return R, c, w, v, dw, a, (mass @ c) / total, (mass @ v) / total, (mass @ a) / total
+        R, p = ctx.frames_in_ground(paths)
+        return R, p, ctx.vel.V, ctx.body_accelerations()
 
     return jax.vmap(one)(states)
+
+
+def _stations(motions, rows, mobs, points):
+    """Position, velocity and acceleration in Ground ``(n, k, 3)`` of points
+    ``(k, 3)`` fixed in the frames of rows ``rows (k,)`` (on bodies ``mobs``)."""
+    R, p, V, A = (np.asarray(x) for x in motions)
+    r = np.einsum("nkij,kj->nki", R[:, rows], points) + p[:, rows]
+    w, dw = V[:, mobs, :3], A[:, mobs, :3]
+    v = V[:, mobs, 3:] + np.cross(w, r)
+    a = A[:, mobs, 3:] + np.cross(dw, r) + np.cross(w, v)
+    return r, v, a, w, dw, R[:, rows]
 
 
 def body_kinematics(system, states, bodies=None, in_degrees: bool = True) -> dict:
@@ -278,27 +315,26 @@ def body_kinematics(system, states, bodies=None, in_degrees: bool = True) -> dic
     forces applied.
     """
     model = system.model
+    tree = system.topology.tree
     all_bodies = model.paths(Body)
     bodies = tuple(all_bodies if bodies is None else bodies)
-    com = jnp.asarray(np.stack([np.asarray(model.find(b).mass_center, float) for b in all_bodies]))
-    mass = jnp.asarray(np.asarray([float(model.find(b).mass) for b in all_bodies]))
-    # the accelerations of the forward dynamics with no controllers: every control at
-    # zero (inside its bounds), as OpenSim's AnalyzeTool without a controls file
-    model_acts = [model.find(model.path_of_name(n)) for n in system.actuator_names]
-    controls = jnp.asarray(np.clip(0.0, [float(a.min_control) for a in model_acts],
-                                   [float(a.max_control) for a in model_acts]))
-    R, c, w, v, dw, a, C, Cv, Ca = _body_kinematics(system, states, tuple(all_bodies), com, mass, controls)
+    com = np.stack([np.asarray(model.find(b).mass_center, float) for b in all_bodies])
+    mass = np.asarray([float(model.find(b).mass) for b in all_bodies])
+    rows = np.asarray([tree.frame_rows[b] for b in all_bodies], int)
+    motions = _motions(system, states, zero_controls(system))
+    c, v, a, w, dw, R = _stations(motions, rows, tree.frame_mob[rows], com)
+    total = np.sum(mass)
+    C, Cv, Ca = (np.einsum("k,nkj->nj", mass, x) / total for x in (c, v, a))
     sel = np.asarray([all_bodies.index(b) for b in bodies], int)
     scale = 180.0 / math.pi if in_degrees else 1.0
-    ang = _body_fixed_xyz(R[:, sel]) * scale
+    ang = np.asarray(_body_fixed_xyz(R[:, sel])) * scale
     n = R.shape[0]
-    pos = jnp.concatenate([jnp.concatenate([c[:, sel], ang], -1).reshape(n, -1), C], -1)
-    vel = jnp.concatenate([jnp.concatenate([v[:, sel], w[:, sel] * scale], -1).reshape(n, -1), Cv], -1)
+    pos = np.concatenate([np.concatenate([c[:, sel], ang], -1).reshape(n, -1), C], -1)
+    vel = np.concatenate([np.concatenate([v[:, sel], w[:, sel] * scale], -1).reshape(n, -1), Cv], -1)
+    acc = np.concatenate([np.concatenate([a[:, sel], dw[:, sel] * scale], -1).reshape(n, -1), Ca], -1)
     labels = [f"{b.rsplit('/', 1)[-1]}_{s}" for b in bodies for s in ("X", "Y", "Z", "Ox", "Oy", "Oz")]
     labels += ["center_of_mass_X", "center_of_mass_Y", "center_of_mass_Z"]
-    acc = jnp.concatenate([jnp.concatenate([a[:, sel], dw[:, sel] * scale], -1).reshape(n, -1), Ca], -1)
-    return {"pos_global": np.asarray(pos), "vel_global": np.asarray(vel), "acc_global": np.asarray(acc),
-            "labels": labels}
+    return {"pos_global": pos, "vel_global": vel, "acc_global": acc, "labels": labels}
 
 
 def _body_kinematics_analysis(job: AnalysisJob, node) -> dict:
@@ -319,6 +355,72 @@ def _body_kinematics_analysis(job: AnalysisJob, node) -> dict:
 
 
 register_analysis("BodyKinematics", _body_kinematics_analysis)
+
+
+def point_kinematics(system, states, body: str, point, relative_to: str | None = None) -> dict:
+    """OpenSim's PointKinematics at a batch of states: the position, velocity and
+    acceleration of a point fixed in a frame.
+
+    **Arguments:** ``system``; ``states``: a batched ``State`` (leading axis ``n``);
+    ``body``: the PhysicalFrame the point is fixed in (a path, or a body's name);
+    ``point (3,)``: its location in that frame (m); ``relative_to``: a frame (path or
+    body name) to express the results in, ``None`` for Ground.
+
+    **Returns:** ``{"pos": (n, 3), "vel": (n, 3), "acc": (n, 3)}``: the point's
+    location relative to ``relative_to`` (m), and its velocity (m/s) and
+    acceleration (m/s^2) in Ground, expressed in ``relative_to``'s axes (as OpenSim:
+    not relative velocities). The accelerations are the forward dynamics' at the
+    state with every control zero (clipped to its bounds), all the model's forces
+    applied.
+
+    **Raises:** ``ValueError`` naming a frame that is not in the model.
+    """
+    tree = system.topology.tree
+    frames = []
+    for what, name in (("body", body), ("relative_to", relative_to)):
+        path = None if name is None else find_frame(system, name)
+        if name is not None and path is None:
+            raise ValueError(f"point_kinematics: {what} {name!r} is not a PhysicalFrame of the model")
+        frames.append(path)
+    rows = np.asarray([tree.frame_rows[f or "/ground"] for f in frames], int)
+    motions = _motions(system, states, zero_controls(system))
+    r, v, a = _stations(motions, rows[:1], tree.frame_mob[rows[:1]], np.asarray(point, float).reshape(1, 3))[:3]
+    r, v, a = r[:, 0], v[:, 0], a[:, 0]
+    if frames[1] is not None:
+        R, p = np.asarray(motions[0])[:, rows[1]], np.asarray(motions[1])[:, rows[1]]
+        r = np.einsum("nji,nj->ni", R, r - p)
+        v, a = (np.einsum("nji,nj->ni", R, x) for x in (v, a))
+    return {"pos": r, "vel": v, "acc": a}
+
+
+def _point_kinematics_analysis(job: AnalysisJob, node) -> dict:
+    system = job.system
+    body = _text(node, "body_name", "ground")
+    if find_frame(system, body) is None:
+        raise analysis_error(job, node, "body_name", body, "no PhysicalFrame of the model has this path or name")
+    rel = _text(node, "relative_to_body_name", "none")
+    if rel.lower() == "none":
+        rel = None
+    elif find_frame(system, rel) is None:
+        raise analysis_error(job, node, "relative_to_body_name", rel,
+                             "no PhysicalFrame of the model has this path or name (or 'none' for Ground)")
+    text = _text(node, "point", "0 0 0")
+    try:
+        point = np.asarray([float(x) for x in text.split()])
+    except ValueError:
+        point = np.zeros(0)
+    if point.shape != (3,):
+        raise analysis_error(job, node, "point", text, "expected three numbers (m)")
+    name = _text(node, "point_name", "NONAME")
+    res = point_kinematics(system, job.frames.states, body, point, rel)
+    t = job.frames.times
+    # OpenSim 4.6 labels these columns state_0..2 (its point_X labels never reach the files)
+    labels = ["state_0", "state_1", "state_2"]
+    return {f"{name}_{k}": TimeSeriesTable(t, res[k], labels, {"header": header, "inDegrees": "no"})
+            for k, header in (("pos", "PointPosition"), ("vel", "PointVelocity"), ("acc", "PointAcceleration"))}
+
+
+register_analysis("PointKinematics", _point_kinematics_analysis)
 
 
 # -- the tool ---------------------------------------------------------------------------------
@@ -385,6 +487,7 @@ def _run(setup: Setup) -> dict:
     or a bad property; ``FileNotFoundError`` naming a missing file as resolved.
     """
     from . import optimization  # noqa: F401  (registers StaticOptimization)
+    from . import reactions  # noqa: F401  (registers JointReaction)
 
     model_path = setup.path("model_file", must_exist=True)
     if model_path is None:
