@@ -9,6 +9,7 @@ property names.
 
 import dataclasses
 import functools
+import math
 import os
 import tempfile
 import xml.etree.ElementTree as ET
@@ -293,6 +294,88 @@ def test_gcv_spline_is_the_exact_natural_interpolant(half_order):
         exact = sum(coefs[k, p] * F._falling(p, order) * dx ** (p - order) for p in powers)
         assert _rel_err(ours[order, x.size :], exact) <= tol, order
     assert _rel_err(ours[0, : x.size], y) <= tol
+
+
+def _dense_natural_spline(x, y, m):
+    """The natural spline of degree 2m - 1 in scipy's B-spline basis on the same
+    knots, its collocation matrix dense and solved by LU with partial pivoting."""
+    from scipy.interpolate import BSpline
+
+    k = 2 * m - 1
+    t = np.r_[[x[0]] * k, x, [x[-1]] * k]
+    basis = BSpline(t, np.eye(len(t) - k - 1), k)
+    rows = [basis(x)] + [basis(x[[0, -1]], nu=r) for r in range(m, k)]
+    return BSpline(t, np.linalg.solve(np.concatenate(rows), np.r_[y, np.zeros(2 * m - 2)]), k)
+
+
+# the dense reference's own error: the heptic system's condition number is ~1e6 even
+# for 10x spacing, and scipy's unscaled end rows lose a little more
+_DENSE_TOL = {1: 1e-12, 2: 1e-12, 3: 1e-12, 4: 2e-11}
+
+
+@pytest.mark.parametrize("half_order", [1, 2, 3, 4])
+def test_natural_spline_banded_fit_matches_a_dense_solve(half_order):
+    """The O(n) banded elimination (no pivoting) against a dense LU of the same
+    system: the fewest points and more, spacings varying 10x (and 1000x where the
+    B-spline system stays well conditioned: for degrees 5 and 7 it does not, and both
+    solves lose digits alike). Each piece's coefficients are the value and scaled
+    derivatives at its left knot, so this compares every derivative order."""
+    pytest.importorskip("scipy")
+    m = half_order
+    rng = np.random.default_rng(60 + m)
+    cases = [(2 * m, 0.1), (40, 0.1)] + ([(500, 1e-3)] if m == 2 else [])
+    for n, low in cases:
+        x, y = _random_knots(rng, n, spread=(low, 1.0))
+        ours = np.asarray(F._natural_spline_pp(x, y, m).coefs)
+        ref = _dense_natural_spline(x, y, m)
+        for p in range(2 * m):
+            exact = ref(x[:-1], nu=p) / math.factorial(p)
+            assert _rel_err(ours[:, p], exact) <= _DENSE_TOL[m], (n, low, p)
+
+
+def test_natural_spline_fit_gradient_matches_finite_differences():
+    # a long fit, whose rows are a loop on every platform (gradients in the sites,
+    # and in short fits: test_grad_in_knots_matches_finite_differences)
+    rng = np.random.default_rng(70)
+    x, y = _random_knots(rng, 100)
+    xs = jnp.asarray(0.5 * (x[1:] + x[:-1]))
+
+    @jax.jit
+    def loss(y):
+        pp = F._natural_spline_pp(x, y, 3)
+        return jnp.sum(jnp.sin(pp(xs))) + 0.1 * jnp.sum(pp.derivative(xs, 2))
+
+    grad = np.asarray(jax.jit(jax.grad(loss))(y))
+    v = rng.normal(size=y.size)
+    fd = (loss(y + 1e-6 * v) - loss(y - 1e-6 * v)) / 2e-6
+    assert abs(grad @ v - float(fd)) <= 1e-8 * np.linalg.norm(grad) * np.linalg.norm(v)
+
+
+def test_natural_spline_fit_vmaps_over_columns_and_sites():
+    rng = np.random.default_rng(71)
+    x, _ = _random_knots(rng, 40)
+    ys = rng.normal(size=(40, 3))
+    xs = x[None, :] * np.array([1.0, 0.5, 2.0])[:, None]
+
+    @jax.jit
+    def batched(xs, ys):  # motion.py's case (one x, many columns), and many x too
+        fit = lambda x, y: F._natural_spline_pp(x, y, 3).coefs  # noqa: E731
+        return jax.vmap(fit, in_axes=(None, 1))(xs[0], ys), jax.vmap(fit, in_axes=(0, 1))(xs, ys)
+
+    by_column, by_both = batched(xs, ys)
+    for j in range(3):
+        np.testing.assert_allclose(by_column[j], F._natural_spline_pp(x, ys[:, j], 3).coefs, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(by_both[j], F._natural_spline_pp(xs[j], ys[:, j], 3).coefs, rtol=1e-13, atol=1e-13)
+
+
+def test_natural_spline_fit_is_unrolled_off_the_cpu_only_when_small():
+    # small fits (a model's GCVSplines) fuse on a GPU; fits through thousands of data
+    # rows stay loops there too, which keeps their programs small
+    fit = jax.jit(lambda x, y: F._natural_spline_pp(x, y, 2).coefs)
+    x = jnp.linspace(0.0, 1.0, 12)
+    assert_loop_only_on_cpu(fit, x, jnp.sin(3.0 * x))
+    x = jnp.linspace(0.0, 1.0, 200)
+    assert "stablehlo.while" in jax.export.export(fit, platforms=["cuda"])(x, jnp.sin(3.0 * x)).mlir_module()
 
 
 def test_gcv_spline_from_degree():
