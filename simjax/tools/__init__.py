@@ -16,7 +16,7 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
 - ``reactions``: joint reaction loads (the ``JointReaction`` analysis).
 """
 
-from .analyze import body_kinematics, muscle_analysis, point_kinematics
+from .analyze import analyze, body_kinematics, muscle_analysis, point_kinematics
 from .dynamics import inverse_dynamics
 from .kinematics import inverse_kinematics
 from .scaling import scale
@@ -24,6 +24,6 @@ from .setup import Setup, SetupError, SetupWarning, read_setup, run
 from .optimization import static_optimization
 from .reactions import joint_reaction
 
-__all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "run", "inverse_kinematics", "inverse_dynamics",
+__all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "run", "inverse_kinematics", "inverse_dynamics", "analyze",
            "scale", "static_optimization", "muscle_analysis", "body_kinematics", "point_kinematics",
            "joint_reaction"]

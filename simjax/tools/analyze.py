@@ -40,6 +40,7 @@ import numpy as np
 from ..analysis.moment_arms import moment_arms as _moment_arms
 from ..compiling import jit
 from ..forward import Context
+from ..io.osim._xml import Node
 from ..io.tables import TimeSeriesTable, write_table
 from ..mechanics.frames import Body
 from ..model import resolve_path
@@ -48,7 +49,7 @@ from . import motion
 from .external_loads import read_external_loads
 from .setup import Setup, SetupError, register_tool
 
-__all__ = ["analysis_frames", "Frames", "register_analysis", "ANALYSES", "muscle_analysis", "body_kinematics",
+__all__ = ["analyze", "analysis_frames", "Frames", "register_analysis", "ANALYSES", "muscle_analysis", "body_kinematics",
            "point_kinematics", "load_model_with_force_sets", "zero_controls", "find_frame", "analysis_error"]
 
 
@@ -477,6 +478,87 @@ def load_model_with_force_sets(model_path, force_set_files=(), replace_force_set
     return loads_osim(text, source=os.fspath(model_path), base_dir=os.path.dirname(os.path.abspath(model_path)))
 
 
+def _loads_window(times, time_range):
+    """The span of external-load data to fit: the frames' range, the motion's padding
+    (half its length either side) and a second more."""
+    return time_range[0] - 0.5 * (times[-1] - times[0]) - 1.0, time_range[1] + 0.5 * (times[-1] - times[0]) + 1.0
+
+
+def _analysis_node(name: str, spec) -> Node:
+    """An analysis element built from ``(tag, {property: value})`` (values: text,
+    numbers, or sequences of them, written space-separated as in a setup file)."""
+    if isinstance(spec, str):
+        tag, props = spec, {}
+    else:
+        tag, props = spec
+    if tag not in ANALYSES:
+        raise ValueError(f"analysis {name!r}: {tag!r} is not an analysis simjax runs; supported: "
+                         f"{', '.join(sorted(ANALYSES))}")
+
+    def text(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return " ".join(text(x) for x in v)
+        return str(v)
+
+    return Node(tag, {"name": name}, children=[Node(k, text=text(v)) for k, v in props.items()])
+
+
+def _analyze(system, table, nodes, cutoff, time_range, setup=None) -> dict:
+    frames = analysis_frames(system, table, cutoff, time_range)
+    job = AnalysisJob(system, frames, setup)
+    out = {}
+    for node in nodes:
+        if _text(node, "on", "true").lower() == "false":
+            continue
+        for quantity, tab in ANALYSES[node.tag](job, node).items():
+            out[f"{node.name}_{quantity}"] = tab
+    return out
+
+
+def analyze(system, coordinates_table: TimeSeriesTable, analyses: dict, *, external_loads=None,
+            lowpass_cutoff: float | None = None, time_range=None) -> dict:
+    """OpenSim's AnalyzeTool on a coordinates table: every analysis over its frames, in
+    one compiled program per analysis.
+
+    **Arguments:**
+
+    - ``system``: the built model, with its actuators (reserves included:
+      ``load_model_with_force_sets``).
+    - ``coordinates_table``: coordinates by name, as read (degrees if its header says
+      so); prepared as the AnalyzeTool does (``analysis_frames``).
+    - ``analyses``: ``{name: (type, {property: value})}`` with OpenSim's analysis types
+      and property names, e.g. ``{"SO": ("StaticOptimization", {"activation_exponent": 2}),
+      "knee": ("JointReaction", {"joint_names": ["knee_r"], "express_in_frame": "child",
+      "forces_file": "SO_force.sto"})}``; ``{name: type}`` for the defaults. Relative
+      file names are relative to the working directory.
+    - ``external_loads``: ``ExternalForce`` components (``read_external_loads``) or an
+      ExternalLoads ``.xml`` path, added to the model.
+    - ``lowpass_cutoff``: Hz (``None``: no filter); ``time_range``: ``(start, end)`` s
+      (``None``: every row).
+
+    **Returns:** ``{"<name>_<quantity>": TimeSeriesTable}``, the tables OpenSim writes
+    to ``<tool>_<name>_<quantity>.sto`` (e.g. ``SO_activation``, ``knee_ReactionLoads``).
+
+    **Raises:** ``ValueError`` for an unknown analysis type (listing the supported
+    ones) or a time range outside the data.
+    """
+    from . import optimization, reactions  # noqa: F401  (they register their analyses)
+
+    nodes = [_analysis_node(name, spec) for name, spec in analyses.items()]
+    times = np.asarray(coordinates_table.times)
+    rng = (times[0], times[-1]) if time_range is None else tuple(time_range)
+    if external_loads is not None:
+        model = system.model
+        if isinstance(external_loads, (str, os.PathLike)):
+            external_loads = read_external_loads(external_loads, time_window=_loads_window(times, rng))
+        for f in external_loads:
+            model = model.add(f)
+        system = model.build()
+    return _analyze(system, coordinates_table, nodes, -1.0 if lowpass_cutoff is None else lowpass_cutoff, rng)
+
+
 def _run(setup: Setup) -> dict:
     """Run an ``<AnalyzeTool>`` setup: every analysis of its ``AnalysisSet`` over the
     frames of its coordinates (or states) file, writing OpenSim's files.
@@ -544,24 +626,17 @@ def _run(setup: Setup) -> dict:
         raise setup.error("initial_time", f"{rng[0]:g} to {rng[1]:g}",
                           f"outside the data ({times[0]:g} to {times[-1]:g} s)")
     if loads_path is not None:
-        window = (rng[0] - 0.1 * (times[-1] - times[0]) - 1.0, rng[1] + 1.0)
-        for f in read_external_loads(loads_path, time_window=window):
+        for f in read_external_loads(loads_path, time_window=_loads_window(times, rng)):
             model = model.add(f)
         system = model.build()
-    frames = analysis_frames(system, table, cutoff, rng)
-    job = AnalysisJob(system, frames, setup)
-    written = {}
     name = setup.name or "AnalyzeTool"
+    tables = _analyze(system, table, items, cutoff, rng, setup)
+    written = {}
     os.makedirs(results, exist_ok=True)
-    for c in items:
-        if _text(c, "on", "true").lower() == "false":
-            continue
-        tables = ANALYSES[c.tag](job, c)
-        for quantity, tab in tables.items():
-            key = f"{c.name}_{quantity}"
-            path = os.path.join(results, f"{name}_{key}.sto")
-            write_table(tab, path)
-            written[key] = path
+    for key, tab in tables.items():
+        path = os.path.join(results, f"{name}_{key}.sto")
+        write_table(tab, path)
+        written[key] = path
     setup.report_unused(ignored=("replace_force_set",))
     return written
 
