@@ -13,17 +13,23 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
 - ``analyze``: the AnalyzeTool and its analyses (``MuscleAnalysis``, ``BodyKinematics``,
   ``PointKinematics``);
 - ``optimization``: static optimization (the ``StaticOptimization`` analysis);
-- ``reactions``: joint reaction loads (the ``JointReaction`` analysis).
+- ``reactions``: joint reaction loads (the ``JointReaction`` analysis);
+- ``gradients``: derivatives through the tools: the IK and SO optima differentiated
+  by the implicit function theorem (``solve_inverse_kinematics``,
+  ``solve_static_optimization``: pure, ``vmap``-able over trials), and
+  ``scaled_system``, a model scaled by traced segment scale factors.
 """
 
 from .analyze import analyze, body_kinematics, muscle_analysis, point_kinematics
 from .dynamics import inverse_dynamics
-from .kinematics import inverse_kinematics
+from .gradients import scaled_system
+from .kinematics import inverse_kinematics, marker_positions, solve_inverse_kinematics
 from .scaling import scale
 from .setup import Setup, SetupError, SetupWarning, read_setup, run
-from .optimization import static_optimization
+from .optimization import solve_static_optimization, static_optimization
 from .reactions import joint_reaction
 
 __all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "run", "inverse_kinematics", "inverse_dynamics", "analyze",
            "scale", "static_optimization", "muscle_analysis", "body_kinematics", "point_kinematics",
-           "joint_reaction"]
+           "joint_reaction", "solve_inverse_kinematics", "marker_positions", "solve_static_optimization",
+           "scaled_system"]

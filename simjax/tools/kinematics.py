@@ -31,6 +31,12 @@ short of the minimum); simjax converges every frame to ``tol`` and ignores
 and a marker table; the ``InverseKinematicsTool`` setup runner (``simjax run``)
 writes OpenSim's ``.mot`` (degrees), ``_ik_marker_errors.sto`` and
 ``_ik_model_marker_locations.sto``.
+
+``solve_inverse_kinematics(system, markers, positions, weights, ...)`` is the same
+solve on arrays, a pure JAX function: ``vmap`` over trials of equal length, and
+derivatives of the optimum with respect to the model's properties and the data by the
+implicit function theorem (``simjax.tools.gradients``); ``marker_positions(system,
+markers, q)`` gives the model's markers at ``q``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import dataclasses
 import math
 import os
 import warnings
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -50,7 +57,8 @@ from ..mechanics.joints import ROTATIONAL
 from ..state import State
 from . import setup as _setup
 
-__all__ = ["IKResult", "IKWarning", "coordinates_in_degrees", "inverse_kinematics", "write_storage"]
+__all__ = ["IKInfo", "IKResult", "IKWarning", "coordinates_in_degrees", "inverse_kinematics", "marker_positions",
+           "solve_inverse_kinematics", "write_storage"]
 
 #: length units a marker file may declare, in meters
 _UNITS = {"m": 1.0, "meters": 1.0, "mm": 1e-3, "millimeters": 1e-3, "cm": 1e-2, "centimeters": 1e-2,
@@ -312,6 +320,204 @@ def _marker_locations(system, st):
     return jnp.stack([jnp.asarray(model.find(p).location) for p in st.marker_paths])
 
 
+# -- the differentiable core -----------------------------------------------------------
+
+
+class IKInfo(NamedTuple):
+    """How ``solve_inverse_kinematics`` went: ``converged (n_frames,)`` whether each
+    frame met the tolerance; ``passes``: the batched passes that reproduced OpenSim's
+    warm starts."""
+
+    converged: Any
+    passes: Any
+
+
+def solve_inverse_kinematics(system, markers, positions, weights=None, *, coordinate_tasks: dict | None = None,
+                             constraint_weight: float = math.inf, initial_state: State | None = None,
+                             tol: float = 1e-10, max_steps: int = 100, max_passes: int | None = None,
+                             return_info: bool = False):
+    """Inverse kinematics of one trial as a pure JAX function of the system and the data.
+
+    The same problem and solver as ``inverse_kinematics`` (see the module), on arrays.
+    Its derivatives, with respect to the system's properties (any traced leaf of
+    ``system``: marker locations, joint frames, ...), the marker positions, the
+    weights, the coordinate tasks and ``initial_state``, are those of the optimum: the
+    implicit function theorem on its first-order conditions (the stationarity of
+    ``f`` over the free coordinates, with locked and prescribed coordinates and the
+    bounds active at the solution held, and the enforced constraints with their
+    multipliers), one linear solve per frame; the iterations are not differentiated.
+    It is ``jit``-, ``vmap``- (over trials of equal length) and ``grad``-able.
+
+    **Arguments:**
+
+    - ``system``: the built model.
+    - ``markers``: names (or paths) of the model's markers, one per column of
+      ``positions``.
+    - ``positions``: ``(n_frames, n_markers, 3)`` experimental marker positions in
+      Ground (m); NaN where missing.
+    - ``weights``: ``(n_markers,)`` or ``(n_frames, n_markers)`` marker weights, 0 where
+      missing (normalized per frame, as OpenSim); default 1.
+    - ``coordinate_tasks``: ``{coordinate name: (weight, value)}`` with ``value``
+      ``None`` (its ``default_value``), a number or an array ``(n_frames,)`` (rad or m).
+    - ``constraint_weight``, ``initial_state``, ``tol``, ``max_steps``,
+      ``max_passes``: as ``inverse_kinematics``.
+    - ``return_info``: also return an ``IKInfo``.
+
+    **Returns:** ``q (n_frames, nq)`` (rad or m), or ``(q, IKInfo)``.
+
+    The derivatives are the optimum's where the solve converged (``IKInfo.converged``;
+    with enforced nonlinear constraints the solver can stop short of the optimum). Under
+    ``jit`` or ``vmap`` the Hessians they need are computed even when no derivative is
+    asked for; at top level they are not.
+
+    Example, the gradient of the optimal marker error with respect to a segment's
+    scale factor (``scaled_system`` in ``simjax.tools.gradients``)::
+
+        def error(k):
+            s = scaled_system(system, {"r_humerus": k}, muscle_lengths=False)
+            q = solve_inverse_kinematics(s, names, positions)
+            return jnp.sum((marker_positions(s, names, q) - positions) ** 2)
+
+        jax.grad(error)(1.0)
+    """
+    from ..compiling import _at_top_level
+
+    paths = _marker_paths(system, markers)
+    base = initial_state if initial_state is not None else system.default_state()
+    dtype = base.q.dtype
+    positions = jnp.asarray(positions, dtype)
+    n = positions.shape[0]
+    if positions.shape != (n, len(paths), 3):
+        raise ValueError(f"positions of shape {positions.shape}, expected (n_frames, {len(paths)}, 3)")
+    w = jnp.ones(len(paths), dtype) if weights is None else jnp.asarray(weights, dtype)
+    present = jnp.all(jnp.isfinite(positions), axis=-1) & (w > 0)
+    w = jnp.where(present, w, 0.0)
+    wsum = jnp.sum(w, axis=1, keepdims=True)
+    w = w / jnp.where(wsum > 0, wsum, 1.0)
+    obs = jnp.where(present[..., None], positions, 0.0)
+    st, prob = _prepare(system, paths, n, coordinate_tasks, constraint_weight, base, tol, max_steps, max_passes)
+    q, ok, _, passes = _run_solve(system, st, base, obs, w, prob)
+    if not _at_top_level():  # (at top level nothing can ask for derivatives)
+        q = _implicit(system, st, base, q, obs, w, prob)
+    return (q, IKInfo(ok, passes)) if return_info else q
+
+
+def marker_positions(system, markers, q, state: State | None = None):
+    """The model's markers in Ground at the coordinates ``q``.
+
+    **Arguments:** ``markers``: names (or paths) of the model's markers; ``q``: ``(...,
+    nq)`` coordinates (rad or m); ``state``: the other state values (default:
+    ``system.default_state()``; only prescribed motion depends on them).
+
+    **Returns:** ``(..., n_markers, 3)`` positions (m). Differentiable in ``system`` and
+    ``q``.
+    """
+    base = state if state is not None else system.default_state()
+    return _marker_positions(system, _marker_paths(system, markers), jnp.asarray(q, base.q.dtype), base)
+
+
+@eqx.filter_jit
+def _marker_positions(system, paths, q, base):
+    st = _Static(frames=tuple(system.topology.connections[(p, "parent_frame")] for p in paths), marker_paths=paths,
+                 coord_q=(), coord_u=(), movable=(), bound_u=(), bound_q=(), fixed_q=(), constrained=True,
+                 has_constraints=False, max_steps=0, max_passes=0, pass_tol=0.0)
+    locations = _marker_locations(system, st)
+    flat = q.reshape(-1, q.shape[-1])
+    x = jax.vmap(lambda qq: _marker_points(system, st, base, qq, locations))(flat)
+    return x.reshape(q.shape[:-1] + x.shape[1:])
+
+
+@eqx.filter_jit
+def _implicit(system, st: _Static, base: State, q_star, obs, weights, prob):
+    """``q_star`` (the solver's optimum, ``(F, nq)``) with the derivatives of the
+    optimum attached by the implicit function theorem, frame by frame (vmap).
+
+    In the chart ``q = retract(q_star, d)`` (``d`` in u-space) the optimum is a root of
+    ``F(d, lam)``: over the free speeds the gradient of the Lagrangian ``f + lam . c``
+    (``c``: the enforced constraint errors), over the others the held value (a locked
+    or prescribed coordinate at its start value, a coordinate at its active bound), and
+    ``c`` itself (a constraint row that acts on no free speed is dropped, as the solver
+    drops it). ``implicit_root`` differentiates that root with one linear solve of
+    ``dF/d(d, lam)``: the Hessian of the Lagrangian bordered by the constraints.
+    """
+    from .gradients import implicit_root
+
+    tree = system.topology.tree
+    nu = tree.nu
+    cq, fixed_q = np.asarray(st.coord_q, np.int32), np.asarray(st.fixed_q, np.int32)
+    bu, bq = np.asarray(st.bound_u, np.int32), np.asarray(st.bound_q, np.int32)
+    movable = np.asarray(st.movable, bool)
+    # the q of each speed's coordinate (-1: a quaternion's rotation)
+    u_q = np.full(nu, -1, np.int32)
+    for info in tree.coordinates.values():
+        if info.q >= 0:
+            u_q[info.u] = info.q
+    has_q = u_q >= 0
+    u_q0 = np.where(has_q, u_q, 0)
+    enforce = st.has_constraints and st.constrained
+    locations = _marker_locations(system, st)
+    params = _tree_params(system, base)
+    cweights, cw, lo, hi = prob["cweights"], prob["cw"], prob["lo"], prob["hi"]
+    q_start = prob["q_start"].at[fixed_q].set(base.q[fixed_q])
+
+    def errors(q):
+        return _context(system, base.replace(q=q), params).constraints.perr
+
+    def merit(q, o, w, cv):
+        """``f``: as the solver's ``|r|^2 / 2``, written without the square roots of the weights."""
+        x = _marker_points(system, st, base, q, locations, params)
+        m = 0.5 * jnp.sum(w * jnp.sum((x - o) ** 2, axis=-1))
+        if st.coord_q:
+            m = m + 0.5 * jnp.sum(cweights * (q[cq] - cv) ** 2)
+        if st.has_constraints and not st.constrained:
+            m = m + 0.5 * cw * jnp.sum(errors(q) ** 2)
+        return m
+
+    def frame(q_star, o, w, cv):
+        q_star = jax.lax.stop_gradient(q_star)
+        zero = jnp.zeros(nu, q_star.dtype)
+
+        def chart(d):
+            return _retract(tree, q_star, d)
+
+        # the free speeds and the multipliers at the solution, as the solver finds them
+        g = jax.grad(lambda d: merit(chart(d), *jax.lax.stop_gradient((o, w, cv))))(zero)
+        free = jnp.asarray(movable)
+        target = q_start[u_q0]
+        if st.bound_u:
+            qb, lo_, hi_ = jax.lax.stop_gradient((q_star[bq], lo, hi))
+            tol_b = 1e-12 * (1.0 + jnp.abs(qb))
+            at_lo = (qb <= lo_ + tol_b) & (g[bu] > 0)
+            at_hi = (qb >= hi_ - tol_b) & (g[bu] < 0)
+            free = free.at[bu].set(free[bu] & ~(at_lo | at_hi))
+            target = target.at[bu].set(jnp.where(at_lo, lo, hi))
+        lam_star = jnp.zeros(0, q_star.dtype)
+        if enforce:
+            G = jax.lax.stop_gradient(jax.jacfwd(lambda d: errors(chart(d)))(zero))
+            Gf = jnp.where(free[None, :], G, 0.0)
+            acting = jnp.any(Gf != 0.0, axis=1)
+            lam_star = -jnp.linalg.pinv(Gf.T) @ jnp.where(free, g, 0.0)
+
+        def first_order(v):
+            d, lam = v[:nu], v[nu:]
+
+            def lagrangian(d):
+                q = chart(d)
+                return merit(q, o, w, cv) + (jnp.dot(lam, errors(q)) if enforce else 0.0)
+
+            q = chart(d)
+            held = jnp.where(has_q, q[u_q0] - target, d)
+            out = jnp.where(free, jax.grad(lagrangian)(d), held)
+            if enforce:
+                out = jnp.concatenate([out, jnp.where(acting, errors(q), lam)])
+            return out
+
+        v = implicit_root(first_order, jnp.concatenate([zero, lam_star]))
+        return chart(v[:nu])
+
+    return jax.vmap(frame)(q_star, obs, weights, prob["cvals"])
+
+
 # -- the public function ----------------------------------------------------------------
 
 
@@ -337,6 +543,125 @@ def _frame_range(times: np.ndarray, time_range, source: str) -> tuple[int, int]:
         raise ValueError(f"time_range {float(time_range[0]):g} to {float(time_range[1]):g} s is outside the data of "
                          f"{source} ({times[0]:g} to {times[-1]:g} s)")
     return _nearest_row(times, lo), _nearest_row(times, hi) + 1
+
+
+def _prepare(system, paths, n_frames: int, coordinate_tasks, constraint_weight, base: State, tol, max_steps,
+             max_passes, stacklevel: int = 3):
+    """The static problem (``_Static``) and its traced data, shared by both entry points.
+
+    **Arguments:** ``paths``: model marker paths; ``coordinate_tasks``: ``{coordinate:
+    (weight, value)}`` with ``value`` ``None`` (its ``default_value``), a number or an
+    array ``(n_frames,)`` (rad or m); the others as ``inverse_kinematics``.
+
+    **Returns:** ``(st, data)``; ``data``: ``cvals (F, C)``, ``cweights (C,)``, ``lo``,
+    ``hi`` (clamped ranges), ``cw``, ``tol`` and ``q_start`` (the first frame's start,
+    inside the bounds; it holds the locked and prescribed values).
+    """
+    topo = system.topology
+    tree = topo.tree
+    dtype = base.q.dtype
+    locked = set(topo.locked_u.tolist())
+    coord_q, coord_u, cvals, cweights = [], [], [], []
+    for name, (weight, value) in (coordinate_tasks or {}).items():
+        path = system.coordinate_path(name)
+        info = tree.coordinates[path]
+        comp = system.model.find(path)
+        if info.u in locked or comp.prescribed:
+            continue  # OpenSim: locked coordinates are held, their task dropped
+        if comp.is_free_to_satisfy_constraints:
+            warnings.warn(IKWarning(f"coordinate {name!r} is free to satisfy constraints: its task is ignored"),
+                          stacklevel=stacklevel)
+            continue
+        if info.q < 0:
+            raise ValueError(f"coordinate task {name!r}: the rotations of a quaternion joint cannot be tracked")
+        v = jnp.asarray(comp.default_value if value is None else value, dtype)
+        if v.ndim == 0:
+            v = jnp.full(n_frames, v)
+        elif v.shape != (n_frames,):
+            raise ValueError(f"coordinate task {name!r}: values of shape {v.shape}, expected ({n_frames},), one "
+                             "per frame")
+        coord_q.append(info.q)
+        coord_u.append(info.u)
+        cvals.append(v)
+        cweights.append(jnp.asarray(weight, dtype))
+    cvals = jnp.stack(cvals, axis=1) if cvals else jnp.zeros((n_frames, 0), dtype)
+    cweights = jnp.stack(cweights) if cweights else jnp.zeros(0, dtype)
+
+    # fixed, movable and bounded coordinates
+    fixed_q, fixed_u = [], []
+    for info in tree.coordinates.values():
+        if info.u in locked:
+            fixed_u.append(info.u)
+            if info.q >= 0:
+                fixed_q.append(info.q)
+    if topo.prescribed is not None:
+        from ..forward import prescribed_motion
+
+        pm = prescribed_motion(system, base.t)
+        fixed_q += [int(i) for i in np.asarray(pm[0])]
+        fixed_u += [int(i) for i in np.asarray(pm[1])]
+    movable = np.ones(tree.nu, bool)
+    movable[np.asarray(fixed_u, int)] = False
+    bound_u, bound_q, ranges = [], [], []
+    for path, info in tree.coordinates.items():
+        comp = system.model.find(path)
+        if comp.clamped and info.q >= 0 and movable[info.u]:
+            bound_u.append(info.u)
+            bound_q.append(info.q)
+            ranges.append(jnp.asarray(comp.range, dtype))
+    lo = jnp.stack([r[0] for r in ranges]) if ranges else jnp.zeros(0, dtype)
+    hi = jnp.stack([r[1] for r in ranges]) if ranges else jnp.zeros(0, dtype)
+    st = _Static(frames=tuple(topo.connections[(p, "parent_frame")] for p in paths), marker_paths=tuple(paths),
+                 coord_q=tuple(coord_q), coord_u=tuple(coord_u), movable=tuple(bool(b) for b in movable),
+                 bound_u=tuple(bound_u), bound_q=tuple(bound_q), fixed_q=tuple(fixed_q),
+                 constrained=bool(np.isinf(constraint_weight)),
+                 has_constraints=bool(_n_constraint_rows(system, base)), max_steps=int(max_steps),
+                 max_passes=int(n_frames + 1 if max_passes is None else max_passes),
+                 pass_tol=float(1e3 * max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0)))
+    q_start = jnp.asarray(base.q)
+    if bound_q:  # the start inside the bounds
+        q_start = q_start.at[np.asarray(bound_q)].set(jnp.clip(q_start[np.asarray(bound_q)], lo, hi))
+    data = {"cvals": cvals, "cweights": cweights, "lo": lo, "hi": hi, "q_start": q_start,
+            "cw": jnp.asarray(constraint_weight if np.isfinite(constraint_weight) else 0.0, dtype),
+            "tol": jnp.asarray(max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0), dtype)}
+    return st, data
+
+
+def _run_solve(system, st, base, obs, weights, data):
+    """``_solve`` on the prepared problem, without derivatives."""
+    args = _no_gradient((system, base, data["q_start"], obs, weights, data["cvals"], data["cweights"], data["lo"],
+                         data["hi"], data["cw"], data["tol"]))
+    system, base, rest = args[0], args[1], args[2:]
+    return _solve(system, st, base, *rest)
+
+
+def _no_gradient(tree):
+    return jax.tree_util.tree_map(lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x, tree)
+
+
+def _model_marker_paths(system) -> dict:
+    """``{marker name: path}`` of the model's markers (the first of a name)."""
+    from ..mechanics.frames import Marker
+
+    out = {}
+    for path, comp in system.model.walk():
+        if isinstance(comp, Marker):
+            out.setdefault(comp.name, path)
+    return out
+
+
+def _marker_paths(system, markers) -> tuple:
+    known = _model_marker_paths(system)
+    paths = set(known.values())
+    out = []
+    for m in markers:
+        if m in paths:
+            out.append(m)
+        elif m in known:
+            out.append(known[m])
+        else:
+            raise KeyError(f"no marker named {m!r} in the model")
+    return tuple(out)
 
 
 def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict | None = None,
@@ -373,6 +698,8 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
     **Raises:** ``ValueError`` for a time range outside the data, a frame where every
     tracked marker is missing (and no coordinate task), unknown units, or no markers
     in common between the model, the tasks and the data.
+
+    The solve is ``solve_inverse_kinematics``'s (without its derivatives).
     """
     topo = system.topology
     tree = topo.tree
@@ -385,12 +712,7 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
     data = np.asarray(markers.values[first:stop], float) * factor
 
     # the markers in use: data order, in the weight set (if any), in the model
-    model_markers = {}
-    from ..mechanics.frames import Marker
-
-    for path, comp in system.model.walk():
-        if isinstance(comp, Marker):
-            model_markers.setdefault(comp.name, path)
+    model_markers = _model_marker_paths(system)
     names, weights, cols, paths = [], [], [], []
     for j, label in enumerate(markers.labels):
         if marker_weights is not None and label not in marker_weights:
@@ -413,93 +735,32 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
     present = np.all(np.isfinite(obs), axis=-1) & (w[None, :] > 0)
     wsum = np.sum(np.where(present, w[None, :], 0.0), axis=1)
 
-    # coordinate tasks
-    base = initial_state if initial_state is not None else system.default_state()
-    coord_q, coord_u, cvals, cweights = [], [], [], []
+    # coordinate tasks: their values over the frames
+    tasks = {}
     for name, (weight, value) in (coordinate_tasks or {}).items():
-        path = system.coordinate_path(name)
-        info = tree.coordinates[path]
-        comp = system.model.find(path)
-        if info.u in set(topo.locked_u.tolist()) or comp.prescribed:
-            continue  # OpenSim: locked coordinates are held, their task dropped
-        if comp.is_free_to_satisfy_constraints:
-            warnings.warn(IKWarning(f"coordinate {name!r} is free to satisfy constraints: its task is ignored"),
-                          stacklevel=2)
-            continue
-        if info.q < 0:
-            raise ValueError(f"coordinate task {name!r}: the rotations of a quaternion joint cannot be tracked")
-        if value is None:
-            v = np.full(len(times), float(comp.default_value))
-        elif np.ndim(value) == 0:
-            v = np.full(len(times), float(value))
-        else:
-            v = np.asarray(value, float)
-            if v.shape != (len(times_all),):
-                raise ValueError(f"coordinate task {name!r}: values of shape {v.shape}, expected "
+        if value is not None and np.ndim(value) != 0:
+            value = np.asarray(value, float)
+            if value.shape != (len(times_all),):
+                raise ValueError(f"coordinate task {name!r}: values of shape {value.shape}, expected "
                                  f"({len(times_all)},), one per marker-table row")
-            v = v[first:stop]
-        coord_q.append(info.q)
-        coord_u.append(info.u)
-        cvals.append(v)
-        cweights.append(float(weight))
-    cvals_a = np.stack(cvals, axis=1) if cvals else np.zeros((len(times), 0))
-    cweights_a = np.asarray(cweights, float)
+            value = value[first:stop]
+        tasks[name] = (weight, value)
+    base = initial_state if initial_state is not None else system.default_state()
+    st, prob = _prepare(system, paths, len(times), tasks, constraint_weight, base, tol, max_steps, max_passes)
 
-    empty = (wsum <= 0) & (not np.any(cweights_a > 0))
+    empty = (wsum <= 0) & (not np.any(np.asarray(prob["cweights"]) > 0))
     if np.any(empty):
         bad = times[empty]
         raise ValueError(f"inverse kinematics: every tracked marker is missing at {len(bad)} frame(s), "
                          f"t = {', '.join(f'{t:g}' for t in bad[:5])}{' ...' if len(bad) > 5 else ''} s; "
                          "nothing to solve for there (remove those frames or add coordinate tasks)")
-    if not names and not coord_q:
+    if not names and not st.coord_q:
         raise ValueError("inverse kinematics: no marker is in the model, the tasks and the data together, and "
                          "there is no coordinate task")
     wn = np.where(present, w[None, :], 0.0) / np.where(wsum > 0, wsum, 1.0)[:, None]
     obs0 = np.where(present[..., None], obs, 0.0)
-
-    # fixed, movable and bounded coordinates
-    locked = set(topo.locked_u.tolist())
-    fixed_q, fixed_u = [], []
-    for info in tree.coordinates.values():
-        if info.u in locked:
-            fixed_u.append(info.u)
-            if info.q >= 0:
-                fixed_q.append(info.q)
-    pres = topo.prescribed
-    if pres is not None:
-        from ..forward import prescribed_motion
-
-        pm = prescribed_motion(system, base.t)
-        fixed_q += [int(i) for i in np.asarray(pm[0])]
-        fixed_u += [int(i) for i in np.asarray(pm[1])]
-    movable = np.ones(tree.nu, bool)
-    movable[np.asarray(fixed_u, int)] = False
-    bound_u, bound_q, lo, hi = [], [], [], []
-    for path, info in tree.coordinates.items():
-        comp = system.model.find(path)
-        if comp.clamped and info.q >= 0 and movable[info.u]:
-            bound_u.append(info.u)
-            bound_q.append(info.q)
-            lo.append(float(np.asarray(comp.range)[0]))
-            hi.append(float(np.asarray(comp.range)[1]))
-    has_constraints = bool(_n_constraint_rows(system, base))
-    st = _Static(frames=tuple(topo.connections[(p, "parent_frame")] for p in paths), marker_paths=tuple(paths),
-                 coord_q=tuple(coord_q), coord_u=tuple(coord_u), movable=tuple(bool(b) for b in movable),
-                 bound_u=tuple(bound_u),
-                 bound_q=tuple(bound_q), fixed_q=tuple(fixed_q), constrained=bool(np.isinf(constraint_weight)),
-                 has_constraints=has_constraints, max_steps=int(max_steps),
-                 max_passes=int(len(times) + 1 if max_passes is None else max_passes),
-                 pass_tol=float(1e3 * max(float(tol), 1e-6 if base.q.dtype == jnp.float32 else 0.0)))
     dtype = base.q.dtype
-    tol = max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0)  # float32: what its precision allows
-    q_start = jnp.asarray(base.q)
-    if bound_q:  # the start inside the bounds
-        q_start = q_start.at[np.asarray(bound_q)].set(jnp.clip(q_start[np.asarray(bound_q)], np.asarray(lo),
-                                                               np.asarray(hi)))
-    q, ok, x, passes = _solve(system, st, base, q_start, jnp.asarray(obs0, dtype), jnp.asarray(wn, dtype),
-                      jnp.asarray(cvals_a, dtype), jnp.asarray(cweights_a, dtype), jnp.asarray(lo, dtype),
-                      jnp.asarray(hi, dtype), jnp.asarray(constraint_weight if np.isfinite(constraint_weight) else 0.0,
-                                                          dtype), jnp.asarray(tol, dtype))
+    q, ok, x, passes = _run_solve(system, st, base, jnp.asarray(obs0, dtype), jnp.asarray(wn, dtype), prob)
     q, ok, x, passes = np.asarray(q), np.asarray(ok), np.asarray(x), int(passes)
 
     sq = np.where(present, np.sum((x - obs0) ** 2, axis=-1), 0.0)

@@ -31,6 +31,11 @@ the bounds, the equality constraints by a Schur complement of the diagonal
 Hessian), a fixed number of iterations in a ``lax.scan``: one compiled program for
 all frames. It converges to machine precision, tighter than OpenSim's IPOPT at its
 ``optimizer_convergence_criterion``, so the two agree to about that criterion.
+
+``solve_static_optimization(A, b, lower, upper, exponent)`` is that solver on arrays,
+a pure JAX function: ``vmap``-able over trials, and differentiable with respect to
+``A``, ``b`` and the bounds by the implicit function theorem on the optimum's KKT
+conditions (``simjax.tools.gradients``), not through the iterations.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ def _ipm(A, b, lb, ub, p, iterations):
     """``min sum |x| ** p`` s.t. ``A x = b``, ``lb <= x <= ub`` (infinite bounds
     allowed): a primal-dual interior-point Newton method, ``iterations`` steps.
 
-    **Returns:** ``(x, constraint violation max |A x - b|)``."""
+    **Returns:** ``(x, y, zl, zu)``: the solution, the multipliers of ``A x = b`` and of
+    the lower and upper bounds."""
     dtype = A.dtype
     hl, hu = jnp.isfinite(lb), jnp.isfinite(ub)
     lbf, ubf = jnp.where(hl, lb, 0.0), jnp.where(hu, ub, 0.0)
@@ -122,7 +128,32 @@ def _ipm(A, b, lb, ub, p, iterations):
         return tuple(jnp.where(ok, n, o) for n, o in zip(new, (x, y, zl, zu))), None
 
     (x, y, zl, zu), _ = jax.lax.scan(step, (x0, y0, zl0, zu0), None, length=iterations)
-    return x, jnp.max(jnp.abs(A @ x - b))
+    return x, y, zl, zu
+
+
+def _with_derivatives(A, b, lb, ub, p, x, y, zl, zu):
+    """``x`` (the interior-point solution, multipliers ``y``, ``zl``, ``zu``) with the
+    derivatives of the optimum with respect to ``A``, ``b`` and the bounds: the
+    implicit function theorem on the KKT conditions with the active bounds held,
+    ``g(x) - A^T y = 0`` over the free controls, ``x = bound`` over the active ones,
+    ``A x = b``. A bound is active where its multiplier exceeds its slack."""
+    from .gradients import implicit_root
+
+    k = x.shape[0]
+    hl, hu = jnp.isfinite(lb), jnp.isfinite(ub)
+    lbf, ubf = jnp.where(hl, lb, 0.0), jnp.where(hu, ub, 0.0)
+    at_lo = hl & (zl > x - lbf)
+    at_hi = hu & (zu > ubf - x) & ~at_lo
+
+    def kkt(v):
+        xx, yy = v[:k], v[k:]
+        # the cost's gradient p x |x|^(p-2), written so that its derivative at x = 0 is
+        # finite (2 for p = 2)
+        g = p * xx * jnp.maximum(jnp.abs(xx), 1e-12) ** (p - 2.0)
+        stationary = jnp.where(at_lo, xx - lbf, jnp.where(at_hi, xx - ubf, g - A.T @ yy))
+        return jnp.concatenate([stationary, A @ xx - b])
+
+    return implicit_root(kkt, jnp.concatenate([x, y]))[:k]
 
 
 def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int = 60):
@@ -135,14 +166,30 @@ def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int 
     interior-point steps.
 
     **Returns:** ``(x (n, k), violation (n,))``: the controls and ``max |A x - b|``.
+
+    A pure JAX function: ``jit``- and ``vmap``-able (e.g. over trials of equal length),
+    and differentiable with respect to ``A``, ``b`` and the bounds (so the model
+    properties that make them) by the implicit function theorem on the optimum's KKT
+    conditions, the bounds active at the solution held (one linear solve per frame; the
+    iterations are not differentiated). ``A`` must have full row rank over the
+    controls not at a bound.
     """
+    from ..compiling import _at_top_level
+
+    # (at top level nothing can ask for derivatives)
     return _solve(jnp.asarray(A), jnp.asarray(b), jnp.asarray(lower), jnp.asarray(upper), float(exponent),
-                  int(iterations))
+                  int(iterations), not _at_top_level())
 
 
 @jit
-def _solve(A, b, lower, upper, exponent, iterations):
-    return jax.vmap(lambda A, b: _ipm(A, b, lower, upper, exponent, iterations))(A, b)
+def _solve(A, b, lower, upper, exponent, iterations, derivatives):
+    def one(A, b):
+        x, y, zl, zu = _ipm(*jax.lax.stop_gradient((A, b, lower, upper)), exponent, iterations)
+        if derivatives:
+            x = _with_derivatives(A, b, lower, upper, exponent, x, y, zl, zu)
+        return x, jnp.max(jnp.abs(A @ x - b))
+
+    return jax.vmap(one)(A, b)
 
 
 # -- the problem ------------------------------------------------------------------------------
