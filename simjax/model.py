@@ -326,11 +326,13 @@ class Model(Component):
             raise ModelError(path, f"{type(comp).__name__} has no socket or input named {socket_or_input!r}")
         return self._edit(path, lambda c: c.replace(**{socket_or_input: value}))
 
-    def removal_report(self, path: str) -> RemovalReport:
-        """What ``remove(path)`` would remove and prune (ArtiSynth §1.2 semantics)."""
-        target = resolve_path(path)
-        self.find(target)
-        removed = {target}
+    def removal_report(self, path) -> RemovalReport:
+        """What ``remove(path)`` would remove and prune (ArtiSynth §1.2 semantics);
+        ``path`` may be several paths, removed together."""
+        targets = [resolve_path(p) for p in ([path] if isinstance(path, str) else path)]
+        for target in targets:
+            self.find(target)
+        removed = set(targets)
         entries = list(self.walk())
         changed = True
         while changed:
@@ -357,8 +359,9 @@ class Model(Component):
         top = sorted(r for r in removed if not _within(r, removed - {r}))
         return RemovalReport(tuple(top), tuple(pruned))
 
-    def remove(self, path: str, return_report: bool = False):
-        """A new model without the component at ``path``.
+    def remove(self, path, return_report: bool = False):
+        """A new model without the component at ``path`` (or the components at several
+        paths, removed together).
 
         Components holding hard references (sockets) to anything removed are removed
         too; soft references (inputs, soft sockets) to it are pruned. The removal is

@@ -76,9 +76,13 @@ def exclude_forces(model, forces_to_exclude=()):
             if not hits:
                 missing.append(word)
             off |= set(hits)
+    # an excluded force nothing else needs is removed (it would only be computed and
+    # thrown away); one that others reference stays, not applied
+    if off:
+        report = model.removal_report(sorted(off))
+        if set(report.removed) <= off and not report.pruned:  # (the usual case: all at once)
+            return model.remove(sorted(off)), missing
     for p in sorted(off):
-        # an excluded force nothing else needs is removed (it would only be computed
-        # and thrown away); one that others reference stays, not applied
         report = model.removal_report(p)
         if set(report.removed) <= off and not report.pruned:
             model = model.remove(p)
