@@ -785,6 +785,8 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
 def _n_constraint_rows(system, base):
     """Number of constraint rows other than locked and prescribed coordinates (static)."""
     topo = system.topology
+    if not topo.role_groups("constraints") and not topo.tree.loop_welds:
+        return 0  # (no constraint components and no loops: no need to trace the rows)
     n_builtin = len(topo.locked_u)
     if topo.prescribed is not None:
         from ..forward import prescribed_motion
