@@ -7,6 +7,9 @@ The IK data are arm26's markers along a known motion plus 1.5 mm of noise, so th
 optimum leaves residuals (its Hessian is not the Gauss-Newton one); the elbow is
 clamped below the motion's last angle, so that a bound is active in some frame.
 Finite differences are five-point central differences of the solvers' results.
+
+Static optimization from a model (``static_optimization_problem``) is differentiated
+with respect to the model's properties, on gait10dof18musc with reserves.
 """
 
 import equinox as eqx
@@ -16,7 +19,8 @@ import numpy as np
 import pytest
 
 import simjax as sj
-from simjax.tools import marker_positions, scaled_system, solve_inverse_kinematics, solve_static_optimization
+from simjax.tools import (marker_positions, scaled_system, solve_inverse_kinematics, solve_static_optimization,
+                          static_optimization_problem)
 
 jax.config.update("jax_enable_x64", True)
 
@@ -164,3 +168,119 @@ def test_scaled_system_matches_scale_model():
     for (key, a), (_, b) in zip(leaves, ref_leaves):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-14, atol=1e-16,
                                    err_msg=jax.tree_util.keystr(key))
+
+
+# -- static optimization as a function of the model -------------------------------------------
+
+MUSCLE = "/forceset/iliopsoas_r"
+SHANK = "/bodyset/tibia_r"
+# the muscle's max_isometric_force and optimal_fiber_length (in A: its strength), the
+# shank's mass (in b: the muscle-free system's inverse dynamics)
+PROPERTIES = (lambda s: s.model.find(MUSCLE).max_isometric_force,
+              lambda s: s.model.find(MUSCLE).optimal_fiber_length,
+              lambda s: s.model.find(SHANK).mass)
+
+
+@pytest.fixture(scope="module")
+def gait():
+    """gait10dof18musc with reserves (1 N m at the legs' joints, strong at the pelvis
+    and at the lumbar joint no muscle crosses) and two trials of 3 frames of swinging
+    legs, solved by one program: per trial the cost (sum of squared controls), the
+    controls, and their derivatives with respect to ``PROPERTIES`` (forward mode)."""
+    model = sj.models.load("gait10dof18musc")
+    for path in model.build().coordinate_paths:
+        name = path.rsplit("/", 1)[-1]
+        strength = 1000.0 if name.startswith("pelvis") else 100.0 if name.startswith("lumbar") else 1.0
+        model = model.add(sj.CoordinateActuator(f"{name}_reserve", coordinate=path, optimal_force=strength))
+    system = model.build()
+    tree, s0 = system.topology.tree, system.default_state()
+    t = np.linspace(0.0, 0.3, 3)
+    trials = []
+    for phase in (0.0, 0.7):
+        q = np.tile(np.asarray(s0.q), (len(t), 1))
+        u, udot = np.zeros((len(t), tree.nu)), np.zeros((len(t), tree.nu))
+        for name, mean, amplitude, w in (("hip_flexion_r", 0.3, 0.3, 5.0), ("knee_angle_r", -0.6, 0.4, 7.0),
+                                         ("ankle_angle_r", 0.0, 0.2, 6.0), ("hip_flexion_l", -0.1, 0.3, 5.0),
+                                         ("knee_angle_l", -0.3, 0.3, 7.0), ("ankle_angle_l", 0.1, 0.2, 6.0)):
+            c = tree.coordinates[system.coordinate_path(name)]
+            q[:, c.q] = mean + amplitude * np.sin(w * t + phase)
+            u[:, c.u] = amplitude * w * np.cos(w * t + phase)
+            udot[:, c.u] = -amplitude * w ** 2 * np.sin(w * t + phase)
+        trials.append((q, u, udot))
+    q, u, udot = (np.stack(x) for x in zip(*trials))
+
+    def with_properties(theta):
+        return eqx.tree_at(lambda s: [p(s) for p in PROPERTIES], system, list(theta))
+
+    def solve(theta, q, u, udot):
+        states = jax.vmap(lambda t, q, u: s0.replace(t=t, q=q, u=u))(jnp.asarray(t), q, u)
+        x, _ = solve_static_optimization(*static_optimization_problem(with_properties(theta), states, udot))
+        return jnp.sum(x ** 2), x
+
+    def derivatives(theta, q, u, udot):
+        def push(v):
+            return jax.jvp(lambda theta: solve(theta, q, u, udot), (theta,), (v,))
+
+        return jax.vmap(push, out_axes=(None, -1))(jnp.eye(len(theta)))
+
+    program = jax.jit(jax.vmap(derivatives, in_axes=(None, 0, 0, 0)), compiler_options=sj.compiler_options())
+    theta0 = np.asarray([float(p(system)) for p in PROPERTIES])
+    return dict(system=system, theta0=theta0, with_properties=with_properties,
+                run=lambda theta, order=[0, 1]: program(theta, q[order], u[order], udot[order]))
+
+
+def test_static_optimization_problem_takes_the_systems_leaves(gait):
+    """The muscle-free and rigid-tendon systems take every leaf from the system (traced
+    ones included), whether made from a concrete system before (kept, and given the
+    traced leaves) or from the traced system itself."""
+    from simjax.tools import optimization
+
+    system, theta0 = gait["system"], gait["theta0"]
+    optimization._DERIVED.clear()
+    made = optimization._derived_systems(system, True)  # (kept)
+    for derived in made:
+        assert np.all(optimization._leaf_sources(derived, system) >= 0)
+    derived_at = eqx.filter_jit(lambda theta: optimization._derived_systems(gait["with_properties"](theta), True))
+    theta = theta0 * np.array([1.1, 0.9, 1.2])
+    kept = derived_at(theta)
+    optimization._DERIVED.clear()
+    fresh = derived_at(theta)
+    expected = (optimization._muscle_off_system(gait["with_properties"](theta)),
+                optimization._rigid_system(gait["with_properties"](theta)))
+    for a, b, c in zip(kept, fresh, expected):
+        assert a.topology is b.topology is c.topology
+        for x, y, z in zip(*map(jax.tree_util.tree_leaves, (a, b, c))):
+            np.testing.assert_array_equal(x, z)
+            np.testing.assert_array_equal(y, z)
+    assert float(kept[1].model.find(MUSCLE).max_isometric_force) == theta[0]
+    assert float(kept[0].model.find(SHANK).mass) == theta[2]
+    optimization._derived_systems(system, True)  # kept again, for the program below
+
+
+def test_static_optimization_problem_vmaps_over_trials(gait):
+    """The trials of a batch are solved independently: swapped, the same solutions."""
+    (cost, x), (dcost, dx) = gait["run"](gait["theta0"])
+    (cost_r, x_r), (dcost_r, dx_r) = gait["run"](gait["theta0"], [1, 0])
+    for swapped, value in ((x_r, x), (cost_r, cost), (dx_r, dx), (dcost_r, dcost)):
+        np.testing.assert_allclose(swapped, np.asarray(value)[::-1], rtol=1e-12, atol=1e-14)
+    assert not np.allclose(x[0], x[1], atol=1e-3)
+
+
+def test_static_optimization_gradients_wrt_model_properties(gait):
+    """The derivatives of the cost and of the muscle's activation (inside its bounds at
+    every frame) with respect to ``PROPERTIES`` against five-point central
+    differences, both trials."""
+    k = gait["system"].actuator_paths.index(MUSCLE)
+    theta0 = gait["theta0"]
+    (_, x), (dcost, dx) = gait["run"](theta0)
+    activation, dactivation = np.asarray(x)[..., k], np.asarray(dx)[..., k, :]
+    assert np.all(activation > 0.01 + 1e-3) and np.all(activation < 1.0)  # (min_control 0.01)
+    for j in range(len(theta0)):
+        def at(h):
+            (cost, x), _ = gait["run"](theta0 + h * (np.arange(len(theta0)) == j))
+            return np.concatenate([np.asarray(cost)[:, None], np.asarray(x)[..., k]], axis=1)
+
+        fd = _five_point(at, 1e-3 * theta0[j])
+        assert np.all(np.abs(fd) > 1e-6)  # not trivially zero
+        np.testing.assert_allclose(dcost[:, j], fd[:, 0], rtol=1e-6)
+        np.testing.assert_allclose(dactivation[..., j], fd[:, 1:], rtol=0, atol=1e-6 * np.max(np.abs(fd[:, 1:])))

@@ -16,7 +16,8 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
 - ``reactions``: joint reaction loads (the ``JointReaction`` analysis);
 - ``gradients``: derivatives through the tools: the IK and SO optima differentiated
   by the implicit function theorem (``solve_inverse_kinematics``,
-  ``solve_static_optimization``: pure, ``vmap``-able over trials), and
+  ``solve_static_optimization``: pure, ``vmap``-able over trials; the latter's
+  arrays from a model by ``static_optimization_problem``), and
   ``scaled_system``, a model scaled by traced segment scale factors.
 """
 
@@ -26,10 +27,10 @@ from .gradients import scaled_system
 from .kinematics import inverse_kinematics, marker_positions, solve_inverse_kinematics
 from .scaling import scale
 from .setup import Setup, SetupError, SetupWarning, read_setup, run
-from .optimization import solve_static_optimization, static_optimization
+from .optimization import solve_static_optimization, static_optimization, static_optimization_problem
 from .reactions import joint_reaction
 
 __all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "run", "inverse_kinematics", "inverse_dynamics", "analyze",
            "scale", "static_optimization", "muscle_analysis", "body_kinematics", "point_kinematics",
            "joint_reaction", "solve_inverse_kinematics", "marker_positions", "solve_static_optimization",
-           "scaled_system"]
+           "static_optimization_problem", "scaled_system"]

@@ -36,9 +36,17 @@ all frames. It converges to machine precision, tighter than OpenSim's IPOPT at i
 a pure JAX function: ``vmap``-able over trials, and differentiable with respect to
 ``A``, ``b`` and the bounds by the implicit function theorem on the optimum's KKT
 conditions (``simjax.tools.gradients``), not through the iterations.
+``static_optimization_problem(system, states, udot)`` makes those arrays, a pure
+function of the ``System`` (its muscle-free and rigid-tendon variants built once, then
+given the system's own, possibly traced, leaves): with the solver, the path along
+which the optimum's derivatives with respect to the model's properties (a muscle's
+``max_isometric_force`` or ``optimal_fiber_length``, a body's mass, ...) flow;
+``static_optimization`` uses it too.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +55,7 @@ import numpy as np
 from ..api import inverse_dynamics as _rnea
 from ..analysis.moment_arms import moment_arms as _moment_arms
 from ..compiling import jit
-from ..forces.base import Actuator
+from ..component import Component
 from ..forces.external import ExternalForce
 from ..forward import Context
 from ..io.tables import TimeSeriesTable
@@ -56,7 +64,7 @@ from . import motion
 from .analyze import AnalysisJob, Frames, _text, analysis_frames, register_analysis
 from .setup import SetupError
 
-__all__ = ["static_optimization", "solve_static_optimization"]
+__all__ = ["static_optimization", "static_optimization_problem", "solve_static_optimization"]
 
 
 # -- the batched solver -----------------------------------------------------------------------
@@ -211,44 +219,173 @@ def _rigid_system(system):
     return model.build()
 
 
+def _leaf_names(tree) -> list:
+    """A name for each leaf of ``tree``: its key path, with a component in a tuple named
+    by its name rather than its position (removing a component renumbers the others)."""
+    names = []
+    for keys, _ in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        node, name = tree, []
+        for k in keys:
+            if isinstance(k, jax.tree_util.GetAttrKey):
+                node = getattr(node, k.name, None)
+            elif isinstance(k, jax.tree_util.SequenceKey) and isinstance(node, (tuple, list)):
+                node = node[k.idx]
+            else:  # (a dict's entry, a custom node's child: not a component in a tuple)
+                node = None
+            in_tuple = isinstance(k, jax.tree_util.SequenceKey) and isinstance(node, Component)
+            name.append(node.name if in_tuple else str(k))
+        names.append(tuple(name))
+    return names
+
+
+def _leaf_sources(derived, system) -> np.ndarray:
+    """For each leaf of ``derived``, a system built from an edit of ``system``'s model:
+    the index of the leaf of ``system`` it is (the same name and the same object: an
+    edit keeps what it does not change), or -1."""
+    index = {name: (i, leaf) for i, (name, leaf) in
+             enumerate(zip(_leaf_names(system), jax.tree_util.tree_leaves(system)))}
+    sources = []
+    for name, leaf in zip(_leaf_names(derived), jax.tree_util.tree_leaves(derived)):
+        i, source = index.get(name, (-1, None))
+        sources.append(i if source is leaf else -1)
+    return np.asarray(sources, int)
+
+
+# {(a system's tree structure, use_muscle_physiology): ((derived system, its leaf sources), ...)}
+_DERIVED: OrderedDict = OrderedDict()
+
+
+def _derived_systems(system, physiology: bool):
+    """``(off, rigid)``: the muscle-free system (``_muscle_off_system``) and the
+    rigid-tendon one (``_rigid_system``; ``system`` itself without ``physiology``), their
+    leaves ``system``'s own, traced where those are: derivatives with respect to
+    ``system`` go through both.
+
+    Both are model edits and rebuilds, made once per structure of ``system`` from a
+    concrete system and kept; each of their leaves is then the leaf of ``system`` it
+    came from (``_leaf_sources``; a leaf the edit made, if any, stays constant). A
+    traced system met first is edited and built as it is (``Model.build`` keeps traced
+    properties, but takes a body of traced mass as massive)."""
+    key = (jax.tree_util.tree_structure(system), bool(physiology))
+    derived = _DERIVED.get(key)
+    if derived is None:
+        made = (_muscle_off_system(system), _rigid_system(system) if physiology else system)
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(system)):
+            return made
+        derived = _DERIVED[key] = tuple((d, _leaf_sources(d, system)) for d in made)
+        if len(_DERIVED) > 16:
+            _DERIVED.popitem(last=False)
+    leaves = jax.tree_util.tree_leaves(system)
+
+    def with_leaves(d, sources):
+        own, treedef = jax.tree_util.tree_flatten(d)
+        return jax.tree_util.tree_unflatten(treedef, [leaves[i] if i >= 0 else x for i, x in zip(sources, own)])
+
+    return tuple(with_leaves(d, sources) for d, sources in derived)
+
+
+def static_optimization_problem(system, states, udot, *, use_muscle_physiology: bool = True):
+    """Static optimization's constraints at a batch of frames, a pure function of the
+    system: its derivatives with respect to any property of ``system`` (a muscle's
+    ``max_isometric_force``, ``optimal_fiber_length``, ``tendon_slack_length``, a path
+    point's location, a body's mass, a reserve's ``optimal_force``, the controls'
+    bounds) and to the states and accelerations go through ``A``, ``b`` and the bounds,
+    and on to ``solve_static_optimization``'s solution::
+
+        x, violation = solve_static_optimization(*static_optimization_problem(system, states, udot))
+
+    **Arguments:**
+
+    - ``system``: the built model with its actuators (traced leaves allowed, e.g. under
+      ``jax.grad`` or ``jax.vmap``).
+    - ``states``: a batched ``State`` of ``n`` frames: ``t`` (s), ``q``, ``u`` (rad or m,
+      rad/s or m/s; the other variables play no part).
+    - ``udot (n, nu)``: the target accelerations (rad/s^2 or m/s^2), in ``u`` order.
+    - ``use_muscle_physiology``: muscle strengths from their force-length-velocity curves
+      at a rigid tendon (see the module), else their maximum isometric forces.
+
+    **Returns:** ``(A (n, nu, k), b (n, nu), lower (k,), upper (k,))``: per frame the
+    generalized force (N m or N, ``u`` order) per unit control of each of the ``k``
+    actuators (``system.actuator_names`` order), the generalized forces the actuators
+    must supply (inverse dynamics with every other force applied), and the controls'
+    ``min_control``, ``max_control``.
+
+    The muscle-free and rigid-tendon systems it needs are model edits and rebuilds, done
+    once per structure of ``system`` (from its concrete values where it is concrete);
+    ``jit`` the caller to evaluate it often.
+    """
+    A, b, _, lower, upper = _problem_of(system, states, udot, use_muscle_physiology)
+    return A, b, lower, upper
+
+
+def _problem_of(system, states, udot, physiology):
+    """``static_optimization_problem``'s ``(A, b, lower, upper)`` with the actuators'
+    strengths ``F (n, k)`` after ``b`` (muscles: ``F_i``; others: 1, their optimal force
+    is in ``A``)."""
+    model = system.model
+    paths = system.actuator_paths
+    mus_cols = np.asarray([i for i, p in enumerate(paths) if isinstance(model.find(p), Muscle)], int)
+    muscles = tuple(paths[i] for i in mus_cols)
+    off, rigid = _derived_systems(system, physiology and bool(muscles))
+    off_paths = off.actuator_paths
+    kept = [i for i, p in enumerate(paths) if p in off_paths]
+    off_cols = (np.asarray(kept, int), np.asarray([off_paths.index(paths[i]) for i in kept], int))
+    return _problem(system, off, rigid, states, jnp.asarray(udot), bool(physiology), muscles,
+                    mus_cols, off_cols)
+
+
 @jit
-def _problem(system, off, rigid, states, udot, off_state, off_bounds, fiso, penn, physiology, muscles, mus_cols,
-             off_cols):
-    """Per frame: the constraint matrix ``A``, the right side ``b`` and the actuators'
-    strengths ``F`` (muscles: ``F_i``; others: 1, their optimal force is in ``A``)."""
+def _problem(system, off, rigid, states, udot, physiology, muscles, mus_cols, off_cols):
+    model = system.model
+    dtype = jnp.result_type(float)
     n_act = len(system.actuator_names)
     tree = system.topology.tree
     order = np.asarray([tree.coordinates[c].u for c in system.coordinate_paths], int)
 
+    def stacked(paths, name, default=None):
+        return jnp.stack([jnp.asarray(getattr(model.find(p), name, default), dtype) for p in paths])
+
+    lower, upper = stacked(system.actuator_paths, "min_control"), stacked(system.actuator_paths, "max_control")
+    fiso = stacked(muscles, "max_isometric_force") if muscles else jnp.zeros(0, dtype)
+    if muscles and physiology:
+        pennation = FixedWidthPennation(stacked(muscles, "optimal_fiber_length"),
+                                        stacked(muscles, "pennation_angle_at_optimal"),
+                                        stacked(muscles, "maximum_pennation_angle", np.arccos(0.1)))
+    # controls within the muscle-free system's bounds (a control outside is an error; a
+    # muscle it keeps, not applied, included): its forces are linear in them, rnea(c) =
+    # base - J c whatever c
+    n_off = len(off.actuator_names)
+    c0 = jax.lax.stop_gradient(jnp.clip(jnp.zeros(n_off, dtype),
+                                        jnp.zeros(n_off, dtype).at[off_cols[1]].set(lower[off_cols[0]]),
+                                        jnp.zeros(n_off, dtype).at[off_cols[1]].set(upper[off_cols[0]])))
+    off_state, rigid_state = off.default_state(), rigid.default_state()
+
     def one(state, udot):
-        # controls inside every bound (the muscles', not applied here, included); the
-        # applied forces are linear in them: rnea(c) = base - J c
-        lo, hi = off_bounds
-        c0 = jnp.clip(jnp.zeros(len(off.actuator_names), state.q.dtype), lo, hi)
         s_off = off_state.replace(t=state.t, q=state.q, u=state.u)
         Jo = jax.jacfwd(lambda c: -_rnea(off, s_off, udot, c))(c0)  # (nu, n_off)
         b = _rnea(off, s_off, udot, c0) + Jo @ c0
-        J = jnp.zeros((state.u.shape[0], n_act), state.q.dtype).at[:, off_cols[0]].set(Jo[:, off_cols[1]])
-        F = jnp.ones(n_act, state.q.dtype)
-        if len(muscles):
+        J = jnp.zeros((state.u.shape[0], n_act), dtype).at[:, off_cols[0]].set(Jo[:, off_cols[1]])
+        F = jnp.ones(n_act, dtype)
+        if muscles:
             if physiology:
                 # Millard2012EquilibriumMuscle::calcInextensibleTendonActiveFiberForce:
                 # rigid-tendon fiber length and velocity; its pennation angle is taken
                 # at the *normalized* fiber length (calcPennationAngle(lceN)), as OpenSim
-                ctx = Context(rigid, state)
+                ctx = Context(rigid, rigid_state.replace(t=state.t, q=state.q, u=state.u))
                 lceN = ctx.group_outputs(muscles, "normalized_fiber_length")
-                cos = jnp.cos(FixedWidthPennation(penn[0], penn[1], penn[2]).angle(lceN))
+                cos = jnp.cos(pennation.angle(lceN))
                 Fm = fiso * (ctx.group_outputs(muscles, "active_force_length_multiplier")
                              * ctx.group_outputs(muscles, "force_velocity_multiplier") * cos)
             else:
                 Fm = fiso
             R = _moment_arms(system, state, muscles)  # (k, n_coords) in coordinate order
-            Ru = jnp.zeros((len(muscles), state.u.shape[0]), state.q.dtype).at[:, order].set(R)
+            Ru = jnp.zeros((len(muscles), state.u.shape[0]), dtype).at[:, order].set(R)
             J = J.at[:, mus_cols].set(Ru.T * Fm[None, :])
             F = F.at[mus_cols].set(Fm)
         return J, b, F
 
-    return jax.vmap(one)(states, udot)
+    A, b, F = jax.vmap(one)(states, udot)
+    return A, b, F, lower, upper
 
 
 def static_optimization(system, coordinates_table: TimeSeriesTable | None = None, *, frames: Frames | None = None,
@@ -289,17 +426,10 @@ def static_optimization(system, coordinates_table: TimeSeriesTable | None = None
         system = model.build()
     if frames is None:
         frames = analysis_frames(system, coordinates_table, lowpass_cutoff, time_range)
-    model = system.model
     names = list(system.actuator_names)
-    act_paths = [p for p in model.paths(Actuator)]
-    by_name = {p.rsplit("/", 1)[-1]: p for p in act_paths}
-    muscles = tuple(p for p in model.paths(Muscle) if p.rsplit("/", 1)[-1] in names)
-    mus_cols = np.asarray([names.index(p.rsplit("/", 1)[-1]) for p in muscles], int)
-    comps = [model.find(by_name[n]) for n in names]
-    lower = jnp.asarray([float(c.min_control) for c in comps])
-    upper = jnp.asarray([float(c.max_control) for c in comps])
-    optimal = np.asarray([1.0 if isinstance(c, Muscle) else float(c.optimal_force) for c in comps])
-    fiso = jnp.asarray([float(model.find(p).max_isometric_force) for p in muscles])
+    comps = [system.model.find(p) for p in system.actuator_paths]
+    muscle = np.asarray([isinstance(c, Muscle) for c in comps], bool)
+    optimal = np.asarray([1.0 if m else float(c.optimal_force) for c, m in zip(comps, muscle)])
 
     # target accelerations: the storage's speeds fitted again and differentiated (OpenSim)
     tree = system.topology.tree
@@ -310,24 +440,9 @@ def static_optimization(system, coordinates_table: TimeSeriesTable | None = None
     (ud,) = motion._evaluate_splines(T, U[:, u_cols], at, 5, (1,))
     udot = jnp.zeros((len(at), U.shape[1])).at[:, np.asarray(u_cols, int)].set(jnp.asarray(ud))
 
-    off = _muscle_off_system(system)
-    rigid = _rigid_system(system) if use_muscle_physiology and muscles else system
-    penn = jnp.asarray([[float(getattr(model.find(p), k, d)) for p in muscles]
-                        for k, d in (("optimal_fiber_length", 0.1), ("pennation_angle_at_optimal", 0.0),
-                                     ("maximum_pennation_angle", np.arccos(0.1)))]).reshape(3, len(muscles))
-    # the other actuators: their columns in ours and in the muscle-free system's controls
-    off_names = list(off.actuator_names)
-    kept = [i for i, nm in enumerate(names) if nm in off_names]
-    off_cols = (np.asarray(kept, int), np.asarray([off_names.index(names[i]) for i in kept], int))
-    lo_off = np.zeros(len(off_names))
-    hi_off = np.zeros(len(off_names))
-    lo_off[off_cols[1]] = np.asarray(lower)[off_cols[0]]
-    hi_off[off_cols[1]] = np.asarray(upper)[off_cols[0]]
-    A, b, F = _problem(system, off, rigid, frames.states, udot, off.default_state(),
-                       (jnp.asarray(lo_off), jnp.asarray(hi_off)), fiso, penn,
-                       bool(use_muscle_physiology), muscles, mus_cols, off_cols)
+    A, b, F, lower, upper = _problem_of(system, frames.states, udot, use_muscle_physiology)
     x, viol = solve_static_optimization(A, b, lower, upper, activation_exponent, iterations)
-    forces = np.asarray(x) * np.where(np.isin(np.arange(len(names)), mus_cols), np.asarray(F), optimal[None, :])
+    forces = np.asarray(x) * np.where(muscle[None, :], np.asarray(F), optimal[None, :])
     acts = TimeSeriesTable(at, np.asarray(x), names, {"header": "Static Optimization", "inDegrees": "no"})
     ftab = TimeSeriesTable(at, forces, names, {"header": "ModelForces", "inDegrees": "no"})
     return acts, ftab, np.asarray(viol)
