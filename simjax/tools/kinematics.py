@@ -17,7 +17,8 @@ previous solution.
 simjax solves the same problem as one batched least-squares problem: ``f = |r(q)|^2/2``
 with the residuals ``r`` above, minimized by a projected Levenberg–Marquardt
 iteration (Gauss–Newton steps in ``u``-space, ``q <- q + N(q) du`` with quaternions
-renormalized; an active set for the bounds; constraints through the KKT system),
+renormalized; an active set for the bounds; enforced constraints through the KKT
+system, each trial point restored onto them by Gauss–Newton before it is judged),
 ``vmap``-ped over frames in one compiled program. OpenSim's result depends on its
 warm starts (a different start may end in a different local minimum): it is the
 fixed point of ``q_i = solve(frame i, start = q_{i-1})`` with ``q_{-1}`` the default
@@ -84,7 +85,8 @@ class IKResult:
     - ``squared_errors``: ``(n_frames, n_markers)`` squared marker errors (0 where the
       marker is missing), in the order of ``marker_names``.
     - ``marker_names``: the markers in use (data order, those in the model and tasks).
-    - ``converged``: ``(n_frames,)`` whether each frame met the tolerance.
+    - ``converged``: ``(n_frames,)`` whether each frame met the tolerance (and held the
+      enforced constraints to ``1e-2 sqrt(eps)``: 1.5e-10 rad or m in float64).
     - ``passes``: how many batched passes reproduced OpenSim's warm starts.
     """
 
@@ -145,21 +147,21 @@ def _marker_points(system, st: _Static, base: State, q, locations, params=None):
 
 
 def _problem(system, st: _Static, base, locations, cw, params):
-    """Residuals, constraints and their u-space Jacobians at ``q`` for one frame."""
+    """One frame's problem: ``(linearize, merit, evaluate)``, functions of ``q`` and the
+    frame's data giving the residuals, constraints and their u-space Jacobians; the
+    objective; the objective with the constraint errors and their Jacobian."""
     tree = system.topology.tree
 
-    def residual(q, obs, w, cvals, cweights):
-        x = _marker_points(system, st, base, q, locations, params)
+    def residual(ctx, q, obs, w, cvals, cweights):
+        R, p = ctx.frames_in_ground(st.frames)
+        x = jnp.einsum("kij,kj->ki", R, locations) + p
         r_m = (jnp.sqrt(w)[:, None] * (x - obs)).reshape(-1)
         parts = [r_m]
         if st.coord_q:
             parts.append(jnp.sqrt(cweights) * (q[np.asarray(st.coord_q)] - cvals))
         if st.has_constraints and not st.constrained:
-            parts.append(jnp.sqrt(cw) * _context(system, base.replace(q=q), params).constraints.perr)
+            parts.append(jnp.sqrt(cw) * ctx.constraints.perr)
         return jnp.concatenate(parts)
-
-    def constraint(q):
-        return _context(system, base.replace(q=q), params).constraints.perr
 
     from ..mechanics.tree import frame_table_rows
     from ..spatial import skew
@@ -197,19 +199,86 @@ def _problem(system, st: _Static, base, locations, cw, params):
                 J_parts.append(jnp.sqrt(cw) * rows.G)
         return jnp.concatenate(r_parts), jnp.concatenate(J_parts), c, G
 
-    def merit(q, data, r=None, c=None):
-        r = residual(q, *data) if r is None else r
-        m = 0.5 * jnp.dot(r, r)
-        if st.constrained and st.has_constraints:
-            c = constraint(q) if c is None else c
-            m = m + 1e4 * jnp.sum(jnp.abs(c))
-        return m
+    def merit(q, data):
+        """The objective ``f = |r|^2 / 2`` (enforced constraints left out)."""
+        r = residual(_context(system, base.replace(q=q), params), q, *data)
+        return 0.5 * jnp.dot(r, r)
 
-    return linearize, merit
+    def evaluate(q, data):
+        """``f``, the enforced constraint errors ``c`` and ``dc/du`` (one realization)."""
+        ctx = _context(system, base.replace(q=q), params)
+        r = residual(ctx, q, *data)
+        rows = ctx.constraints
+        return 0.5 * jnp.dot(r, r), rows.perr, rows.G
+
+    return linearize, merit, evaluate
 
 
-def _lm_step(system, st, linearize, merit, q, mu, data, lo_q, hi_q, tol):
-    """One projected Levenberg–Marquardt step; returns ``(q, mu, step size)``."""
+def _constraint_tolerance(dtype):
+    """Largest enforced-constraint error (rad or m) counted as satisfied."""
+    return 1e-2 * math.sqrt(float(jnp.finfo(dtype).eps))
+
+
+def _violation(c, G, free, ctol):
+    """``max |c|`` over the constraint rows that act on the ``free`` speeds (the rows of
+    locked and prescribed coordinates are held by the solver, not by steps), floored
+    at ``ctol``: every point within the tolerance counts as equally feasible."""
+    return jnp.maximum(jnp.max(jnp.where(_acting(G, free), jnp.abs(c), 0.0), initial=0.0), ctol)
+
+
+def _acting(G, free):
+    """The constraint rows with a nonzero entry on a ``free`` speed."""
+    return jnp.any(jnp.where(free[None, :], G, 0.0) != 0.0, axis=1)
+
+
+def _restore(system, st, evaluate, q, data, var, lo_q, hi_q, ctol, c_shape, iterations: int = 4):
+    """Put a trial point back on the constraint manifold: Gauss–Newton on ``c(q) = 0``
+    with minimum-norm steps over the free speeds ``var`` (the second-order correction
+    of an SQP step), until ``max |c|`` is far below ``ctol`` or after ``iterations``.
+
+    **Returns:** ``(q, f, c, G)`` at the corrected point (``evaluate``'s values there).
+    """
+    from ..lapack import spd_solve
+
+    tree = system.topology.tree
+    dtype = q.dtype
+    eps = float(jnp.finfo(dtype).eps)
+
+    def body(carry):
+        q, _, _, _, k, _ = carry
+        f, c, G = evaluate(q, data)
+        done = (k == iterations) | (_violation(c, G, var, 0.0) <= 1e-3 * ctol)
+        Gm = jnp.where(var[None, :], G, 0.0)
+        acting = _acting(G, var)
+        # rows that act on no free speed get a unit pivot and no right-hand side; the
+        # shift keeps redundant rows (a loop closed by a 6-equation weld) factorable
+        A = Gm @ Gm.T
+        shift = 100.0 * eps * (1.0 + jnp.max(jnp.diag(A), initial=0.0))
+        lam = spd_solve(A + jnp.diag(jnp.where(acting, shift, 1.0)), jnp.where(acting, c, 0.0))
+        q_next = _retract(tree, q, -(Gm.T @ lam))
+        if st.bound_u:
+            bq = np.asarray(st.bound_q)
+            q_next = q_next.at[bq].set(jnp.clip(q_next[bq], lo_q, hi_q))
+        return jnp.where(done, q, q_next), f, c, G, k + 1, done
+
+    m, nu = c_shape[0], tree.nu
+    init = (q, jnp.zeros((), dtype), jnp.zeros(m, dtype), jnp.zeros((m, nu), dtype), jnp.asarray(0),
+            jnp.asarray(False))
+    q, f, c, G, _, _ = jax.lax.while_loop(lambda carry: ~carry[-1], body, init)
+    return q, f, c, G
+
+
+def _lm_step(system, st, problem, q, mu, data, lo_q, hi_q, tol):
+    """One projected Levenberg–Marquardt step; returns ``(q, mu, step size)``.
+
+    With enforced constraints the step solves the KKT system of the linearized
+    constraints, and the trial point is then restored onto the constraints
+    (``_restore``): without that, its second-order constraint error outweighs the
+    objective's decrease near the optimum and steps are rejected (the Maratos effect).
+    A trial is accepted when it lowers the constraint violation (floored at the
+    constraint tolerance), or keeps it without raising the objective.
+    """
+    linearize, merit, evaluate = problem
     tree = system.topology.tree
     dtype = q.dtype
     nu = tree.nu
@@ -234,7 +303,7 @@ def _lm_step(system, st, linearize, merit, q, mu, data, lo_q, hi_q, tol):
         m = G.shape[0]
         K = jnp.block([[A, Gm.T], [Gm, -1e-12 * jnp.eye(m, dtype=dtype)]])
         sol = jnp.linalg.solve(K, jnp.concatenate([b, -c]))
-        du = sol[:nu]
+        du, lam = sol[:nu], sol[nu:]
     else:
         du = jnp.linalg.solve(A, b)
     du = jnp.where(var, du, 0.0)
@@ -242,8 +311,21 @@ def _lm_step(system, st, linearize, merit, q, mu, data, lo_q, hi_q, tol):
     if st.bound_u:
         bq = np.asarray(st.bound_q)
         q_new = q_new.at[bq].set(jnp.clip(q_new[bq], lo_q, hi_q))
-    m0, m1 = merit(q, data, r, c), merit(q_new, data)
-    ok = jnp.isfinite(m1) & (m1 <= m0)
+    f0 = 0.5 * jnp.dot(r, r)
+    if G.shape[0]:
+        ctol = _constraint_tolerance(dtype)
+        q_new, f1, c_new, G_new = _restore(system, st, evaluate, q_new, data, var, lo_q, hi_q, ctol, c.shape)
+        v0, v1 = _violation(c, G, movable, ctol), _violation(c_new, G_new, movable, ctol)
+        # the objective compared through the Lagrangian f + lam . c: constraint errors
+        # within the tolerance change f by about -lam . c, more than a step near the
+        # optimum gains, and the Lagrangian cancels that to first order
+        lam = jnp.where(_acting(G, movable), lam, 0.0)
+        L0 = f0 + jnp.dot(lam, c)
+        L1 = f1 + jnp.dot(lam, c_new)
+        ok = jnp.isfinite(L1) & jnp.all(jnp.isfinite(q_new)) & ((v1 < v0) | ((v1 <= v0) & (L1 <= L0)))
+    else:
+        f1 = merit(q_new, data)
+        ok = jnp.isfinite(f1) & (f1 <= f0)
     q_out = jnp.where(ok, q_new, q)
     mu_out = jnp.where(ok, jnp.maximum(mu * 0.1, 1e-10), mu * 10.0)
     size = jnp.where(ok, jnp.max(jnp.abs(du), initial=0.0), jnp.inf)
@@ -252,20 +334,26 @@ def _lm_step(system, st, linearize, merit, q, mu, data, lo_q, hi_q, tol):
     return q_out, mu_out, size
 
 
-def _solve_frame(system, st, linearize, merit, q0, data, lo_q, hi_q, max_steps, tol):
+def _solve_frame(system, st, problem, q0, data, lo_q, hi_q, max_steps, tol):
     def cond(carry):
         _, _, size, k = carry
         return (k < max_steps) & (size > tol)
 
     def body(carry):
         q, mu, _, k = carry
-        q, mu, size = _lm_step(system, st, linearize, merit, q, mu, data, lo_q, hi_q, tol)
+        q, mu, size = _lm_step(system, st, problem, q, mu, data, lo_q, hi_q, tol)
         return q, mu, size, k + 1
 
     dtype = q0.dtype
     init = (q0, jnp.asarray(1e-6, dtype), jnp.asarray(jnp.inf, dtype), jnp.asarray(0))
     q, _, size, k = jax.lax.while_loop(cond, body, init)
-    return q, size <= tol
+    ok = size <= tol
+    if st.constrained and st.has_constraints:
+        # (steps that cannot restore the constraints are all rejected, and end tiny)
+        ctol = _constraint_tolerance(dtype)
+        _, c, G = problem[2](q, data)
+        ok = ok & (_violation(c, G, jnp.asarray(np.asarray(st.movable, bool)), ctol) <= ctol)
+    return q, ok
 
 
 @eqx.filter_jit
@@ -280,7 +368,7 @@ def _solve(system, st: _Static, base: State, q_start, obs, weights, cvals, cweig
     """
     locations = _marker_locations(system, st)
     params = _tree_params(system, base)
-    linearize, merit = _problem(system, st, base, locations, cw, params)
+    problem = _problem(system, st, base, locations, cw, params)
     fixed = np.asarray(st.fixed_q, np.int32)
     q_start = q_start.at[fixed].set(base.q[fixed])
 
@@ -293,7 +381,7 @@ def _solve(system, st: _Static, base: State, q_start, obs, weights, cvals, cweig
     n = obs.shape[0]
 
     def full(q, o, w, cv):
-        return _solve_frame(system, st, linearize, merit, q, (o, w, cv, cweights), lo_q, hi_q, st.max_steps, tol)
+        return _solve_frame(system, st, problem, q, (o, w, cv, cweights), lo_q, hi_q, st.max_steps, tol)
 
     def cond(carry):
         _, _, change, k = carry
@@ -325,8 +413,8 @@ def _marker_locations(system, st):
 
 class IKInfo(NamedTuple):
     """How ``solve_inverse_kinematics`` went: ``converged (n_frames,)`` whether each
-    frame met the tolerance; ``passes``: the batched passes that reproduced OpenSim's
-    warm starts."""
+    frame met the tolerance (and held the enforced constraints, as ``IKResult``'s);
+    ``passes``: the batched passes that reproduced OpenSim's warm starts."""
 
     converged: Any
     passes: Any
@@ -365,10 +453,9 @@ def solve_inverse_kinematics(system, markers, positions, weights=None, *, coordi
 
     **Returns:** ``q (n_frames, nq)`` (rad or m), or ``(q, IKInfo)``.
 
-    The derivatives are the optimum's where the solve converged (``IKInfo.converged``;
-    with enforced nonlinear constraints the solver can stop short of the optimum). Under
-    ``jit`` or ``vmap`` the Hessians they need are computed even when no derivative is
-    asked for; at top level they are not.
+    The derivatives are the optimum's where the solve converged (``IKInfo.converged``).
+    Under ``jit`` or ``vmap`` the Hessians they need are computed even when no
+    derivative is asked for; at top level they are not.
 
     Example, the gradient of the optimal marker error with respect to a segment's
     scale factor (``scaled_system`` in ``simjax.tools.gradients``)::
