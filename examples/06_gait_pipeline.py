@@ -141,8 +141,8 @@ assert moments_ref is None or worst < 0.5
 # `SO/walk_Setup_SO.xml` (an AnalyzeTool): at each frame, the activations with the least sum
 # of squares whose muscle forces (force–length–velocity at the frame, rigid tendons), with
 # the reserve and residual actuators, reproduce the motion with its ground reactions. simjax
-# solves all frames in one batched interior-point method, to machine precision; OpenSim's
-# IPOPT stops at its convergence criterion (1e-4 here), so the two agree to about that.
+# solves all frames in one batched Newton method on the problem's dual, to machine precision;
+# OpenSim's IPOPT stops at its convergence criterion (1e-4 here), so the two agree to about that.
 
 activations, activations_ref, worst = step(
     "SO", "SO/Results/subject01_walk_StaticOptimization_activation.sto",
