@@ -1,0 +1,555 @@
+"""A primal-dual interior-point method for staged NLPs, after IPOPT (Wächter and
+Biegler, Math. Program. 106, 2006), in JAX.
+
+Inequalities become equalities with bounded slacks (``c(x) - s = 0``); the bounds
+enter a logarithmic barrier whose weight ``mu`` falls monotonically (Fiacco–McCormick).
+Each iteration solves the primal-dual Newton system with exact second derivatives
+(per-stage Hessians of the Lagrangian, ``vmap``-ed over the stages) by ``kkt``'s
+block-tridiagonal factorization, linear in the number of stages; its inertia is
+corrected by a multiple of the identity, as IPOPT does. Steps keep a fraction of the
+distance to the bounds and are accepted by a filter line search; where none is, a
+feasibility-restoration step (a regularized Gauss–Newton step on the constraints) is
+taken, and a point where that stalls is reported as locally infeasible.
+
+The problem's objective and constraint rows are scaled at the starting point as IPOPT's
+``gradient-based`` scaling does. Everything is one ``lax.while_loop``: ``jit``-able,
+``vmap``-able over problems of the same shape (each ends with its own status) and
+runnable on any backend.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from . import kkt
+from .nlp import StagedNLP
+
+__all__ = ["Options", "Solution", "solve", "STATUS", "print_log"]
+
+#: status codes and their meaning
+STATUS = {0: "solved", 1: "iteration limit", 2: "locally infeasible", 3: "non-finite value",
+          4: "search direction failed"}
+
+
+class Options(eqx.Module):
+    """Solver settings (IPOPT's names and defaults where they exist).
+
+    **Fields:** ``tol``: the scaled KKT error to stop at; ``constraint_tol``: the largest
+    unscaled constraint violation accepted; ``max_iter``; ``mu_init``: the first barrier
+    weight (small, e.g. ``1e-4``, for a warm start); ``bound_push``: how far inside its
+    bounds a variable starts; ``scale``: gradient-based scaling; ``max_gradient``:
+    the scaling's target largest gradient entry; ``verbose``: print each iteration.
+    """
+
+    tol: float = 1e-8
+    constraint_tol: float = 1e-8
+    max_iter: int = eqx.field(static=True, default=1000)
+    mu_init: float = 0.1
+    bound_push: float = 1e-2
+    scale: bool = eqx.field(static=True, default=True)
+    max_gradient: float = 100.0
+    verbose: bool = eqx.field(static=True, default=False)
+
+
+class Solution(eqx.Module):
+    """``solve``'s result.
+
+    **Fields:** ``z (K, nz)``, ``g (ng,)``: the variables; ``multipliers (K, m)``,
+    ``border_multipliers (mg,)``: of the constraints (``d objective / d bound``: the
+    Lagrangian is ``f + y . c``); ``objective``; ``status`` (``STATUS``);
+    ``iterations``; ``bad_stage``: the stage of a non-finite value (``-1`` the border
+    or none); ``constraint_violation``: the largest; ``log``: per iteration
+    ``(objective, primal infeasibility, dual infeasibility, log10 mu, step, log10
+    regularization, restoration)``, ``(max_iter, 7)``, rows past ``iterations`` NaN.
+    """
+
+    z: jax.Array
+    g: jax.Array
+    multipliers: jax.Array
+    border_multipliers: jax.Array
+    objective: jax.Array
+    status: jax.Array
+    iterations: jax.Array
+    bad_stage: jax.Array
+    constraint_violation: jax.Array
+    log: jax.Array
+
+
+# -- IPOPT's constants ----------------------------------------------------------------------
+_KAPPA_EPS, _KAPPA_MU, _THETA_MU = 10.0, 0.2, 1.5
+_GAMMA_THETA, _GAMMA_PHI, _DELTA, _S_THETA, _S_PHI, _ETA = 1e-5, 1e-8, 1.0, 1.1, 2.3, 1e-4
+_GAMMA_ALPHA, _KAPPA_SIGMA, _S_MAX = 0.05, 1e10, 100.0
+_DW0, _DW_MIN, _DW_MAX, _KW_MINUS, _KW_PLUS, _KW_PLUS_FIRST, _DC = 1e-4, 1e-20, 1e40, 1 / 3, 8.0, 100.0, 1e-8
+_FILTER = 64  # filter entries kept (the oldest dropped first)
+
+
+def _tree(*xs):
+    return jax.tree_util.tree_map(lambda *a: a, *xs)
+
+
+def _map(f, *trees):
+    return jax.tree_util.tree_map(f, *trees)
+
+
+def _sum(tree):
+    return sum(jnp.sum(x) for x in jax.tree_util.tree_leaves(tree))
+
+
+def _max_abs(tree):
+    return jnp.max(jnp.stack([jnp.max(jnp.abs(x), initial=0.0) for x in jax.tree_util.tree_leaves(tree)]))
+
+
+class _Problem:
+    """The scaled problem's functions on the variables ``V = (Z, S, G, SG)`` and the
+    multipliers ``Y = (Y, YG)``."""
+
+    def __init__(self, nlp: StagedNLP, f_scale, row_scale, border_scale):
+        self.nlp, self.fs, self.rs, self.bs = nlp, f_scale, row_scale, border_scale
+        self.K, self.nz, self.m, self.ng, self.mg = nlp.shape
+        self.ks = jnp.arange(self.K)
+
+    def _next(self, Z):
+        return jnp.concatenate([Z[1:], jnp.zeros_like(Z[:1])])
+
+    def objective(self, V):
+        Z, _, G, _ = V
+        th = self.nlp.theta
+        costs = jax.vmap(self.nlp.cost, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
+        return self.fs * (jnp.sum(costs) + self.nlp.border_cost(G, th))
+
+    def stage_costs(self, V):
+        Z, _, G, _ = V
+        return jax.vmap(self.nlp.cost, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, self.nlp.theta)
+
+    def residuals(self, V):
+        Z, S, G, SG = V
+        th = self.nlp.theta
+        c = jax.vmap(self.nlp.constraints, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
+        return (self.rs * c - S, self.bs * self.nlp.border_constraints(G, th) - SG)
+
+    def lagrangian(self, V, Y):
+        r = self.residuals(V)
+        return self.objective(V) + jnp.sum(Y[0] * r[0]) + jnp.sum(Y[1] * r[1])
+
+    def blocks(self, V, Y):
+        """Per-stage Jacobians and Hessians of the Lagrangian (without slacks)."""
+        Z, _, G, _ = V
+        th, nz = self.nlp.theta, self.nz
+
+        def stage_l(v, k, y):
+            z, zn, g = v[:nz], v[nz:2 * nz], v[2 * nz:]
+            return self.fs * self.nlp.cost(k, z, zn, g, th) + y @ (self.rs[k] * self.nlp.constraints(k, z, zn, g, th))
+
+        def stage_c(v, k):
+            return self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
+
+        v = jnp.concatenate([Z, self._next(Z), jnp.broadcast_to(G, (self.K, self.ng))], axis=1)
+        H = jax.vmap(jax.hessian(stage_l))(v, self.ks, Y[0])
+        J = jax.vmap(jax.jacfwd(stage_c))(v, self.ks)
+
+        def border_l(g):
+            return self.fs * self.nlp.border_cost(g, th) + Y[1] @ (self.bs * self.nlp.border_constraints(g, th))
+
+        HB = jax.hessian(border_l)(G)
+        JB = jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(G)
+        return H, J, HB, JB
+
+
+def _bounds(nlp: StagedNLP, rs, bs):
+    lo = (nlp.z_lower, rs * nlp.c_lower, nlp.border_lower, bs * nlp.g_lower)
+    hi = (nlp.z_upper, rs * nlp.c_upper, nlp.border_upper, bs * nlp.g_upper)
+    return lo, hi
+
+
+def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
+    """The primal-dual matrix, stage blocks ``[z, s, y]``, border ``[g, sg, yg]``."""
+    K, nz, m, ng, mg = P.K, P.nz, P.m, P.ng, P.mg
+    dtype = H.dtype
+    b, nb = nz + 2 * m, ng + 2 * mg
+    zz, nn, nzb = H[:, :nz, :nz], H[:, nz:2 * nz, nz:2 * nz], H[:, nz:2 * nz, :nz]
+    shift = lambda a: jnp.concatenate([jnp.zeros_like(a[:1]), a[:-1]])  # noqa: E731 (a[k-1] at k)
+    Wzz = zz + shift(nn)
+    eye_m = jnp.eye(m, dtype=dtype)
+    D = jnp.zeros((K, b, b), dtype)
+    D = D.at[:, :nz, :nz].set(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw))
+    D = D.at[:, nz:nz + m, nz:nz + m].set(jax.vmap(jnp.diag)(sigma[1] + dw))
+    D = D.at[:, nz + m:, :nz].set(J[:, :, :nz])
+    D = D.at[:, :nz, nz + m:].set(jnp.swapaxes(J[:, :, :nz], 1, 2))
+    D = D.at[:, nz + m:, nz:nz + m].set(-eye_m)
+    D = D.at[:, nz:nz + m, nz + m:].set(-eye_m)
+    D = D.at[:, nz + m:, nz + m:].set(-dc * eye_m)
+    L = jnp.zeros((K, b, b), dtype)
+    L = L.at[:, :nz, :nz].set(shift(nzb))
+    L = L.at[:, :nz, nz + m:].set(shift(jnp.swapaxes(J[:, :, nz:2 * nz], 1, 2)))
+    Bo = jnp.zeros((K, b, nb), dtype)
+    Bo = Bo.at[:, :nz, :ng].set(H[:, :nz, 2 * nz:] + shift(H[:, nz:2 * nz, 2 * nz:]))
+    Bo = Bo.at[:, nz + m:, :ng].set(J[:, :, 2 * nz:])
+    C = jnp.zeros((nb, nb), dtype)
+    C = C.at[:ng, :ng].set(jnp.sum(H[:, 2 * nz:, 2 * nz:], axis=0) + HB + jnp.diag(sigma[2] + dw))
+    C = C.at[ng:ng + mg, ng:ng + mg].set(jnp.diag(sigma[3] + dw))
+    C = C.at[ng + mg:, :ng].set(JB).at[:ng, ng + mg:].set(JB.T)
+    eye_g = jnp.eye(mg, dtype=dtype)
+    C = C.at[ng + mg:, ng:ng + mg].set(-eye_g).at[ng:ng + mg, ng + mg:].set(-eye_g)
+    C = C.at[ng + mg:, ng + mg:].set(-dc * eye_g)
+    # fixed variables: rows and columns replaced by the identity's
+    fs = jnp.concatenate([free[0], free[1], jnp.ones((K, m), bool)], axis=1).astype(dtype)
+    fb = jnp.concatenate([free[2], free[3], jnp.ones(mg, bool)]).astype(dtype)
+    D = D * fs[:, :, None] * fs[:, None, :] + jax.vmap(jnp.diag)(1.0 - fs)
+    L = L * fs[:, :, None] * shift(fs)[:, None, :]
+    Bo = Bo * fs[:, :, None] * fb[None, None, :]
+    C = C * fb[:, None] * fb[None, :] + jnp.diag(1.0 - fb)
+    return kkt.Banded(D, L, Bo, C)
+
+
+def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers=None) -> Solution:
+    """Solve a staged NLP from a starting point.
+
+    **Arguments:** ``nlp``; ``z0 (K, nz)``, ``g0 (ng,)``: the starting point (moved
+    inside the bounds); ``options``; ``multipliers``: ``(Y (K, m), YG (mg,))`` to
+    start from (a warm start), else zeros.
+
+    **Returns:** a ``Solution``; ``status`` 0 where it converged (``STATUS``).
+    """
+    K, nz, m, ng, mg = nlp.shape
+    dtype = nlp.z_lower.dtype
+    g0 = jnp.zeros(ng, dtype) if g0 is None else jnp.asarray(g0, dtype)
+    z0 = jnp.asarray(z0, dtype)
+    theta = nlp.theta
+    nlp = eqx.tree_at(lambda n: n.theta, nlp, jax.lax.stop_gradient(theta), is_leaf=lambda x: x is None)
+
+    # -- scaling at the starting point ------------------------------------------------------
+    raw = _Problem(nlp, jnp.ones((), dtype), jnp.ones((K, m), dtype), jnp.ones(mg, dtype))
+    V0 = (z0, jnp.zeros((K, m), dtype), g0, jnp.zeros(mg, dtype))
+    if options.scale:
+        _, J0, _, JB0 = raw.blocks(V0, (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)))
+        gf = jax.grad(raw.objective)(V0)
+        big = options.max_gradient
+        fs = jnp.minimum(1.0, big / jnp.maximum(_max_abs((gf[0], gf[2])), 1e-300))
+        rs = jnp.minimum(1.0, big / jnp.maximum(jnp.max(jnp.abs(J0), axis=2, initial=0.0), 1e-300))
+        bs = jnp.minimum(1.0, big / jnp.maximum(jnp.max(jnp.abs(JB0), axis=1, initial=0.0), 1e-300))
+        ok = jnp.isfinite(fs) & jnp.all(jnp.isfinite(rs)) & jnp.all(jnp.isfinite(bs))
+        fs, rs, bs = (jnp.where(ok, a, 1.0) for a in (fs, rs, bs))
+    else:
+        fs, rs, bs = raw.fs, raw.rs, raw.bs
+    P = _Problem(nlp, fs, rs, bs)
+    lo, hi = _bounds(nlp, rs, bs)
+    fixed = _map(lambda a, b: a == b, lo, hi)
+    free = _map(jnp.logical_not, fixed)
+    has_lo = _map(lambda a, f: jnp.isfinite(a) & f, lo, free)
+    has_hi = _map(lambda a, f: jnp.isfinite(a) & f, hi, free)
+    n_primal = K * (nz + m) + ng + mg
+    expected = jnp.asarray([n_primal, K * m + mg, 0])
+
+    def push(x, l, u, hl, hu, fx):
+        """IPOPT's bound push: strictly inside the bounds."""
+        pl = jnp.minimum(options.bound_push * jnp.maximum(1.0, jnp.abs(l)), 0.5 * jnp.where(hu, u - l, jnp.inf))
+        pu = jnp.minimum(options.bound_push * jnp.maximum(1.0, jnp.abs(u)), 0.5 * jnp.where(hl, u - l, jnp.inf))
+        x = jnp.where(hl, jnp.maximum(x, l + pl), x)
+        x = jnp.where(hu, jnp.minimum(x, u - pu), x)
+        return jnp.where(fx, l, x)
+
+    r0 = raw.residuals(V0)
+    S0 = r0[0] * rs  # (the slacks at their constraints' values)
+    SG0 = r0[1] * bs
+    V0 = _map(push, (z0, S0, g0, SG0), lo, hi, has_lo, has_hi, fixed)
+    Y0 = (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)) if multipliers is None else \
+        (jnp.asarray(multipliers[0], dtype) / rs * fs, jnp.asarray(multipliers[1], dtype) / bs * fs)
+    ZL0 = _map(lambda h: jnp.where(h, 1.0, 0.0).astype(dtype), has_lo)
+    ZU0 = _map(lambda h: jnp.where(h, 1.0, 0.0).astype(dtype), has_hi)
+
+    def dists(V):
+        dl = _map(lambda x, l, h: jnp.where(h, x - l, 1.0), V, lo, has_lo)
+        du = _map(lambda x, u, h: jnp.where(h, u - x, 1.0), V, hi, has_hi)
+        return dl, du
+
+    def barrier(V, mu):
+        dl, du = dists(V)
+        return P.objective(V) - mu * (_sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), dl, has_lo))
+                                      + _sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), du, has_hi)))
+
+    def infeasibility(V):
+        return _sum(_map(jnp.abs, P.residuals(V)))
+
+    def violation(V):
+        """The largest unscaled constraint violation."""
+        r = P.residuals(V)
+        return jnp.maximum(jnp.max(jnp.abs(r[0] / rs), initial=0.0), jnp.max(jnp.abs(r[1] / bs), initial=0.0))
+
+    theta0 = infeasibility(V0)
+    theta_max = 1e4 * jnp.maximum(1.0, theta0)
+    theta_min = 1e-4 * jnp.maximum(1.0, theta0)
+
+    def errors(V, Y, ZL, ZU, gL, mu):
+        """IPOPT's optimality error (scaled) at barrier weight ``mu``, with its parts."""
+        dl, du = dists(V)
+        dual = _map(lambda g, zl, zu, f: jnp.where(f, g - zl + zu, 0.0), gL, ZL, ZU, free)
+        inf_du = _max_abs(dual)
+        inf_pr = _max_abs(P.residuals(V))
+        comp = jnp.maximum(_max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), dl, ZL, has_lo)),
+                           _max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), du, ZU, has_hi)))
+        n_mult = K * m + mg
+        n_bound = _sum(_map(lambda h: h.astype(dtype), has_lo)) + _sum(_map(lambda h: h.astype(dtype), has_hi))
+        zsum = _sum(_map(jnp.abs, ZL)) + _sum(_map(jnp.abs, ZU))
+        sd = jnp.maximum(_S_MAX, (_sum(_map(jnp.abs, Y)) + zsum) / jnp.maximum(n_mult + n_bound, 1)) / _S_MAX
+        sc = jnp.maximum(_S_MAX, zsum / jnp.maximum(n_bound, 1)) / _S_MAX
+        return jnp.maximum(jnp.maximum(inf_du / sd, inf_pr), comp / sc), inf_pr, inf_du
+
+    def to_stages(V, Y):
+        return jnp.concatenate([V[0], V[1], Y[0]], axis=1), jnp.concatenate([V[2], V[3], Y[1]])
+
+    def from_stages(xs, xb):
+        return (xs[:, :nz], xs[:, nz:nz + m], xb[:ng], xb[ng:ng + mg]), (xs[:, nz + m:], xb[ng + mg:])
+
+    def factor_corrected(H, J, HB, JB, sigma, mu, dw_last, gauss_newton):
+        """Factor with the smallest regularization that gives the right inertia."""
+        if gauss_newton:
+            H, HB = jnp.zeros_like(H), jnp.zeros_like(HB)
+        F = kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, 0.0, 0.0))
+        dc = jnp.where(F.inertia[2] > 0, _DC * mu ** 0.25, 0.0)
+        first = jnp.where(dw_last == 0.0, _DW0, jnp.maximum(_DW_MIN, _KW_MINUS * dw_last))
+        good = jnp.all(F.inertia == expected)
+
+        def cond(c):
+            F, dw, _, tries = c
+            return ~jnp.all(F.inertia == expected) & (dw <= _DW_MAX) & (tries < 60)
+
+        def body(c):
+            F, dw, dc, tries = c
+            dw = jnp.where(tries == 0, first, dw * jnp.where(dw_last == 0.0, _KW_PLUS_FIRST, _KW_PLUS))
+            # zero eigenvalues that remain are the constraints' (rank deficiency at the
+            # matrix's scale): their regularization grows too
+            scale = jnp.maximum(jnp.max(jnp.abs(F.values), initial=0.0), jnp.max(jnp.abs(F.border_values), initial=0.0))
+            dc = jnp.where((tries > 0) & (F.inertia[2] > 0), jnp.maximum(10.0 * dc, 1e-12 * scale), dc)
+            return kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, dw, dc)), dw, dc, tries + 1
+
+        F, dw, _, _ = jax.lax.while_loop(cond, body, (F, jnp.zeros((), dtype), dc, jnp.zeros((), jnp.int32)))
+        ok = jnp.all(F.inertia == expected)
+        return F, jnp.where(good, 0.0, dw), ok
+
+    def direction(V, Y, ZL, ZU, gL, mu, F, gauss_newton):
+        dl, du = dists(V)
+        grad_b = _map(lambda g, d1, d2, h1, h2, y: g - jnp.where(h1, mu / d1, 0.0) + jnp.where(h2, mu / d2, 0.0),
+                      gL, dl, du, has_lo, has_hi, V)
+        if gauss_newton:  # the feasibility problem: the barrier terms alone
+            grad_b = _map(lambda a, g: a - g, grad_b, gL)
+        grad_b = _map(lambda g, f: jnp.where(f, g, 0.0), grad_b, free)
+        r = P.residuals(V)
+        rs_, rb_ = to_stages(grad_b, r)
+        dxs, dxb = kkt.solve(F, -rs_, -rb_)
+        dV, dY = from_stages(dxs, dxb)
+        dV = _map(lambda d, f: jnp.where(f, d, 0.0), dV, free)
+        dZL = _map(lambda z, d, dx, h: jnp.where(h, mu / d - z - z / d * dx, 0.0), ZL, dl, dV, has_lo)
+        dZU = _map(lambda z, d, dx, h: jnp.where(h, mu / d - z + z / d * dx, 0.0), ZU, du, dV, has_hi)
+        slope = _sum(_map(lambda g, d: g * d, grad_b, dV))
+        return dV, dY, dZL, dZU, slope, grad_b
+
+    def max_step(x, dx, d, h, tau):
+        # the largest alpha in (0, 1] with d + alpha * dx >= (1 - tau) d (d: the distance)
+        ratio = jnp.where(h & (dx < 0), -tau * d / jnp.where(dx < 0, dx, -1.0), jnp.inf)
+        return jnp.min(ratio, initial=jnp.inf)
+
+    def fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau):
+        dl, du = dists(V)
+        leaves = lambda t: jax.tree_util.tree_leaves(t)  # noqa: E731
+        ap = jnp.inf
+        for x, dx, d, h in zip(leaves(V), leaves(dV), leaves(dl), leaves(has_lo)):
+            ap = jnp.minimum(ap, max_step(x, dx, d, h, tau))
+        for x, dx, d, h in zip(leaves(V), leaves(dV), leaves(du), leaves(has_hi)):
+            ap = jnp.minimum(ap, max_step(x, -dx, d, h, tau))
+        az = jnp.inf
+        for z, dz, h in zip(leaves(ZL) + leaves(ZU), leaves(dZL) + leaves(dZU), leaves(has_lo) + leaves(has_hi)):
+            az = jnp.minimum(az, max_step(z, dz, z, h, tau))
+        return jnp.minimum(1.0, ap), jnp.minimum(1.0, az)
+
+    def step_to(V, dV, a):
+        return _map(lambda x, d: x + a * d, V, dV)
+
+    def acceptable(theta_t, phi_t, filt):
+        ok = (theta_t <= (1 - _GAMMA_THETA) * filt[:, 0]) | (phi_t <= filt[:, 1])
+        return jnp.all(ok | ~jnp.isfinite(filt[:, 0])) & (theta_t <= theta_max)
+
+    def line_search(V, dV, amax, mu, theta, phi, slope, filt):
+        """The filter line search: ``(alpha, accepted, phi_type)``."""
+        switching_ok = slope < 0
+        amin = jnp.where(switching_ok,
+                         _GAMMA_ALPHA * jnp.minimum(jnp.minimum(_GAMMA_THETA, _GAMMA_PHI * theta / -slope),
+                                                    _DELTA * theta ** _S_THETA / (-slope) ** _S_PHI),
+                         _GAMMA_ALPHA * _GAMMA_THETA)
+        amin = jnp.where(theta <= theta_min, amin, _GAMMA_ALPHA * _GAMMA_THETA)
+
+        def trial(a):
+            Vt = step_to(V, dV, a)
+            theta_t, phi_t = infeasibility(Vt), barrier(Vt, mu)
+            finite = jnp.isfinite(theta_t) & jnp.isfinite(phi_t)
+            switching = switching_ok & (a * (-slope) ** _S_PHI > _DELTA * theta ** _S_THETA) & (theta <= theta_min)
+            armijo = phi_t <= phi + _ETA * a * slope
+            sufficient = (theta_t <= (1 - _GAMMA_THETA) * theta) | (phi_t <= phi - _GAMMA_PHI * theta)
+            ok = finite & acceptable(theta_t, phi_t, filt) & jnp.where(switching, armijo, sufficient)
+            return ok, switching & armijo
+
+        def cond(c):
+            a, ok, _ = c
+            return ~ok & (a >= amin)
+
+        def body(c):
+            a, _, _ = c
+            a = a * 0.5
+            ok, phi_type = trial(a)
+            return a, ok, phi_type
+
+        ok, phi_type = trial(amax)
+        a, ok, phi_type = jax.lax.while_loop(cond, body, (amax, ok, phi_type))
+        return a, ok, phi_type
+
+    def restoration_search(V, dV, amax, theta):
+        def cond(c):
+            a, ok = c
+            return ~ok & (a >= 1e-12)
+
+        def body(c):
+            a, _ = c
+            a = a * 0.5
+            t = infeasibility(step_to(V, dV, a))
+            return a, jnp.isfinite(t) & (t <= (1 - 1e-4 * a) * theta)
+
+        t = infeasibility(step_to(V, dV, amax))
+        return jax.lax.while_loop(cond, body, (amax, jnp.isfinite(t) & (t <= (1 - 1e-4 * amax) * theta)))
+
+    def least_squares_multipliers(V, ZL, ZU):
+        """The multipliers that best satisfy stationarity at ``V`` (IPOPT's estimate at
+        the start and after restoration), zero where that estimate exceeds 1e3."""
+        Yz = (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype))
+        H, J, HB, JB = P.blocks(V, Yz)
+        zero = _map(jnp.zeros_like, V)
+        F = kkt.factor(_assemble(P, jnp.zeros_like(H), J, jnp.zeros_like(HB), JB, zero, free, 1.0, _DC))
+        gf = jax.grad(P.lagrangian)(V, Yz)
+        rhs = _map(lambda g, zl, zu, f: jnp.where(f, -(g - zl + zu), 0.0), gf, ZL, ZU, free)
+        rs_, rb_ = to_stages(rhs, _map(jnp.zeros_like, Yz))
+        _, Y = from_stages(*kkt.solve(F, rs_, rb_))
+        ok = (_max_abs(Y) <= 1e3) & jnp.all(jnp.isfinite(Y[0])) & jnp.all(jnp.isfinite(Y[1]))
+        return _map(lambda y: jnp.where(ok, y, 0.0), Y)
+
+    def stage_finite(V, Y):
+        """Whether each stage's and the border's values are finite: ``((K,), ())``."""
+        c = P.stage_costs(V)
+        r = P.residuals(V)
+        ok_k = jnp.isfinite(c) & jnp.all(jnp.isfinite(r[0]), axis=1)
+        ok_b = jnp.all(jnp.isfinite(r[1])) & jnp.isfinite(nlp.border_cost(V[2], nlp.theta))
+        return ok_k, ok_b
+
+    log0 = jnp.full((options.max_iter, 7), jnp.nan, dtype)
+    filt0 = jnp.full((_FILTER, 2), jnp.inf, dtype)
+    if multipliers is None:
+        Y0 = least_squares_multipliers(V0, ZL0, ZU0)
+    init = dict(V=V0, Y=Y0, ZL=ZL0, ZU=ZU0, mu=jnp.asarray(options.mu_init, dtype), filt=filt0, n_filt=0,
+                it=0, status=-1, dw=jnp.zeros((), dtype), stall=0, bad=-1, log=log0)
+
+    def body(s):
+        V, Y, ZL, ZU, mu = s["V"], s["Y"], s["ZL"], s["ZU"], s["mu"]
+        ok_k, ok_b = stage_finite(V, Y)
+        gL = jax.grad(P.lagrangian)(V, Y)
+        H, J, HB, JB = P.blocks(V, Y)
+        finite = jnp.all(ok_k) & ok_b & jnp.all(jnp.stack(
+            [jnp.all(jnp.isfinite(x)) for x in (H, J, HB, JB, *jax.tree_util.tree_leaves(gL))]))
+        bad = jnp.where(jnp.all(ok_k), -1, jnp.argmin(ok_k))
+        e0, inf_pr, inf_du = errors(V, Y, ZL, ZU, gL, 0.0)
+        converged = (e0 <= options.tol) & (violation(V) <= options.constraint_tol)
+        # the barrier weight falls once the barrier problem is solved well enough
+        e_mu, _, _ = errors(V, Y, ZL, ZU, gL, mu)
+        lower_mu = e_mu <= _KAPPA_EPS * mu
+        mu = jnp.where(lower_mu, jnp.maximum(options.tol / 10, jnp.minimum(_KAPPA_MU * mu, mu ** _THETA_MU)), mu)
+        filt = jnp.where(lower_mu, filt0, s["filt"])
+        n_filt = jnp.where(lower_mu, 0, s["n_filt"])
+        dl, du = dists(V)
+        sigma = _map(lambda zl, zu, a, b, h1, h2: jnp.where(h1, zl / a, 0.0) + jnp.where(h2, zu / b, 0.0),
+                     ZL, ZU, dl, du, has_lo, has_hi)
+        H = jnp.where(finite, H, 0.0)
+        J = jnp.where(finite, J, 0.0)
+        HB, JB = jnp.where(finite, HB, 0.0), jnp.where(finite, JB, 0.0)
+        F, dw, inertia_ok = factor_corrected(H, J, HB, JB, sigma, mu, s["dw"], False)
+        dV, dY, dZL, dZU, slope, _ = direction(V, Y, ZL, ZU, gL, mu, F, False)
+        tau = jnp.maximum(0.99, 1.0 - mu)
+        amax, az = fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau)
+        theta, phi = infeasibility(V), barrier(V, mu)
+        a, accepted, phi_type = line_search(V, dV, amax, mu, theta, phi, slope, filt)
+        accepted = accepted & inertia_ok
+        restoring = ~accepted
+
+        def restoration(_):
+            """A Gauss-Newton step on the constraints alone."""
+            Fr, _, _ = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True)
+            dVr, _, dZLr, dZUr, _, _ = direction(V, Y, ZL, ZU, gL, mu, Fr, True)
+            amax_r, az_r = fraction_to_boundary(V, dVr, ZL, ZU, dZLr, dZUr, tau)
+            ar, restored = restoration_search(V, dVr, amax_r, theta)
+            return dVr, dZLr, dZUr, az_r, ar, restored
+
+        skipped = (dV, dZL, dZU, az, jnp.zeros((), dtype), jnp.ones((), bool))
+        dVr, dZLr, dZUr, az_r, ar, restored = jax.lax.cond(restoring, restoration, lambda _: skipped, None)
+        a_used = jnp.where(restoring, jnp.where(restored, ar, 0.0), a)
+        dV_used = jax.tree_util.tree_map(lambda x, y: jnp.where(restoring, y, x), dV, dVr)
+        Vn = step_to(V, dV_used, a_used)
+        Yn = _map(lambda y, d: y + a * d, Y, dY)
+        az_used = jnp.where(restoring, az_r, az)
+        dZL_used = _map(lambda x, y: jnp.where(restoring, y, x), dZL, dZLr)
+        dZU_used = _map(lambda x, y: jnp.where(restoring, y, x), dZU, dZUr)
+        ZLn = _map(lambda z, d: z + az_used * d, ZL, dZL_used)
+        ZUn = _map(lambda z, d: z + az_used * d, ZU, dZU_used)
+        # the bound multipliers kept near mu / distance (IPOPT's kappa_sigma safeguard)
+        dln, dun = dists(Vn)
+        ZLn = _map(lambda z, d, h: jnp.where(h, jnp.clip(z, mu / (_KAPPA_SIGMA * d), _KAPPA_SIGMA * mu / d), 0.0),
+                   ZLn, dln, has_lo)
+        ZUn = _map(lambda z, d, h: jnp.where(h, jnp.clip(z, mu / (_KAPPA_SIGMA * d), _KAPPA_SIGMA * mu / d), 0.0),
+                   ZUn, dun, has_hi)
+        # after a restoration step the constraints' multipliers start again from their
+        # least-squares estimate
+        Yn = jax.lax.cond(restoring, lambda _: least_squares_multipliers(Vn, ZLn, ZUn), lambda _: Yn, None)
+        # the filter grows with every step that is not of the objective's kind (and on restoration)
+        grow = (accepted & ~phi_type) | restoring
+        entry = jnp.stack([(1 - _GAMMA_THETA) * theta, phi - _GAMMA_PHI * theta])
+        filt = jnp.where(grow, filt.at[n_filt % _FILTER].set(entry), filt)
+        n_filt = jnp.where(grow, n_filt + 1, n_filt)
+        theta_n = infeasibility(Vn)
+        stall = jnp.where(restoring & (~restored | (theta_n > 0.999 * theta)), s["stall"] + 1, 0)
+        status = jnp.where(converged, 0, -1)
+        status = jnp.where(~finite, 3, status)
+        status = jnp.where((status < 0) & ~inertia_ok & restoring & ~restored, 4, status)
+        status = jnp.where((status < 0) & (stall >= 8) & (violation(V) > options.constraint_tol), 2, status)
+        done = status >= 0
+        f_un = P.objective(V) / P.fs
+        row = jnp.stack([f_un, inf_pr, inf_du, jnp.log10(mu), jnp.where(done, 0.0, a_used),
+                         jnp.log10(jnp.maximum(dw, 1e-99)), restoring.astype(dtype)])
+        if options.verbose:
+            jax.debug.print("{it:4d} {f: .8e} {pr:.2e} {du:.2e} {mu:5.1f} {a:.2e} {r}", it=s["it"], f=f_un,
+                            pr=inf_pr, du=inf_du, mu=jnp.log10(mu), a=a_used, r=restoring)
+        keep = lambda new, old: _map(lambda n, o: jnp.where(done, o, n), new, old)  # noqa: E731
+        return dict(V=keep(Vn, V), Y=keep(Yn, Y), ZL=keep(ZLn, ZL), ZU=keep(ZUn, ZU), mu=mu, filt=filt,
+                    n_filt=n_filt, it=s["it"] + jnp.where(done, 0, 1), status=status,
+                    dw=jnp.where(inertia_ok, dw, s["dw"]), stall=stall,
+                    bad=jnp.where(~finite, bad, s["bad"]), log=s["log"].at[s["it"]].set(row))
+
+    def cond(s):
+        return (s["status"] < 0) & (s["it"] < options.max_iter)
+
+    s = jax.lax.while_loop(cond, body, init)
+    status = jnp.where(s["status"] < 0, 1, s["status"])
+    V, Y = s["V"], s["Y"]
+    return Solution(z=V[0], g=V[2], multipliers=Y[0] * rs / fs, border_multipliers=Y[1] * bs / fs,
+                    objective=P.objective(V) / fs, status=status, iterations=s["it"], bad_stage=s["bad"],
+                    constraint_violation=violation(V), log=s["log"])
+
+
+def print_log(solution: Solution, file=None) -> None:
+    """Print an IPOPT-like iteration log of one (not batched) solution."""
+    import numpy as np
+
+    log = np.asarray(solution.log)
+    print(" iter    objective      inf_pr    inf_du  lg(mu)  alpha   lg(rg) R", file=file)
+    for k in range(int(solution.iterations) + 1):
+        if k >= len(log) or not np.isfinite(log[k, 0]):
+            break
+        f, pr, du, mu, a, rg, r = log[k]
+        reg = "   -  " if rg < -90 else f"{rg:6.1f}"
+        print(f"{k:5d} {f: .8e} {pr:8.2e} {du:8.2e} {mu:6.1f} {a:8.2e} {reg} {'r' if r else ' '}", file=file)
+    print(f"status: {STATUS[int(solution.status)]} after {int(solution.iterations)} iterations", file=file)
