@@ -1,6 +1,7 @@
 """The interior-point solver (simjax.optimize.ipm) and its block-tridiagonal KKT solve
 (simjax.optimize.kkt): small NLPs with known optima (Hock–Schittkowski), the KKT solve
-against a dense solve, statuses for infeasible and iteration-limited problems."""
+against a dense solve, statuses for infeasible, iteration-limited and non-finite problems, and a batch in
+which one problem fails."""
 
 import jax
 import jax.numpy as jnp
@@ -59,3 +60,34 @@ def test_iteration_limit_returns_the_last_iterate():
     assert ipm.STATUS[int(sol.status)] == "iteration limit" and int(sol.iterations) == 3
     assert np.all(np.isfinite(np.asarray(sol.z))) and not np.allclose(sol.z[0], p.x0)
     assert np.isfinite(np.asarray(sol.log)[:3, 0]).all() and np.isnan(np.asarray(sol.log)[3:, 0]).all()
+
+
+def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions():
+    # min sum |z_k - theta_k|^2 with |z_{k+1,0} - z_{k,0}| <= 1; a cost that is NaN at
+    # stage 2 of the second problem
+    import equinox as eqx
+    from simjax.optimize.nlp import StagedNLP
+    K = 4
+
+    def cost(k, z, zn, g, th):
+        return jnp.sum((z - th[k]) ** 2) + jnp.where(th[k, 0] < 0, jnp.log(th[k, 0]), 0.0)
+
+    nlp = StagedNLP(cost=cost, constraints=lambda k, z, zn, g, th: (zn - z)[:1] * (k < K - 1),
+                    border_cost=lambda g, th: jnp.zeros(()), border_constraints=lambda g, th: jnp.zeros(0),
+                    z_lower=jnp.full((K, 2), -10.0), z_upper=jnp.full((K, 2), 10.0),
+                    c_lower=jnp.full((K, 1), -1.0), c_upper=jnp.full((K, 1), 1.0),
+                    border_lower=jnp.zeros(0), border_upper=jnp.zeros(0), g_lower=jnp.zeros(0), g_upper=jnp.zeros(0),
+                    theta=jnp.zeros((K, 2)))
+    good = jnp.asarray(np.arange(2 * K, dtype=float).reshape(K, 2) * 0.3 + 1.0)
+    thetas = jnp.stack([good, good.at[2, 0].set(-1.0), 2 * good])
+    options = ipm.Options(max_iter=50)
+    sols = jax.jit(jax.vmap(lambda th: ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2)),
+                                                 options=options)))(thetas)
+    assert [ipm.STATUS[int(s)] for s in sols.status] == ["solved", "non-finite value", "solved"]
+    assert [int(b) for b in sols.bad_stage] == [-1, 2, -1]
+    for i in (0, 2):  # each its own optimum: the second column tracked exactly, the first within the links
+        z, th = np.asarray(sols.z[i]), np.asarray(thetas[i])
+        assert np.allclose(z[:, 1], th[:, 1], atol=1e-7)
+        assert np.abs(np.diff(z[:, 0])).max() <= 1 + 1e-8
+    # the first column's optimum: the links bind where the targets are 2 * 0.6 = 1.2 apart
+    assert np.abs(np.diff(np.asarray(sols.z[2])[:, 0])).max() > 1 - 1e-6

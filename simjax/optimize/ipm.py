@@ -377,7 +377,9 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
                          _GAMMA_ALPHA * jnp.minimum(jnp.minimum(_GAMMA_THETA, _GAMMA_PHI * theta / -slope),
                                                     _DELTA * theta ** _S_THETA / (-slope) ** _S_PHI),
                          _GAMMA_ALPHA * _GAMMA_THETA)
-        amin = jnp.where(theta <= theta_min, amin, _GAMMA_ALPHA * _GAMMA_THETA)
+        # (at a feasible point IPOPT's bound is zero: a floor keeps the search finite
+        # where no step is acceptable, e.g. a non-finite objective)
+        amin = jnp.maximum(jnp.where(theta <= theta_min, amin, _GAMMA_ALPHA * _GAMMA_THETA), 1e-14)
 
         def trial(a):
             Vt = step_to(V, dV, a)
