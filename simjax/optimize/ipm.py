@@ -113,48 +113,69 @@ class _Problem:
     def _next(self, Z):
         return jnp.concatenate([Z[1:], jnp.zeros_like(Z[:1])])
 
-    def objective(self, V):
-        Z, _, G, _ = V
-        th = self.nlp.theta
-        costs = jax.vmap(self.nlp.cost, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
-        return self.fs * (jnp.sum(costs) + self.nlp.border_cost(G, th))
-
-    def stage_costs(self, V):
-        Z, _, G, _ = V
-        return jax.vmap(self.nlp.cost, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, self.nlp.theta)
-
-    def residuals(self, V):
+    def primal(self, V):
+        """``(scaled objective, residuals (c - s, cb - sb), stage costs)`` at ``V``."""
         Z, S, G, SG = V
         th = self.nlp.theta
+        costs = jax.vmap(self.nlp.cost, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
         c = jax.vmap(self.nlp.constraints, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
-        return (self.rs * c - S, self.bs * self.nlp.border_constraints(G, th) - SG)
+        f = self.fs * (jnp.sum(costs) + self.nlp.border_cost(G, th))
+        return f, (self.rs * c - S, self.bs * self.nlp.border_constraints(G, th) - SG), costs
 
-    def lagrangian(self, V, Y):
-        r = self.residuals(V)
-        return self.objective(V) + jnp.sum(Y[0] * r[0]) + jnp.sum(Y[1] * r[1])
+    def evaluate(self, V, Y):
+        """Everything an iteration needs at ``V`` with multipliers ``Y``, each model
+        function traced once: ``(H, J, HB, JB, gL, f, r, costs)``: per-stage Hessians
+        of the Lagrangian and Jacobians of the rows over ``(z_k, z_{k+1}, g)``, the
+        border's, the Lagrangian's gradient (a ``V``-shaped tree), the scaled
+        objective, the residuals and the stage costs."""
+        Z, S, G, SG = V
+        th, nz, K = self.nlp.theta, self.nz, self.K
 
-    def blocks(self, V, Y):
-        """Per-stage Jacobians and Hessians of the Lagrangian (without slacks)."""
+        def stage(v, k, y):
+            def lagrangian(v):
+                cost = self.nlp.cost(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
+                c = self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
+                return self.fs * cost + y @ c, (cost, c)
+
+            grad, (cost, c) = jax.grad(lagrangian, has_aux=True)(v)
+            return (grad, c), (grad, cost, c)
+
+        v = jnp.concatenate([Z, self._next(Z), jnp.broadcast_to(G, (K, self.ng))], axis=1)
+        (H, J), (g, costs, c) = jax.vmap(jax.jacfwd(stage, has_aux=True))(v, self.ks, Y[0])
+
+        def border(gv):
+            def lagrangian(gv):
+                cost = self.nlp.border_cost(gv, th)
+                cb = self.bs * self.nlp.border_constraints(gv, th)
+                return self.fs * cost + Y[1] @ cb, (cost, cb)
+
+            grad, (cost, cb) = jax.grad(lagrangian, has_aux=True)(gv)
+            return (grad, cb), (grad, cost, cb)
+
+        (HB, JB), (gb, cost_b, cb) = jax.jacfwd(border, has_aux=True)(G)
+        gZ = g[:, :nz] + jnp.concatenate([jnp.zeros_like(g[:1, :nz]), g[:-1, nz:2 * nz]])
+        gL = (gZ, -Y[0], jnp.sum(g[:, 2 * nz:], axis=0) + gb, -Y[1])
+        f = self.fs * (jnp.sum(costs) + cost_b)
+        return H, J, HB, JB, gL, f, (c - S, cb - SG), costs
+
+    def transposed(self, J, JB, Y):
+        """``J^T Y`` as a ``V``-shaped tree."""
+        nz = self.nz
+        t = jnp.einsum("kmv,km->kv", J, Y[0])
+        tz = t[:, :nz] + jnp.concatenate([jnp.zeros_like(t[:1, :nz]), t[:-1, nz:2 * nz]])
+        return (tz, -Y[0], jnp.sum(t[:, 2 * nz:], axis=0) + JB.T @ Y[1], -Y[1])
+
+    def jacobians(self, V):
+        """``(J, JB)`` alone (for the scaling)."""
         Z, _, G, _ = V
         th, nz = self.nlp.theta, self.nz
-
-        def stage_l(v, k, y):
-            z, zn, g = v[:nz], v[nz:2 * nz], v[2 * nz:]
-            return self.fs * self.nlp.cost(k, z, zn, g, th) + y @ (self.rs[k] * self.nlp.constraints(k, z, zn, g, th))
 
         def stage_c(v, k):
             return self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
 
         v = jnp.concatenate([Z, self._next(Z), jnp.broadcast_to(G, (self.K, self.ng))], axis=1)
-        H = jax.vmap(jax.hessian(stage_l))(v, self.ks, Y[0])
-        J = jax.vmap(jax.jacfwd(stage_c))(v, self.ks)
-
-        def border_l(g):
-            return self.fs * self.nlp.border_cost(g, th) + Y[1] @ (self.bs * self.nlp.border_constraints(g, th))
-
-        HB = jax.hessian(border_l)(G)
-        JB = jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(G)
-        return H, J, HB, JB
+        return (jax.vmap(jax.jacfwd(stage_c))(v, self.ks),
+                jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(G))
 
 
 def _bounds(nlp: StagedNLP, rs, bs):
@@ -164,28 +185,34 @@ def _bounds(nlp: StagedNLP, rs, bs):
 
 
 def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
-    """The primal-dual matrix, stage blocks ``[z, s, y]``, border ``[g, sg, yg]``."""
+    """The primal-dual matrix in ``K + 1`` blocks ``[y_{j-1}, z_j, s_j]`` (the
+    multipliers of stage ``j - 1``'s rows, then stage ``j``'s variables), border
+    ``[g, sg, yg]``. (Grouping a stage's rows with the *next* stage's variables keeps
+    the pivot blocks nonsingular where a stage's own variables are fixed, e.g. the
+    initial states: the rows' Jacobian in the next stage holds an identity.) Block 0's
+    multipliers and block ``K``'s variables are placeholders (``-1`` and ``+1`` on the
+    diagonal)."""
     K, nz, m, ng, mg = P.K, P.nz, P.m, P.ng, P.mg
     dtype = H.dtype
     b, nb = nz + 2 * m, ng + 2 * mg
-    zz, nn, nzb = H[:, :nz, :nz], H[:, nz:2 * nz, nz:2 * nz], H[:, nz:2 * nz, :nz]
-    shift = lambda a: jnp.concatenate([jnp.zeros_like(a[:1]), a[:-1]])  # noqa: E731 (a[k-1] at k)
-    Wzz = zz + shift(nn)
+    pad = lambda a, v=0.0: jnp.concatenate([a, jnp.full((1,) + a.shape[1:], v, a.dtype)])  # noqa: E731 (stage K)
+    prev = lambda a: jnp.concatenate([jnp.zeros_like(a[:1]), a])  # noqa: E731 (stage j - 1 at block j)
+    Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz:2 * nz], J[:, :, 2 * nz:]
+    Wzz = H[:, :nz, :nz] + jnp.concatenate([jnp.zeros_like(H[:1, :nz, :nz]), H[:-1, nz:2 * nz, nz:2 * nz]])
     eye_m = jnp.eye(m, dtype=dtype)
-    D = jnp.zeros((K, b, b), dtype)
-    D = D.at[:, :nz, :nz].set(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw))
-    D = D.at[:, nz:nz + m, nz:nz + m].set(jax.vmap(jnp.diag)(sigma[1] + dw))
-    D = D.at[:, nz + m:, :nz].set(J[:, :, :nz])
-    D = D.at[:, :nz, nz + m:].set(jnp.swapaxes(J[:, :, :nz], 1, 2))
-    D = D.at[:, nz + m:, nz:nz + m].set(-eye_m)
-    D = D.at[:, nz:nz + m, nz + m:].set(-eye_m)
-    D = D.at[:, nz + m:, nz + m:].set(-dc * eye_m)
-    L = jnp.zeros((K, b, b), dtype)
-    L = L.at[:, :nz, :nz].set(shift(nzb))
-    L = L.at[:, :nz, nz + m:].set(shift(jnp.swapaxes(J[:, :, nz:2 * nz], 1, 2)))
-    Bo = jnp.zeros((K, b, nb), dtype)
-    Bo = Bo.at[:, :nz, :ng].set(H[:, :nz, 2 * nz:] + shift(H[:, nz:2 * nz, 2 * nz:]))
-    Bo = Bo.at[:, nz + m:, :ng].set(J[:, :, 2 * nz:])
+    z_, s_ = slice(m, m + nz), slice(m + nz, b)
+    D = jnp.zeros((K + 1, b, b), dtype)
+    D = D.at[:, :m, :m].set(-dc * eye_m)
+    D = D.at[1:, :m, z_].set(Jn).at[1:, z_, :m].set(jnp.swapaxes(Jn, 1, 2))
+    D = D.at[:, z_, z_].set(pad(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw)))
+    D = D.at[:, s_, s_].set(pad(jax.vmap(jnp.diag)(sigma[1] + dw)))
+    L = jnp.zeros((K + 1, b, b), dtype)
+    L = L.at[1:, :m, z_].set(Jz).at[1:, :m, s_].set(-eye_m)
+    L = L.at[1:K, z_, z_].set(H[:-1, nz:2 * nz, :nz])
+    Bo = jnp.zeros((K + 1, b, nb), dtype)
+    Bo = Bo.at[1:, :m, :ng].set(Jg)
+    Bo = Bo.at[:K, z_, :ng].set(H[:, :nz, 2 * nz:] + jnp.concatenate(
+        [jnp.zeros_like(H[:1, nz:2 * nz, 2 * nz:]), H[:-1, nz:2 * nz, 2 * nz:]]))
     C = jnp.zeros((nb, nb), dtype)
     C = C.at[:ng, :ng].set(jnp.sum(H[:, 2 * nz:, 2 * nz:], axis=0) + HB + jnp.diag(sigma[2] + dw))
     C = C.at[ng:ng + mg, ng:ng + mg].set(jnp.diag(sigma[3] + dw))
@@ -193,12 +220,15 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     eye_g = jnp.eye(mg, dtype=dtype)
     C = C.at[ng + mg:, ng:ng + mg].set(-eye_g).at[ng:ng + mg, ng + mg:].set(-eye_g)
     C = C.at[ng + mg:, ng + mg:].set(-dc * eye_g)
-    # fixed variables: rows and columns replaced by the identity's
-    fs = jnp.concatenate([free[0], free[1], jnp.ones((K, m), bool)], axis=1).astype(dtype)
+    # fixed variables and placeholders: rows and columns replaced by the identity's (+1
+    # for variables, -1 for multipliers)
+    keep = jnp.concatenate([prev(jnp.ones((K, m), bool)).at[0].set(False), pad(free[0], False), pad(free[1], False)],
+                           axis=1).astype(dtype)
+    fill = jnp.concatenate([jnp.full((K + 1, m), -1.0, dtype), jnp.ones((K + 1, nz + m), dtype)], axis=1)
     fb = jnp.concatenate([free[2], free[3], jnp.ones(mg, bool)]).astype(dtype)
-    D = D * fs[:, :, None] * fs[:, None, :] + jax.vmap(jnp.diag)(1.0 - fs)
-    L = L * fs[:, :, None] * shift(fs)[:, None, :]
-    Bo = Bo * fs[:, :, None] * fb[None, None, :]
+    D = D * keep[:, :, None] * keep[:, None, :] + jax.vmap(jnp.diag)((1.0 - keep) * fill)
+    L = L * keep[:, :, None] * prev(keep[:-1])[:, None, :]
+    Bo = Bo * keep[:, :, None] * fb[None, None, :]
     C = C * fb[:, None] * fb[None, :] + jnp.diag(1.0 - fb)
     return kkt.Banded(D, L, Bo, C)
 
@@ -223,8 +253,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     raw = _Problem(nlp, jnp.ones((), dtype), jnp.ones((K, m), dtype), jnp.ones(mg, dtype))
     V0 = (z0, jnp.zeros((K, m), dtype), g0, jnp.zeros(mg, dtype))
     if options.scale:
-        _, J0, _, JB0 = raw.blocks(V0, (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)))
-        gf = jax.grad(raw.objective)(V0)
+        J0, JB0 = raw.jacobians(V0)
+        gf = jax.grad(lambda V: raw.primal(V)[0])(V0)
         big = options.max_gradient
         fs = jnp.minimum(1.0, big / jnp.maximum(_max_abs((gf[0], gf[2])), 1e-300))
         rs = jnp.minimum(1.0, big / jnp.maximum(jnp.max(jnp.abs(J0), axis=2, initial=0.0), 1e-300))
@@ -239,8 +269,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     free = _map(jnp.logical_not, fixed)
     has_lo = _map(lambda a, f: jnp.isfinite(a) & f, lo, free)
     has_hi = _map(lambda a, f: jnp.isfinite(a) & f, hi, free)
-    n_primal = K * (nz + m) + ng + mg
-    expected = jnp.asarray([n_primal, K * m + mg, 0])
+    # (with _assemble's placeholders: block K's variables, block 0's multipliers)
+    expected = jnp.asarray([(K + 1) * (nz + m) + ng + mg, (K + 1) * m + mg, 0])
 
     def push(x, l, u, hl, hu, fx):
         """IPOPT's bound push: strictly inside the bounds."""
@@ -250,7 +280,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         x = jnp.where(hu, jnp.minimum(x, u - pu), x)
         return jnp.where(fx, l, x)
 
-    r0 = raw.residuals(V0)
+    r0 = raw.primal(V0)[1]
     S0 = r0[0] * rs  # (the slacks at their constraints' values)
     SG0 = r0[1] * bs
     V0 = _map(push, (z0, S0, g0, SG0), lo, hi, has_lo, has_hi, fixed)
@@ -264,29 +294,34 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         du = _map(lambda x, u, h: jnp.where(h, u - x, 1.0), V, hi, has_hi)
         return dl, du
 
-    def barrier(V, mu):
+    def barrier(V, f, mu):
+        """The barrier objective, from the scaled objective ``f`` at ``V``."""
         dl, du = dists(V)
-        return P.objective(V) - mu * (_sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), dl, has_lo))
+        return f - mu * (_sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), dl, has_lo))
                                       + _sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), du, has_hi)))
 
-    def infeasibility(V):
-        return _sum(_map(jnp.abs, P.residuals(V)))
+    def infeasibility(r):
+        return _sum(_map(jnp.abs, r))
 
-    def violation(V):
-        """The largest unscaled constraint violation."""
-        r = P.residuals(V)
+    def merit(V, mu):
+        """``(infeasibility, barrier objective)`` at ``V``."""
+        f, r, _ = P.primal(V)
+        return infeasibility(r), barrier(V, f, mu)
+
+    def violation(r):
+        """The largest unscaled constraint violation, from the residuals."""
         return jnp.maximum(jnp.max(jnp.abs(r[0] / rs), initial=0.0), jnp.max(jnp.abs(r[1] / bs), initial=0.0))
 
-    theta0 = infeasibility(V0)
+    theta0 = infeasibility(r0)
     theta_max = 1e4 * jnp.maximum(1.0, theta0)
     theta_min = 1e-4 * jnp.maximum(1.0, theta0)
 
-    def errors(V, Y, ZL, ZU, gL, mu):
+    def errors(V, Y, ZL, ZU, gL, r, mu):
         """IPOPT's optimality error (scaled) at barrier weight ``mu``, with its parts."""
         dl, du = dists(V)
         dual = _map(lambda g, zl, zu, f: jnp.where(f, g - zl + zu, 0.0), gL, ZL, ZU, free)
         inf_du = _max_abs(dual)
-        inf_pr = _max_abs(P.residuals(V))
+        inf_pr = _max_abs(r)
         comp = jnp.maximum(_max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), dl, ZL, has_lo)),
                            _max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), du, ZU, has_hi)))
         n_mult = K * m + mg
@@ -297,10 +332,14 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         return jnp.maximum(jnp.maximum(inf_du / sd, inf_pr), comp / sc), inf_pr, inf_du
 
     def to_stages(V, Y):
-        return jnp.concatenate([V[0], V[1], Y[0]], axis=1), jnp.concatenate([V[2], V[3], Y[1]])
+        """Variables and multipliers in ``_assemble``'s blocks."""
+        ys = jnp.concatenate([jnp.zeros_like(Y[0][:1]), Y[0]])
+        zs = jnp.concatenate([jnp.concatenate([V[0], V[1]], axis=1), jnp.zeros((1, nz + m), dtype)])
+        return jnp.concatenate([ys, zs], axis=1), jnp.concatenate([V[2], V[3], Y[1]])
 
     def from_stages(xs, xb):
-        return (xs[:, :nz], xs[:, nz:nz + m], xb[:ng], xb[ng:ng + mg]), (xs[:, nz + m:], xb[ng + mg:])
+        return ((xs[:-1, m:m + nz], xs[:-1, m + nz:], xb[:ng], xb[ng:ng + mg]),
+                (xs[1:, :m], xb[ng + mg:]))
 
     def factor_corrected(H, J, HB, JB, sigma, mu, dw_last, gauss_newton):
         """Factor with the smallest regularization that gives the right inertia."""
@@ -328,14 +367,13 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         ok = jnp.all(F.inertia == expected)
         return F, jnp.where(good, 0.0, dw), ok
 
-    def direction(V, Y, ZL, ZU, gL, mu, F, gauss_newton):
+    def direction(V, ZL, ZU, gL, r, mu, F, gauss_newton):
         dl, du = dists(V)
         grad_b = _map(lambda g, d1, d2, h1, h2, y: g - jnp.where(h1, mu / d1, 0.0) + jnp.where(h2, mu / d2, 0.0),
                       gL, dl, du, has_lo, has_hi, V)
         if gauss_newton:  # the feasibility problem: the barrier terms alone
             grad_b = _map(lambda a, g: a - g, grad_b, gL)
         grad_b = _map(lambda g, f: jnp.where(f, g, 0.0), grad_b, free)
-        r = P.residuals(V)
         rs_, rb_ = to_stages(grad_b, r)
         dxs, dxb = kkt.solve(F, -rs_, -rb_)
         dV, dY = from_stages(dxs, dxb)
@@ -382,8 +420,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         amin = jnp.maximum(jnp.where(theta <= theta_min, amin, _GAMMA_ALPHA * _GAMMA_THETA), 1e-14)
 
         def trial(a):
-            Vt = step_to(V, dV, a)
-            theta_t, phi_t = infeasibility(Vt), barrier(Vt, mu)
+            theta_t, phi_t = merit(step_to(V, dV, a), mu)
             finite = jnp.isfinite(theta_t) & jnp.isfinite(phi_t)
             switching = switching_ok & (a * (-slope) ** _S_PHI > _DELTA * theta ** _S_THETA) & (theta <= theta_min)
             armijo = phi_t <= phi + _ETA * a * slope
@@ -393,7 +430,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
 
         def cond(c):
             a, ok, _ = c
-            return ~ok & (a >= amin)
+            return ~ok & (0.5 * a >= amin)
 
         def body(c):
             a, _, _ = c
@@ -401,65 +438,60 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
             ok, phi_type = trial(a)
             return a, ok, phi_type
 
-        ok, phi_type = trial(amax)
-        a, ok, phi_type = jax.lax.while_loop(cond, body, (amax, ok, phi_type))
+        # (the first trial, the full step, is the loop's: one trace of the model)
+        false = jnp.zeros((), bool)
+        a, ok, phi_type = jax.lax.while_loop(cond, body, (2.0 * amax, false, false))
         return a, ok, phi_type
 
     def restoration_search(V, dV, amax, theta):
         def cond(c):
             a, ok = c
-            return ~ok & (a >= 1e-12)
+            return ~ok & (0.5 * a >= 1e-12)
 
         def body(c):
             a, _ = c
             a = a * 0.5
-            t = infeasibility(step_to(V, dV, a))
+            t = infeasibility(P.primal(step_to(V, dV, a))[1])
             return a, jnp.isfinite(t) & (t <= (1 - 1e-4 * a) * theta)
 
-        t = infeasibility(step_to(V, dV, amax))
-        return jax.lax.while_loop(cond, body, (amax, jnp.isfinite(t) & (t <= (1 - 1e-4 * amax) * theta)))
+        return jax.lax.while_loop(cond, body, (2.0 * amax, jnp.zeros((), bool)))
 
-    def least_squares_multipliers(V, ZL, ZU):
-        """The multipliers that best satisfy stationarity at ``V`` (IPOPT's estimate at
-        the start and after restoration), zero where that estimate exceeds 1e3."""
-        Yz = (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype))
-        H, J, HB, JB = P.blocks(V, Yz)
-        zero = _map(jnp.zeros_like, V)
-        F = kkt.factor(_assemble(P, jnp.zeros_like(H), J, jnp.zeros_like(HB), JB, zero, free, 1.0, _DC))
-        gf = jax.grad(P.lagrangian)(V, Yz)
+    def least_squares_multipliers(J, JB, gf, ZL, ZU):
+        """The multipliers that best satisfy stationarity, given the rows' Jacobians
+        and the objective's gradient (IPOPT's estimate at the start and after
+        restoration), zero where that estimate exceeds 1e3."""
+        zero = _map(jnp.zeros_like, gf)
+        H0 = jnp.zeros((K, 2 * nz + ng, 2 * nz + ng), dtype)
+        F = kkt.factor(_assemble(P, H0, J, jnp.zeros((ng, ng), dtype), JB, zero, free, 1.0, _DC))
         rhs = _map(lambda g, zl, zu, f: jnp.where(f, -(g - zl + zu), 0.0), gf, ZL, ZU, free)
-        rs_, rb_ = to_stages(rhs, _map(jnp.zeros_like, Yz))
+        rs_, rb_ = to_stages(rhs, (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)))
         _, Y = from_stages(*kkt.solve(F, rs_, rb_))
         ok = (_max_abs(Y) <= 1e3) & jnp.all(jnp.isfinite(Y[0])) & jnp.all(jnp.isfinite(Y[1]))
         return _map(lambda y: jnp.where(ok, y, 0.0), Y)
 
-    def stage_finite(V, Y):
-        """Whether each stage's and the border's values are finite: ``((K,), ())``."""
-        c = P.stage_costs(V)
-        r = P.residuals(V)
-        ok_k = jnp.isfinite(c) & jnp.all(jnp.isfinite(r[0]), axis=1)
-        ok_b = jnp.all(jnp.isfinite(r[1])) & jnp.isfinite(nlp.border_cost(V[2], nlp.theta))
-        return ok_k, ok_b
-
     log0 = jnp.full((options.max_iter, 7), jnp.nan, dtype)
     filt0 = jnp.full((_FILTER, 2), jnp.inf, dtype)
-    if multipliers is None:
-        Y0 = least_squares_multipliers(V0, ZL0, ZU0)
+    # (without a warm start the first iteration estimates the multipliers)
     init = dict(V=V0, Y=Y0, ZL=ZL0, ZU=ZU0, mu=jnp.asarray(options.mu_init, dtype), filt=filt0, n_filt=0,
-                it=0, status=-1, dw=jnp.zeros((), dtype), stall=0, bad=-1, log=log0)
+                it=0, status=-1, dw=jnp.zeros((), dtype), stall=0, bad=-1, log=log0, reset=multipliers is None)
 
     def body(s):
         V, Y, ZL, ZU, mu = s["V"], s["Y"], s["ZL"], s["ZU"], s["mu"]
-        ok_k, ok_b = stage_finite(V, Y)
-        gL = jax.grad(P.lagrangian)(V, Y)
-        H, J, HB, JB = P.blocks(V, Y)
-        finite = jnp.all(ok_k) & ok_b & jnp.all(jnp.stack(
-            [jnp.all(jnp.isfinite(x)) for x in (H, J, HB, JB, *jax.tree_util.tree_leaves(gL))]))
+        H, J, HB, JB, gL, f, r, costs = P.evaluate(V, Y)
+        ok_k = jnp.isfinite(costs) & jnp.all(jnp.isfinite(r[0]), axis=1)
+        finite = jnp.all(ok_k) & jnp.isfinite(f) & jnp.all(jnp.stack(
+            [jnp.all(jnp.isfinite(x)) for x in (H, J, HB, JB, *jax.tree_util.tree_leaves((gL, r)))]))
         bad = jnp.where(jnp.all(ok_k), -1, jnp.argmin(ok_k))
-        e0, inf_pr, inf_du = errors(V, Y, ZL, ZU, gL, 0.0)
-        converged = (e0 <= options.tol) & (violation(V) <= options.constraint_tol)
+        # multipliers estimated afresh (at the start, after restoration): the Hessian
+        # this iteration is the one of the multipliers it was evaluated with
+        gf = _map(lambda a, b: a - b, gL, P.transposed(J, JB, Y))
+        Y = jax.lax.cond(s["reset"] & finite, lambda _: least_squares_multipliers(J, JB, gf, ZL, ZU),
+                         lambda _: Y, None)
+        gL = _map(lambda a, b: a + b, gf, P.transposed(J, JB, Y))
+        e0, inf_pr, inf_du = errors(V, Y, ZL, ZU, gL, r, 0.0)
+        converged = (e0 <= options.tol) & (violation(r) <= options.constraint_tol)
         # the barrier weight falls once the barrier problem is solved well enough
-        e_mu, _, _ = errors(V, Y, ZL, ZU, gL, mu)
+        e_mu, _, _ = errors(V, Y, ZL, ZU, gL, r, mu)
         lower_mu = e_mu <= _KAPPA_EPS * mu
         mu = jnp.where(lower_mu, jnp.maximum(options.tol / 10, jnp.minimum(_KAPPA_MU * mu, mu ** _THETA_MU)), mu)
         filt = jnp.where(lower_mu, filt0, s["filt"])
@@ -471,10 +503,10 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         J = jnp.where(finite, J, 0.0)
         HB, JB = jnp.where(finite, HB, 0.0), jnp.where(finite, JB, 0.0)
         F, dw, inertia_ok = factor_corrected(H, J, HB, JB, sigma, mu, s["dw"], False)
-        dV, dY, dZL, dZU, slope, _ = direction(V, Y, ZL, ZU, gL, mu, F, False)
+        dV, dY, dZL, dZU, slope, _ = direction(V, ZL, ZU, gL, r, mu, F, False)
         tau = jnp.maximum(0.99, 1.0 - mu)
         amax, az = fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau)
-        theta, phi = infeasibility(V), barrier(V, mu)
+        theta, phi = infeasibility(r), barrier(V, f, mu)
         a, accepted, phi_type = line_search(V, dV, amax, mu, theta, phi, slope, filt)
         accepted = accepted & inertia_ok
         restoring = ~accepted
@@ -482,7 +514,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         def restoration(_):
             """A Gauss-Newton step on the constraints alone."""
             Fr, _, _ = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True)
-            dVr, _, dZLr, dZUr, _, _ = direction(V, Y, ZL, ZU, gL, mu, Fr, True)
+            dVr, _, dZLr, dZUr, _, _ = direction(V, ZL, ZU, gL, r, mu, Fr, True)
             amax_r, az_r = fraction_to_boundary(V, dVr, ZL, ZU, dZLr, dZUr, tau)
             ar, restored = restoration_search(V, dVr, amax_r, theta)
             return dVr, dZLr, dZUr, az_r, ar, restored
@@ -505,21 +537,22 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         ZUn = _map(lambda z, d, h: jnp.where(h, jnp.clip(z, mu / (_KAPPA_SIGMA * d), _KAPPA_SIGMA * mu / d), 0.0),
                    ZUn, dun, has_hi)
         # after a restoration step the constraints' multipliers start again from their
-        # least-squares estimate
-        Yn = jax.lax.cond(restoring, lambda _: least_squares_multipliers(Vn, ZLn, ZUn), lambda _: Yn, None)
+        # least-squares estimate (next iteration)
+        Yn = _map(lambda y: jnp.where(restoring, 0.0, y), Yn)
         # the filter grows with every step that is not of the objective's kind (and on restoration)
         grow = (accepted & ~phi_type) | restoring
         entry = jnp.stack([(1 - _GAMMA_THETA) * theta, phi - _GAMMA_PHI * theta])
         filt = jnp.where(grow, filt.at[n_filt % _FILTER].set(entry), filt)
         n_filt = jnp.where(grow, n_filt + 1, n_filt)
-        theta_n = infeasibility(Vn)
-        stall = jnp.where(restoring & (~restored | (theta_n > 0.999 * theta)), s["stall"] + 1, 0)
+        # (a restoration step that was accepted reduced the infeasibility by 1e-4 alpha:
+        # a stall is many in a row of small steps or none)
+        stall = jnp.where(restoring & (~restored | (ar < 1e-3)), s["stall"] + 1, 0)
         status = jnp.where(converged, 0, -1)
         status = jnp.where(~finite, 3, status)
         status = jnp.where((status < 0) & ~inertia_ok & restoring & ~restored, 4, status)
-        status = jnp.where((status < 0) & (stall >= 8) & (violation(V) > options.constraint_tol), 2, status)
+        status = jnp.where((status < 0) & (stall >= 8) & (violation(r) > options.constraint_tol), 2, status)
         done = status >= 0
-        f_un = P.objective(V) / P.fs
+        f_un = f / P.fs
         row = jnp.stack([f_un, inf_pr, inf_du, jnp.log10(mu), jnp.where(done, 0.0, a_used),
                          jnp.log10(jnp.maximum(dw, 1e-99)), restoring.astype(dtype)])
         if options.verbose:
@@ -529,7 +562,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         return dict(V=keep(Vn, V), Y=keep(Yn, Y), ZL=keep(ZLn, ZL), ZU=keep(ZUn, ZU), mu=mu, filt=filt,
                     n_filt=n_filt, it=s["it"] + jnp.where(done, 0, 1), status=status,
                     dw=jnp.where(inertia_ok, dw, s["dw"]), stall=stall,
-                    bad=jnp.where(~finite, bad, s["bad"]), log=s["log"].at[s["it"]].set(row))
+                    bad=jnp.where(~finite, bad, s["bad"]), log=s["log"].at[s["it"]].set(row),
+                    reset=restoring & ~done)
 
     def cond(s):
         return (s["status"] < 0) & (s["it"] < options.max_iter)
@@ -537,9 +571,10 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     s = jax.lax.while_loop(cond, body, init)
     status = jnp.where(s["status"] < 0, 1, s["status"])
     V, Y = s["V"], s["Y"]
+    f, r, _ = P.primal(V)
     return Solution(z=V[0], g=V[2], multipliers=Y[0] * rs / fs, border_multipliers=Y[1] * bs / fs,
-                    objective=P.objective(V) / fs, status=status, iterations=s["it"], bad_stage=s["bad"],
-                    constraint_violation=violation(V), log=s["log"])
+                    objective=f / fs, status=status, iterations=s["it"], bad_stage=s["bad"],
+                    constraint_violation=violation(r), log=s["log"])
 
 
 def print_log(solution: Solution, file=None) -> None:

@@ -1,0 +1,203 @@
+"""Direct collocation: a ``Problem`` transcribed into a staged NLP and solved.
+
+The mesh has ``N`` intervals at normalized times ``tau_0 = 0 < ... < tau_N = 1``;
+``t = t0 + tau (tf - t0)``, with ``t0`` and ``tf`` border variables of the NLP. Stage
+``k`` holds mesh point ``k``'s states ``y`` and controls ``c``; with Hermite–Simpson
+also the interval's midpoint states and controls. The dynamics ``f = dy/dt`` are
+``simjax``'s (explicit: forward dynamics). As Moco's CasOC:
+
+- trapezoidal: ``y_{k+1} - y_k - h/2 (f_k + f_{k+1}) = 0``; integrals by the
+  trapezoidal rule;
+- Hermite–Simpson (separated): ``y_m - (y_k + y_{k+1})/2 - h/8 (f_k - f_{k+1}) = 0``,
+  ``y_{k+1} - y_k - h/6 (f_k + 4 f_m + f_{k+1}) = 0``, the midpoint controls the mean
+  of their neighbours' (Moco's ``interpolate_control_mesh_interior_points``);
+  integrals by Simpson's rule.
+
+The NLP is solved by ``ipm`` (the KKT matrix block tridiagonal over the mesh).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..simulate import rhs
+from . import ipm
+from .nlp import StagedNLP
+from .problem import Problem
+
+__all__ = ["solve", "transcribe", "OptimalTrajectory", "SCHEMES"]
+
+SCHEMES = ("trapezoidal", "hermite-simpson")
+
+
+class OptimalTrajectory(eqx.Module):
+    """The solution of a ``Problem``.
+
+    **Fields:** ``time (n,)`` (s): mesh points (and, with Hermite–Simpson, the
+    midpoints between them: ``n = 2 N + 1``); ``states (n, ny)``, ``controls (n, nc)``
+    in ``state_names``/``control_names`` order; ``objective``; ``status`` (see
+    ``ipm.STATUS``); ``iterations``; ``nlp``: the solver's ``Solution``.
+    """
+
+    time: jax.Array
+    states: jax.Array
+    controls: jax.Array
+    objective: jax.Array
+    status: jax.Array
+    iterations: jax.Array
+    nlp: ipm.Solution
+    state_names: tuple = eqx.field(static=True)
+    control_names: tuple = eqx.field(static=True)
+
+    def state(self, name: str):
+        """The column of state ``name``."""
+        return self.states[..., self.state_names.index(name)]
+
+    def control(self, name: str):
+        """The column of control ``name`` (actuator path)."""
+        return self.controls[..., self.control_names.index(name)]
+
+
+def _mesh(intervals) -> np.ndarray:
+    if np.ndim(intervals) == 0:
+        return np.linspace(0.0, 1.0, int(intervals) + 1)
+    tau = np.asarray(intervals, float)
+    tau = (tau - tau[0]) / (tau[-1] - tau[0])
+    if tau.ndim != 1 or len(tau) < 2 or np.any(np.diff(tau) <= 0):
+        raise ValueError(f"mesh: need increasing times, got {intervals!r}")
+    return tau
+
+
+def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
+    """The staged NLP of a problem and a starting point.
+
+    **Arguments:** ``problem``; ``mesh``: the number of uniform intervals, or the
+    mesh's times (any increasing sequence, normalized to ``[0, 1]``); ``scheme``:
+    ``"trapezoidal"`` or ``"hermite-simpson"``.
+
+    **Returns:** ``(nlp, z0, g0, unpack)``: ``unpack(solution) -> (time, states,
+    controls)``.
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme {scheme!r}: choose one of {SCHEMES}")
+    system = problem.system
+    tau = jnp.asarray(_mesh(mesh))
+    K = tau.shape[0]
+    ny, nc = len(problem.state_names), len(problem.control_names)
+    hs = scheme == "hermite-simpson"
+    d0 = system.default_state().d
+    dtype = jnp.result_type(float)
+    integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
+
+    @jax.jit  # (traced once, then its jaxpr is reused by every evaluation the solver traces)
+    def dynamics(t, y, c):
+        return rhs(system, t, y, d0, controls=c)
+
+    def running(t, y, c):
+        return sum((g.weight * g.integrand(problem, t, y, c) for g in integrands), jnp.zeros((), dtype))
+
+    def split(z):
+        y, c = z[:ny], z[ny:ny + nc]
+        return (y, c, z[ny + nc:2 * ny + nc], z[2 * ny + nc:]) if hs else (y, c, None, None)
+
+    def times(k, g):
+        t0, tf = g[0], g[1]
+        tk, tn = t0 + tau[k] * (tf - t0), t0 + tau[jnp.minimum(k + 1, K - 1)] * (tf - t0)
+        return tk, tn, tn - tk
+
+    def cost(k, z, zn, g, theta):
+        (y, c, ym, cm), (yn, cn, _, _) = split(z), split(zn)
+        tk, tn, h = times(k, g)
+        if not integrands:
+            return jnp.zeros((), dtype)
+        if hs:
+            value = h / 6 * (running(tk, y, c) + 4 * running(0.5 * (tk + tn), ym, cm) + running(tn, yn, cn))
+        else:
+            value = h / 2 * (running(tk, y, c) + running(tn, yn, cn))
+        return jnp.where(k < K - 1, value, 0.0)
+
+    def constraints(k, z, zn, g, theta):
+        (y, c, ym, cm), (yn, cn, _, _) = split(z), split(zn)
+        tk, tn, h = times(k, g)
+        f, fn = dynamics(tk, y, c), dynamics(tn, yn, cn)
+        if hs:
+            fm = dynamics(0.5 * (tk + tn), ym, cm)
+            rows = jnp.concatenate([ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn),
+                                    cm - 0.5 * (c + cn)])
+        else:
+            rows = yn - y - h / 2 * (f + fn)
+        return jnp.where(k < K - 1, rows, 0.0)
+
+    def border_cost(g, theta):
+        return sum((gl.weight * gl.endpoint(problem, g[0], g[1]) for gl in problem.goals
+                    if gl.endpoint(problem, 0.0, 1.0) is not None), jnp.zeros((), dtype))
+
+    # -- bounds ---------------------------------------------------------------------------
+    ylo, yhi, clo, chi = problem.path_bounds()
+    lo = np.tile(np.concatenate([ylo, clo, ylo, clo] if hs else [ylo, clo]), (K, 1))
+    hi = np.tile(np.concatenate([yhi, chi, yhi, chi] if hs else [yhi, chi]), (K, 1))
+    (lo[0, :ny], hi[0, :ny]), (lo[-1, :ny], hi[-1, :ny]) = problem.end_bounds("initial"), problem.end_bounds("final")
+    if hs:  # the last stage has no interval: its midpoint variables are fixed
+        lo[-1, ny + nc:], hi[-1, ny + nc:] = 0.0, 0.0
+    m = 2 * ny + nc if hs else ny
+    clo_rows = np.zeros((K, m))
+    clo_rows[-1] = -np.inf
+    chi_rows = -clo_rows
+    (t0lo, t0hi), (tflo, tfhi) = problem.time_bounds()
+    guess = lambda a, b: np.where(np.isfinite(a) & np.isfinite(b), 0.5 * (a + b),  # noqa: E731
+                                  np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0)))
+    z0 = guess(lo, hi)
+    g0 = guess(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi]))
+    nlp = StagedNLP(cost=cost, constraints=constraints, border_cost=border_cost,
+                    border_constraints=lambda g, theta: (g[1] - g[0])[None],
+                    z_lower=jnp.asarray(lo, dtype), z_upper=jnp.asarray(hi, dtype),
+                    c_lower=jnp.asarray(clo_rows, dtype), c_upper=jnp.asarray(chi_rows, dtype),
+                    border_lower=jnp.asarray([t0lo, tflo], dtype), border_upper=jnp.asarray([t0hi, tfhi], dtype),
+                    g_lower=jnp.zeros(1, dtype), g_upper=jnp.full(1, jnp.inf, dtype))
+
+    def unpack(sol):
+        t0, tf = sol.g[..., 0:1], sol.g[..., 1:2]
+        Z = sol.z
+        if hs:
+            tmid = 0.5 * (tau[:-1] + tau[1:])
+            frac = jnp.concatenate([jnp.stack([tau[:-1], tmid], 1).reshape(-1), tau[-1:]])
+            y = jnp.concatenate([jnp.stack([Z[..., :-1, :ny], Z[..., :-1, ny + nc:2 * ny + nc]], -2).reshape(
+                Z.shape[:-2] + (2 * (K - 1), ny)), Z[..., -1:, :ny]], -2)
+            c = jnp.concatenate([jnp.stack([Z[..., :-1, ny:ny + nc], Z[..., :-1, 2 * ny + nc:]], -2).reshape(
+                Z.shape[:-2] + (2 * (K - 1), nc)), Z[..., -1:, ny:ny + nc]], -2)
+        else:
+            frac, y, c = tau, Z[..., :ny], Z[..., ny:ny + nc]
+        return t0 + frac * (tf - t0), y, c
+
+    return nlp, jnp.asarray(z0, dtype), jnp.asarray(g0, dtype), unpack
+
+
+def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: ipm.Options | None = None,
+          guess: OptimalTrajectory | None = None) -> OptimalTrajectory:
+    """Solve a problem by direct collocation.
+
+    **Arguments:** ``problem``; ``mesh``, ``scheme``: as ``transcribe``; ``options``:
+    the solver's (``ipm.Options``; default tolerances 1e-8); ``guess``: a solution
+    of the same problem and mesh to start from (a warm start).
+
+    **Returns:** an ``OptimalTrajectory``.
+    """
+    nlp, z0, g0, unpack = transcribe(problem, mesh, scheme)
+    options = options or ipm.Options()
+    multipliers = None
+    if guess is not None:
+        z0, g0 = guess.nlp.z, guess.nlp.g
+        multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
+    sol = _solve(nlp, z0, g0, options, multipliers)
+    t, y, c = unpack(sol)
+    return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
+                             iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
+                             control_names=problem.control_names)
+
+
+@eqx.filter_jit
+def _solve(nlp, z0, g0, options, multipliers):
+    return ipm.solve(nlp, z0, g0, options, multipliers)

@@ -1,0 +1,194 @@
+"""Optimal control problems over a ``System``, posed as Moco poses them.
+
+A ``Problem`` is immutable: ``bound`` and ``goal`` return new problems, so problems
+compose and can be built in a loop or a function::
+
+    problem = (Problem(system, initial_time=0.0, final_time=(0.0, 5.0))
+               .bound("/jointset/slider/x/value", (-10, 10), initial=0.0, final=1.0)
+               .bound("/jointset/slider/x/speed", (-50, 50), initial=0.0, final=0.0)
+               .bound("/forceset/actuator", (-50, 50))
+               .goal(FinalTime()))
+
+Names are OpenSim's: state variables by path (``system.y_names``), controls by
+actuator path or name. Unset bounds are Moco's defaults: a coordinate's range for its
+value, ``[-50, 50]`` for its speed, the actuator's ``min_control``/``max_control``;
+unset initial or final bounds are the path bounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Problem", "ControlEffort", "FinalTime", "Goal"]
+
+
+def _interval(value, what: str) -> tuple[float, float]:
+    if value is None:
+        return (-np.inf, np.inf)
+    if np.ndim(value) == 0:
+        return (float(value), float(value))
+    lo, hi = (float(v) for v in value)
+    if lo > hi:
+        raise ValueError(f"{what}: lower bound {lo} is above the upper bound {hi}")
+    return (lo, hi)
+
+
+class Goal:
+    """A term of the objective: ``weight`` times an integral over the phase
+    (``integrand``) or an endpoint value (``endpoint``)."""
+
+    weight: float = 1.0
+
+    def integrand(self, problem, t, y, controls):  # pragma: no cover - interface
+        """The integrand at one time ``t`` (s), state ``y`` and ``controls``, or
+        ``None`` where the goal has no integral."""
+        return None
+
+    def endpoint(self, problem, t0, tf):
+        """The endpoint term from the initial and final times (s), or ``None``."""
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlEffort(Goal):
+    """Moco's ``MocoControlGoal``: ``weight * integral of sum_i w_i |c_i| ** exponent
+    dt``.
+
+    **Fields:** ``weight``; ``exponent`` (``>= 2``); ``weights``: ``{control name or
+    path: w_i}`` (default 1).
+    """
+
+    weight: float = 1.0
+    exponent: float = 2.0
+    weights: Any = None
+
+    def integrand(self, problem, t, y, controls):
+        import jax.numpy as jnp
+
+        w = np.ones(len(problem.control_names))
+        for name, value in dict(self.weights or {}).items():
+            w[problem.control_index(name)] = value
+        return jnp.sum(jnp.asarray(w) * jnp.abs(controls) ** self.exponent)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalTime(Goal):
+    """Moco's ``MocoFinalTimeGoal``: ``weight * final time`` (s)."""
+
+    weight: float = 1.0
+
+    def endpoint(self, problem, t0, tf):
+        return tf
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One phase of an optimal control problem over ``system``.
+
+    **Fields:** ``system``; ``initial_time``, ``final_time``: a value or ``(lower,
+    upper)`` (s); ``bounds``, ``initial``, ``final``: ``{name: (lower, upper)}`` of
+    states and controls; ``goals``: a tuple of ``Goal``.
+    """
+
+    system: Any
+    initial_time: Any = 0.0
+    final_time: Any = 1.0
+    bounds: tuple = ()
+    initial: tuple = ()
+    final: tuple = ()
+    goals: tuple = ()
+
+    # -- building ------------------------------------------------------------------------
+
+    def bound(self, name: str, bounds=None, *, initial=None, final=None) -> Problem:
+        """A new problem with bounds on the state or control ``name``.
+
+        **Arguments:** ``name``: a state variable's path or a control's actuator path
+        or name; ``bounds``: ``(lower, upper)`` over the phase; ``initial``, ``final``:
+        a value or ``(lower, upper)`` at the phase's ends (states only).
+
+        **Raises:** ``KeyError`` naming an unknown state or control.
+        """
+        key = self._key(name)
+        out = self
+        if bounds is not None:
+            out = dataclasses.replace(out, bounds=out.bounds + ((key, _interval(bounds, name)),))
+        for field, value in (("initial", initial), ("final", final)):
+            if value is not None:
+                if key[0] != "state":
+                    raise ValueError(f"{name}: initial and final bounds are for states, not controls")
+                out = dataclasses.replace(out, **{field: getattr(out, field) + ((key, _interval(value, name)),)})
+        return out
+
+    def goal(self, goal: Goal) -> Problem:
+        """A new problem with ``goal`` added to the objective."""
+        return dataclasses.replace(self, goals=self.goals + (goal,))
+
+    # -- names ---------------------------------------------------------------------------
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The states, in ``y = (q, u, z)`` order."""
+        return self.system.y_names
+
+    @property
+    def control_names(self) -> tuple[str, ...]:
+        """The controls by actuator path, in the system's actuator order."""
+        return self.system.actuator_paths
+
+    def control_index(self, name: str) -> int:
+        """The index of a control given its actuator path or name."""
+        kind, i = self._key(name)
+        if kind != "control":
+            raise KeyError(f"{name!r} is a state, not a control")
+        return i
+
+    def _key(self, name: str) -> tuple[str, int]:
+        if name in self.state_names:
+            return ("state", self.state_names.index(name))
+        paths = self.control_names
+        if name in paths:
+            return ("control", paths.index(name))
+        named = [i for i, p in enumerate(paths) if p.rsplit("/", 1)[-1] == name.lstrip("/")]
+        if len(named) == 1:
+            return ("control", named[0])
+        raise KeyError(f"{name!r} is neither a state ({', '.join(self.state_names)}) nor a control "
+                       f"({', '.join(paths)}) of the model")
+
+    # -- resolved bounds -----------------------------------------------------------------
+
+    def time_bounds(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """``((t0 lower, t0 upper), (tf lower, tf upper))`` (s)."""
+        return _interval(self.initial_time, "initial_time"), _interval(self.final_time, "final_time")
+
+    def path_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(state lower, state upper, control lower, control upper)`` over the phase,
+        Moco's defaults where unset."""
+        system = self.system
+        ny = len(self.state_names)
+        ylo, yhi = np.full(ny, -np.inf), np.full(ny, np.inf)
+        tree = system.topology.tree
+        for path, info in tree.coordinates.items():
+            c = system.find(path)
+            if info.q >= 0:
+                lo, hi = (float(v) for v in np.ravel(c.range)[:2])
+                ylo[info.q], yhi[info.q] = lo, hi
+            ylo[tree.nq + info.u], yhi[tree.nq + info.u] = -50.0, 50.0
+        clo = np.asarray([float(system.find(p).min_control) for p in self.control_names])
+        chi = np.asarray([float(system.find(p).max_control) for p in self.control_names])
+        for (kind, i), (lo, hi) in self.bounds:
+            if kind == "state":
+                ylo[i], yhi[i] = lo, hi
+            else:
+                clo[i], chi[i] = lo, hi
+        return ylo, yhi, clo, chi
+
+    def end_bounds(self, which: str) -> tuple[np.ndarray, np.ndarray]:
+        """The state bounds at the ``"initial"`` or ``"final"`` time."""
+        ylo, yhi, _, _ = self.path_bounds()
+        for (_, i), (lo, hi) in getattr(self, which):
+            ylo[i], yhi[i] = lo, hi
+        return ylo, yhi

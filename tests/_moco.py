@@ -1,0 +1,374 @@
+"""OpenSim Moco (4.6, ``MocoCasADiSolver``) run live, for tests that compare simjax's
+trajectory optimisation with it.
+
+The builders write each model as an ``.osim`` file in a given folder, so that simjax
+loads the very file Moco solves (``sj.load_osim(path)``). Each problem is described
+once, as a plain dictionary (``SLIDING_MASS_PROBLEM``, ``PENDULUM_PROBLEM``): the
+Moco study is built from it and every result carries it under ``"problem"``, with
+the solver settings under ``"settings"``, so the simjax side can pose the same
+problem with the same tolerances.
+
+Names. Moco names states by their path in the model, ``<coordinate path>/value`` and
+``<coordinate path>/speed`` (``/jointset/slider/x/value``, ``/jointset/slider/x/speed``;
+auxiliary states ``<component path>/<state name>``, e.g. ``/forceset/m/activation``), and
+controls by the actuator's path (``/forceset/actuator``). simjax's ``System`` uses the
+same state names (``q_names == ("/jointset/slider/x/value",)``, ``u_names ==
+("/jointset/slider/x/speed",)``, ``state_variable_names == y_names == q_names + u_names
++ z_names``); its ``actuator_names`` are the bare names (``("actuator",)``) and its
+``actuator_paths`` (``("/forceset/actuator",)``) are Moco's control names.
+``states_in_system_order`` and ``controls_in_system_order`` stack a result's columns in
+a System's order.
+
+Grid. ``"time"`` holds every point of the transcription's grid, as the MocoTrajectory
+does: the N+1 mesh points for ``"trapezoidal"``; for ``"hermite-simpson"`` the 2N+1
+points ``t_0, t_0.5, t_1, ..., t_N`` (mesh points and interval midpoints). ``"mesh_indices"``
+picks the mesh points out of it.
+
+Everything here runs in a few seconds (OpenSim's Python bindings must be installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import sys
+import time as _time
+from pathlib import Path
+
+import numpy as np
+
+#: Tolerances the helpers give IPOPT (``optim_convergence_tolerance`` sets IPOPT's
+#: ``tol``, ``dual_inf_tol``, ``compl_inf_tol`` and their ``acceptable_*`` versions;
+#: ``optim_constraint_tolerance`` sets ``constr_viol_tol`` and
+#: ``acceptable_constr_viol_tol``).
+CONVERGENCE_TOLERANCE = 1e-8
+CONSTRAINT_TOLERANCE = 1e-8
+
+#: Minimum-time, rest-to-rest, 0 -> 1 m with |F| <= 50 N on a 2 kg mass (Moco's
+#: exampleSlidingMass, with the coordinate named ``x`` in the jointset). The exact
+#: continuous optimum is bang-bang, t_f = 2 sqrt(1 m / 25 m/s^2) = 0.4 s.
+SLIDING_MASS_PROBLEM = {
+    "name": "sliding_mass",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (0.0, 5.0),
+    # name: (bounds, initial bounds, final bounds); a scalar fixes the value.
+    "states": {
+        "/jointset/slider/x/value": ((-10.0, 10.0), 0.0, 1.0),
+        "/jointset/slider/x/speed": ((-50.0, 50.0), 0.0, 0.0),
+    },
+    "controls": {"/forceset/actuator": ((-50.0, 50.0), None, None)},
+    "goals": [{"type": "MocoFinalTimeGoal", "name": "time", "weight": 1.0}],
+}
+
+#: Swing-up of a 1 kg point mass on a 1 m massless link, from hanging at rest
+#: (q = 0) to upright at rest (q = pi) in exactly 1 s, minimising the integral of
+#: tau^2 (MocoControlGoal, exponent 2, weight 1). In 1 s the optimum swings straight
+#: up (q stays in [0, pi]; |tau| peaks near 18.5 N m, well inside the bounds), so the
+#: problem is smooth and has no pumping local minima.
+PENDULUM_PROBLEM = {
+    "name": "pendulum_swing_up",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (1.0, 1.0),
+    "states": {
+        "/jointset/pin/q/value": ((-10.0, 10.0), 0.0, math.pi),
+        "/jointset/pin/q/speed": ((-50.0, 50.0), 0.0, 0.0),
+    },
+    "controls": {"/forceset/tau": ((-30.0, 30.0), None, None)},
+    "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 1.0, "exponent": 2}],
+}
+
+
+def _opensim():
+    import opensim
+
+    opensim.Logger.setLevelString("Off")
+    return opensim
+
+
+def states_in_system_order(result: dict, system) -> np.ndarray:
+    """``result["states"]`` as a (num grid points, len(system.state_variable_names))
+    array, columns in the System's order (the names are the same in both)."""
+    return np.stack([result["states"][n] for n in system.state_variable_names], axis=1)
+
+
+def controls_in_system_order(result: dict, system) -> np.ndarray:
+    """``result["controls"]`` as a (num grid points, num actuators) array, columns in
+    ``system.actuator_paths`` order (Moco names controls by actuator path)."""
+    return np.stack([result["controls"][p] for p in system.actuator_paths], axis=1)
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def sliding_mass_osim(folder) -> str:
+    """Write ``sliding_mass.osim`` in ``folder`` and return its path: a 2 kg body
+    ``/bodyset/body`` (inertia 0) on SliderJoint ``/jointset/slider`` along ground's
+    x, coordinate ``x`` (range [-10, 10]), and CoordinateActuator
+    ``/forceset/actuator`` (optimal force 1) on it. Gravity is left at OpenSim's
+    default (0, -9.80665, 0); it does no work along the horizontal slider."""
+    osim = _opensim()
+    model = osim.Model()
+    model.setName("sliding_mass")
+    body = osim.Body("body", 2.0, osim.Vec3(0), osim.Inertia(0))
+    model.addBody(body)
+    joint = osim.SliderJoint("slider", model.getGround(), body)
+    coord = joint.updCoordinate()
+    coord.setName("x")
+    coord.setRangeMin(-10.0)
+    coord.setRangeMax(10.0)
+    model.addJoint(joint)
+    actu = osim.CoordinateActuator()
+    actu.setCoordinate(coord)
+    actu.setName("actuator")
+    actu.setOptimalForce(1.0)
+    model.addForce(actu)
+    model.finalizeConnections()
+    path = Path(folder) / "sliding_mass.osim"
+    model.printToXML(str(path))
+    return str(path)
+
+
+def pendulum_osim(folder) -> str:
+    """Write ``pendulum.osim`` in ``folder`` and return its path: a 1 kg point mass
+    ``/bodyset/body`` (inertia 0) 1 m below PinJoint ``/jointset/pin`` (rotation
+    about ground's z; the joint frame sits at (0, 1, 0) in the body, so at q = 0 the
+    mass hangs at (0, -1, 0)), coordinate ``q`` (range [-10, 10]), gravity (0, -9.81,
+    0), and CoordinateActuator ``/forceset/tau`` (optimal force 1) on q. Its
+    equation of motion is q'' = tau - 9.81 sin(q)."""
+    osim = _opensim()
+    model = osim.Model()
+    model.setName("pendulum")
+    model.setGravity(osim.Vec3(0, -9.81, 0))
+    body = osim.Body("body", 1.0, osim.Vec3(0), osim.Inertia(0))
+    model.addBody(body)
+    joint = osim.PinJoint("pin", model.getGround(), osim.Vec3(0), osim.Vec3(0),
+                          body, osim.Vec3(0, 1, 0), osim.Vec3(0))
+    coord = joint.updCoordinate()
+    coord.setName("q")
+    coord.setRangeMin(-10.0)
+    coord.setRangeMax(10.0)
+    model.addJoint(joint)
+    actu = osim.CoordinateActuator()
+    actu.setCoordinate(coord)
+    actu.setName("tau")
+    actu.setOptimalForce(1.0)
+    model.addForce(actu)
+    model.finalizeConnections()
+    path = Path(folder) / "pendulum.osim"
+    model.printToXML(str(path))
+    return str(path)
+
+
+# ----------------------------------------------------------------------------- studies
+
+
+def _bounds_args(osim, value, kind):
+    """``MocoBounds``/``MocoInitialBounds``/``MocoFinalBounds`` from None (unset),
+    a scalar (fixed) or a pair."""
+    cls = {"path": osim.MocoBounds, "initial": osim.MocoInitialBounds,
+           "final": osim.MocoFinalBounds}[kind]
+    if value is None:
+        return cls()
+    if np.ndim(value) == 0:
+        return cls(float(value))
+    return cls(float(value[0]), float(value[1]))
+
+
+def study_from_problem(model_path, problem: dict, *, transcription="hermite-simpson",
+                       num_mesh_intervals=50, convergence_tolerance=CONVERGENCE_TOLERANCE,
+                       constraint_tolerance=CONSTRAINT_TOLERANCE, **solver_properties):
+    """A ``MocoStudy`` on the model at ``model_path`` posed by ``problem`` (a dict like
+    ``SLIDING_MASS_PROBLEM``) with a MocoCasADiSolver: the given transcription, mesh
+    and tolerances, verbosity 0, and any other solver property by name
+    (``multibody_dynamics_mode="implicit"`` calls ``set_multibody_dynamics_mode``)."""
+    osim = _opensim()
+    study = osim.MocoStudy()
+    study.setName(problem["name"])
+    prob = study.updProblem()
+    prob.setModel(osim.Model(str(model_path)))
+    prob.setTimeBounds(_bounds_args(osim, problem["time_initial_bounds"], "initial"),
+                       _bounds_args(osim, problem["time_final_bounds"], "final"))
+    for name, (bounds, initial, final) in problem["states"].items():
+        prob.setStateInfo(name, _bounds_args(osim, bounds, "path"),
+                          _bounds_args(osim, initial, "initial"),
+                          _bounds_args(osim, final, "final"))
+    for name, (bounds, initial, final) in problem["controls"].items():
+        prob.setControlInfo(name, _bounds_args(osim, bounds, "path"),
+                            _bounds_args(osim, initial, "initial"),
+                            _bounds_args(osim, final, "final"))
+    for spec in problem["goals"]:
+        if spec["type"] == "MocoFinalTimeGoal":
+            goal = osim.MocoFinalTimeGoal(spec["name"], float(spec.get("weight", 1.0)))
+        elif spec["type"] == "MocoControlGoal":
+            goal = osim.MocoControlGoal(spec["name"], float(spec.get("weight", 1.0)))
+            goal.setExponent(int(spec.get("exponent", 2)))
+            goal.setDivideByDisplacement(bool(spec.get("divide_by_displacement", False)))
+            for control, w in spec.get("control_weights", {}).items():
+                goal.setWeightForControl(control, float(w))
+        else:
+            raise ValueError(f"unsupported goal type {spec['type']!r}")
+        prob.addGoal(goal)
+    solver = study.initCasADiSolver()
+    solver.set_transcription_scheme(transcription)
+    solver.set_num_mesh_intervals(int(num_mesh_intervals))
+    solver.set_optim_convergence_tolerance(float(convergence_tolerance))
+    solver.set_optim_constraint_tolerance(float(constraint_tolerance))
+    solver.set_verbosity(0)
+    for key, value in solver_properties.items():
+        getattr(solver, f"set_{key}")(value)
+    return study
+
+
+_SETTINGS = ("transcription_scheme", "num_mesh_intervals", "optim_convergence_tolerance",
+             "optim_constraint_tolerance", "optim_hessian_approximation", "optim_solver",
+             "optim_max_iterations", "optim_finite_difference_scheme",
+             "optim_sparsity_detection", "multibody_dynamics_mode",
+             "interpolate_control_mesh_interior_points",
+             "enforce_path_constraint_mesh_interior_points",
+             "minimize_implicit_multibody_accelerations",
+             "implicit_multibody_accelerations_weight",
+             "minimize_implicit_auxiliary_derivatives", "scale_variables_using_bounds",
+             "parameters_require_initsystem", "kinematic_constraint_method",
+             "enforce_constraint_derivatives", "minimize_lagrange_multipliers")
+
+
+def solver_settings(study) -> dict:
+    """The study's MocoCasADiSolver properties that shape the NLP and its optimum,
+    as plain Python values (``implicit_multibody_acceleration_bounds`` as a pair)."""
+    osim = _opensim()
+    solver = osim.MocoCasADiSolver.safeDownCast(study.updSolver())
+    out = {}
+    for key in _SETTINGS:
+        value = getattr(solver, f"get_{key}")()
+        out[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
+    b = solver.get_implicit_multibody_acceleration_bounds()
+    out["implicit_multibody_acceleration_bounds"] = (b.getLower(), b.getUpper())
+    return out
+
+
+def trajectory_arrays(traj) -> dict:
+    """A MocoTrajectory (or MocoSolution) as numpy: ``time`` (every grid point),
+    ``states``, ``controls``, ``multipliers``, ``derivatives`` (each ``{Moco name:
+    array}``), ``parameters`` (``{name: float}``), plus ``state_names`` and
+    ``control_names`` in Moco's order. A failed (sealed) solution must be unsealed
+    first (``solve`` does)."""
+
+    def columns(names, mat):
+        names = list(names)
+        mat = np.asarray(mat, dtype=float).reshape(len(np.atleast_1d(traj.getTimeMat())), -1)
+        return {n: mat[:, i].copy() for i, n in enumerate(names)}
+
+    t = np.asarray(traj.getTimeMat(), dtype=float).reshape(-1).copy()
+    params = np.asarray(traj.getParametersMat(), dtype=float).reshape(-1)
+    return {
+        "time": t,
+        "states": columns(traj.getStateNames(), traj.getStatesTrajectoryMat()),
+        "controls": columns(traj.getControlNames(), traj.getControlsTrajectoryMat()),
+        "multipliers": columns(traj.getMultiplierNames(), traj.getMultipliersTrajectoryMat()),
+        "derivatives": columns(traj.getDerivativeNames(), traj.getDerivativesTrajectoryMat()),
+        "parameters": {n: float(params[i]) for i, n in enumerate(traj.getParameterNames())},
+        "state_names": list(traj.getStateNames()),
+        "control_names": list(traj.getControlNames()),
+    }
+
+
+@contextlib.contextmanager
+def _c_stdout_silenced(enabled: bool):
+    """Send file descriptor 1 to /dev/null (IPOPT's banner and CasADi's timing table
+    are printed from C, past Moco's verbosity setting)."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def solve(study, solution_path=None, *, quiet: bool = True) -> dict:
+    """Solve ``study`` and return plain numpy results.
+
+    Keys: ``time``, ``states``, ``controls``, ``multipliers``, ``derivatives``,
+    ``parameters``, ``state_names``, ``control_names`` (see ``trajectory_arrays``);
+    ``mesh_indices`` (the mesh points in ``time``: all for trapezoidal, every other
+    one for Hermite-Simpson); ``objective`` (IPOPT's final f = sum of weight * goal);
+    ``objective_terms`` (``{goal name: weighted value}``); ``initial_time``,
+    ``final_time``; ``solve_seconds`` (wall time of ``study.solve()``);
+    ``solver_seconds`` (Moco's own timer); ``iterations``; ``status`` (IPOPT's return
+    status, e.g. ``"Solve_Succeeded"``); ``success``; ``settings``
+    (``solver_settings``); ``solution_path`` (the MocoTrajectory ``.sto`` written,
+    or None when ``solution_path`` is None)."""
+    settings = solver_settings(study)
+    with _c_stdout_silenced(quiet):
+        t0 = _time.perf_counter()
+        sol = study.solve()
+        seconds = _time.perf_counter() - t0
+    success = bool(sol.success())
+    status = str(sol.getStatus())
+    if sol.isSealed():
+        sol.unseal()
+    out = trajectory_arrays(sol)
+    n = len(out["time"])
+    if settings["transcription_scheme"] == "hermite-simpson":
+        out["mesh_indices"] = np.arange(0, n, 2)
+    else:
+        out["mesh_indices"] = np.arange(n)
+    out["objective"] = float(sol.getObjective())
+    out["objective_terms"] = {name: float(sol.getObjectiveTerm(name))
+                              for name in sol.getObjectiveTermNames()}
+    out["initial_time"] = float(sol.getInitialTime())
+    out["final_time"] = float(sol.getFinalTime())
+    out["solve_seconds"] = seconds
+    out["solver_seconds"] = float(sol.getSolverDuration())
+    out["iterations"] = int(sol.getNumIterations())
+    out["status"] = status
+    out["success"] = success
+    out["settings"] = settings
+    if solution_path is not None:
+        sol.write(str(solution_path))
+        solution_path = str(solution_path)
+    out["solution_path"] = solution_path
+    return out
+
+
+def _solve_problem(model_path, problem, folder, transcription, num_mesh_intervals, **kw):
+    study = study_from_problem(model_path, problem, transcription=transcription,
+                               num_mesh_intervals=num_mesh_intervals, **kw)
+    path = Path(folder) / f"{problem['name']}_{transcription}_{num_mesh_intervals}_solution.sto"
+    out = solve(study, path)
+    out["problem"] = copy.deepcopy(problem)
+    out["model_path"] = str(model_path)
+    return out
+
+
+def moco_sliding_mass(folder, transcription="trapezoidal", num_mesh_intervals=50, **kw) -> dict:
+    """Minimum-time rest-to-rest slide 0 -> 1 m (``SLIDING_MASS_PROBLEM``), final time
+    free in [0, 5], |F| <= 50 N, MocoFinalTimeGoal; solved by Moco on
+    ``sliding_mass_osim(folder)``. Moco's default guess (midpoints of the bounds:
+    t_f = 2.5, interior x = 0, v = 0, F = 0). Returns ``solve``'s dict plus ``problem``
+    and ``model_path``; ``kw`` goes to ``study_from_problem`` (e.g.
+    ``convergence_tolerance``, ``optim_hessian_approximation="exact"``)."""
+    return _solve_problem(sliding_mass_osim(folder), SLIDING_MASS_PROBLEM, folder,
+                          transcription, num_mesh_intervals, **kw)
+
+
+def moco_pendulum_swing_up(folder, transcription="hermite-simpson", num_mesh_intervals=50,
+                           **kw) -> dict:
+    """Minimum-effort swing-up of ``pendulum_osim(folder)`` (``PENDULUM_PROBLEM``):
+    q 0 -> pi, at rest at both ends, t_f = 1 s fixed, |tau| <= 30, MocoControlGoal
+    (exponent 2, weight 1: J = integral of tau^2). Moco ships no single-pendulum
+    swing-up example; the model follows examplePredictAndTrack.py's pendulum (1 kg
+    point bodies, 1 m links, CoordinateActuators with optimal force 1) and the
+    bounds follow exampleSlidingMass ([-10, 10] on values, [-50, 50] on speeds).
+    Moco's default guess (bounds midpoints: interior q = 0, u = 0, tau = 0). Returns
+    ``solve``'s dict plus ``problem`` and ``model_path``."""
+    return _solve_problem(pendulum_osim(folder), PENDULUM_PROBLEM, folder,
+                          transcription, num_mesh_intervals, **kw)
