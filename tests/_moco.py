@@ -372,3 +372,153 @@ def moco_pendulum_swing_up(folder, transcription="hermite-simpson", num_mesh_int
     ``solve``'s dict plus ``problem`` and ``model_path``."""
     return _solve_problem(pendulum_osim(folder), PENDULUM_PROBLEM, folder,
                           transcription, num_mesh_intervals, **kw)
+
+
+# ----------------------------------------------------------------------------- tracking
+# (MocoStateTrackingGoal and MocoOutputGoal studies; the goal specs live next to the
+# problem dict's ``"goals"``, which ``study_from_problem`` builds, and are added to
+# the study after it)
+
+
+def pendulum_reference(t) -> tuple[np.ndarray, np.ndarray]:
+    """The smooth swing the tracking problem follows: ``q_ref(t) = pi (1 - cos(pi
+    t)) / 2`` (0 -> pi over 1 s, at rest at both ends) and its speed ``u_ref(t) =
+    pi^2 sin(pi t) / 2``."""
+    t = np.asarray(t, dtype=float)
+    return math.pi * (1.0 - np.cos(math.pi * t)) / 2.0, math.pi ** 2 * np.sin(math.pi * t) / 2.0
+
+
+def write_sto(path, time, columns: dict, *, in_degrees: bool = False) -> str:
+    """Write a ``.sto`` with OpenSim's own STOFileAdapter: ``time`` and ``columns``
+    (``{label: values}``), header ``inDegrees=yes|no`` (Moco requires the key).
+    Returns the path."""
+    osim = _opensim()
+    table = osim.TimeSeriesTable()
+    labels = list(columns)
+    table.setColumnLabels(labels)
+    data = np.stack([np.asarray(columns[k], dtype=float) for k in labels], axis=1)
+    for i, ti in enumerate(np.asarray(time, dtype=float)):
+        table.appendRow(float(ti), osim.RowVector([float(v) for v in data[i]]))
+    table.addTableMetaDataString("inDegrees", "yes" if in_degrees else "no")
+    osim.STOFileAdapter.write(table, str(path))
+    return str(path)
+
+
+def pendulum_reference_sto(folder, num_rows: int = 51, *, in_degrees: bool = False) -> str:
+    """Write ``pendulum_reference.sto`` in ``folder`` (``num_rows`` uniform times on
+    [0, 1] s; columns ``/jointset/pin/q/value`` and ``/jointset/pin/q/speed`` from
+    ``pendulum_reference``, in degrees if ``in_degrees``) and return its path."""
+    t = np.linspace(0.0, 1.0, num_rows)
+    q, u = pendulum_reference(t)
+    f = 180.0 / math.pi if in_degrees else 1.0
+    name = "pendulum_reference_deg.sto" if in_degrees else "pendulum_reference.sto"
+    return write_sto(Path(folder) / name, t, {"/jointset/pin/q/value": q * f,
+                                              "/jointset/pin/q/speed": u * f}, in_degrees=in_degrees)
+
+
+#: The pendulum of ``pendulum_osim`` tracking ``pendulum_reference`` for 1 s from
+#: rest at q = 0 (final state free), |tau| <= 50: MocoStateTrackingGoal weight 10
+#: (q weight 1, u weight 0.1, reference ``"reference"`` = a .sto path filled in by
+#: ``moco_pendulum_tracking``) plus MocoControlGoal weight 0.01.
+PENDULUM_TRACKING_PROBLEM = {
+    "name": "pendulum_tracking",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (1.0, 1.0),
+    "states": {
+        "/jointset/pin/q/value": ((-10.0, 10.0), 0.0, None),
+        "/jointset/pin/q/speed": ((-50.0, 50.0), 0.0, None),
+    },
+    "controls": {"/forceset/tau": ((-50.0, 50.0), None, None)},
+    "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 0.01, "exponent": 2}],
+    "tracking_goals": [{"type": "MocoStateTrackingGoal", "name": "tracking", "weight": 10.0,
+                        "reference": None, "state_weights": {"/jointset/pin/q/speed": 0.1}}],
+}
+
+
+def add_goals(study, specs) -> None:
+    """Add goals that ``study_from_problem`` does not build to ``study``'s problem:
+    ``MocoStateTrackingGoal`` (keys ``name``, ``weight``, ``reference`` (a file path),
+    optional ``state_weights`` ``{state: w}``, ``pattern``,
+    ``allow_unused_references``, ``scale_weights_with_range``) and ``MocoOutputGoal``
+    (``name``, ``weight``, ``output_path``, optional ``exponent``,
+    ``output_index``)."""
+    osim = _opensim()
+    prob = study.updProblem()
+    for spec in specs:
+        if spec["type"] == "MocoStateTrackingGoal":
+            goal = osim.MocoStateTrackingGoal(spec["name"], float(spec.get("weight", 1.0)))
+            goal.setReference(osim.TableProcessor(str(spec["reference"])))
+            for state, w in spec.get("state_weights", {}).items():
+                goal.setWeightForState(state, float(w))
+            if spec.get("pattern") is not None:
+                goal.setPattern(spec["pattern"])
+            goal.setAllowUnusedReferences(bool(spec.get("allow_unused_references", False)))
+            goal.setScaleWeightsWithRange(bool(spec.get("scale_weights_with_range", False)))
+        elif spec["type"] == "MocoOutputGoal":
+            goal = osim.MocoOutputGoal(spec["name"], float(spec.get("weight", 1.0)))
+            goal.setOutputPath(spec["output_path"])
+            goal.setExponent(int(spec.get("exponent", 1)))
+            goal.setOutputIndex(int(spec.get("output_index", -1)))
+        else:
+            raise ValueError(f"unsupported goal type {spec['type']!r}")
+        prob.addGoal(goal)
+
+
+def moco_pendulum_tracking(folder, transcription="hermite-simpson", num_mesh_intervals=30,
+                           **kw) -> dict:
+    """``PENDULUM_TRACKING_PROBLEM`` solved by Moco on ``pendulum_osim(folder)``, the
+    reference written by ``pendulum_reference_sto(folder)``. Moco's default guess.
+    Returns ``solve``'s dict plus ``problem`` (its tracking goal's ``"reference"``
+    filled in) and ``model_path``; ``kw`` goes to ``study_from_problem``."""
+    problem = copy.deepcopy(PENDULUM_TRACKING_PROBLEM)
+    problem["tracking_goals"][0]["reference"] = pendulum_reference_sto(folder)
+    model_path = pendulum_osim(folder)
+    study = study_from_problem(model_path, problem, transcription=transcription,
+                               num_mesh_intervals=num_mesh_intervals, **kw)
+    add_goals(study, problem["tracking_goals"])
+    path = Path(folder) / f"{problem['name']}_{transcription}_{num_mesh_intervals}_solution.sto"
+    out = solve(study, path)
+    out["problem"] = problem
+    out["model_path"] = str(model_path)
+    return out
+
+
+def objective_at(study, time, states: dict, controls: dict) -> dict:
+    """Moco's objective at a given trajectory, without optimising: ``study`` (its
+    solver a MocoCasADiSolver) is solved with ``optim_max_iterations = 0`` from a
+    guess holding ``states`` and ``controls`` (``{Moco name: values at time}``,
+    ``time`` the solver's grid), so IPOPT evaluates the objective at the guess and
+    stops. Keep the guess at least 1e-2 (relative) inside its bounds: IPOPT pushes
+    a starting point off its bounds by that much. Returns ``solve``'s dict: its
+    ``objective`` and ``objective_terms`` are at the returned ``time``/``states``/
+    ``controls`` (the guess, as IPOPT saw it)."""
+    osim = _opensim()
+    solver = osim.MocoCasADiSolver.safeDownCast(study.updSolver())
+    guess = solver.createGuess("bounds")
+    guess.setTime(osim.Vector([float(v) for v in time]))
+    for name, values in states.items():
+        guess.setState(name, osim.Vector([float(v) for v in values]))
+    for name, values in controls.items():
+        guess.setControl(name, osim.Vector([float(v) for v in values]))
+    solver.setGuess(guess)
+    solver.set_optim_max_iterations(0)
+    return solve(study)
+
+
+def simjax_problem(spec: dict, system, tracking=None):
+    """The ``simjax.optimize.Problem`` of one of this module's problem descriptions:
+    its time, state and control bounds and its goals (``MocoFinalTimeGoal``,
+    ``MocoControlGoal``; ``tracking(goal_spec)`` makes each of ``spec["tracking_goals"]``)."""
+    from simjax import optimize
+
+    problem = optimize.Problem(system, initial_time=spec["time_initial_bounds"], final_time=spec["time_final_bounds"])
+    for name, (bounds, initial, final) in {**spec["states"], **spec["controls"]}.items():
+        problem = problem.bound(name, bounds, initial=initial, final=final)
+    for goal in spec["goals"]:
+        if goal["type"] == "MocoFinalTimeGoal":
+            problem = problem.goal(optimize.FinalTime(goal["weight"]))
+        else:
+            problem = problem.goal(optimize.ControlEffort(goal["weight"], goal["exponent"]))
+    for goal in spec.get("tracking_goals", ()):
+        problem = problem.goal(tracking(goal))
+    return problem

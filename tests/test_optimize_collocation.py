@@ -11,19 +11,6 @@ _moco = pytest.importorskip("_moco")
 pytest.importorskip("opensim")
 
 
-def _problem(spec: dict, system) -> optimize.Problem:
-    """The simjax problem of one of tests/_moco.py's problem descriptions."""
-    problem = optimize.Problem(system, initial_time=spec["time_initial_bounds"], final_time=spec["time_final_bounds"])
-    for name, (bounds, initial, final) in {**spec["states"], **spec["controls"]}.items():
-        problem = problem.bound(name, bounds, initial=initial, final=final)
-    for goal in spec["goals"]:
-        if goal["type"] == "MocoFinalTimeGoal":
-            problem = problem.goal(optimize.FinalTime(goal["weight"]))
-        else:
-            problem = problem.goal(optimize.ControlEffort(goal["weight"], goal["exponent"]))
-    return problem
-
-
 def _compare(solution, ref, system):
     states = _moco.states_in_system_order(ref, system)
     controls = _moco.controls_in_system_order(ref, system)
@@ -35,7 +22,7 @@ def test_sliding_mass_in_minimum_time_matches_moco(tmp_path):
     ref = _moco.moco_sliding_mass(tmp_path, transcription="trapezoidal", num_mesh_intervals=50)
     system = sj.load_osim(_moco.sliding_mass_osim(tmp_path)).build()
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(_problem(ref["problem"], system), mesh=50, scheme="trapezoidal",
+    solution = optimize.solve(_moco.simjax_problem(ref["problem"], system), mesh=50, scheme="trapezoidal",
                               options=optimize.Options(tol=tol, constraint_tol=tol))
     assert int(solution.status) == 0
     tf = float(solution.time[-1])
@@ -51,7 +38,7 @@ def test_pendulum_swing_up_with_least_effort_matches_moco(tmp_path, scheme):
     ref = _moco.moco_pendulum_swing_up(tmp_path, transcription=scheme, num_mesh_intervals=50)
     system = sj.load_osim(_moco.pendulum_osim(tmp_path)).build()
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(_problem(ref["problem"], system), mesh=50, scheme=scheme,
+    solution = optimize.solve(_moco.simjax_problem(ref["problem"], system), mesh=50, scheme=scheme,
                               options=optimize.Options(tol=tol, constraint_tol=tol))
     assert int(solution.status) == 0
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])

@@ -91,3 +91,32 @@ def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions():
         assert np.abs(np.diff(z[:, 0])).max() <= 1 + 1e-8
     # the first column's optimum: the links bind where the targets are 2 * 0.6 = 1.2 apart
     assert np.abs(np.diff(np.asarray(sols.z[2])[:, 0])).max() > 1 - 1e-6
+
+
+def test_derivatives_of_the_optimum_match_finite_differences_of_re_solves():
+    # min sum |z_k - theta_k|^2 + 0.1 |z_k|^4 with |z_{k+1,0} - z_{k,0}| <= 0.5 and z <= 1.5:
+    # one link and two upper bounds active at the optimum, held by the implicit derivative
+    import equinox as eqx
+    from simjax.optimize.nlp import StagedNLP
+    K = 4
+    nlp = StagedNLP(cost=lambda k, z, zn, g, th: jnp.sum((z - th[k]) ** 2) + 0.1 * jnp.sum(z ** 4),
+                    constraints=lambda k, z, zn, g, th: (zn - z)[:1] * (k < K - 1),
+                    border_cost=lambda g, th: jnp.zeros(()), border_constraints=lambda g, th: jnp.zeros(0),
+                    z_lower=jnp.full((K, 2), -10.0), z_upper=jnp.full((K, 2), 1.5),
+                    c_lower=jnp.full((K, 1), -0.5), c_upper=jnp.full((K, 1), 0.5),
+                    border_lower=jnp.zeros(0), border_upper=jnp.zeros(0), g_lower=jnp.zeros(0), g_upper=jnp.zeros(0),
+                    theta=jnp.zeros((K, 2)))
+    theta = jnp.asarray(np.arange(2 * K, dtype=float).reshape(K, 2) * 0.3)
+    weights = jnp.arange(2 * K, dtype=float).reshape(K, 2)
+
+    def value(th, derivatives):
+        sol = ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2)), derivatives=derivatives,
+                        options=ipm.Options(tol=1e-12, constraint_tol=1e-12))
+        return jnp.sum(sol.z * weights) + sol.objective
+
+    gradient = np.asarray(jax.jit(jax.grad(lambda th: value(th, True)))(theta))
+    f = jax.jit(lambda th: value(th, False))
+    h = 1e-5
+    fd = np.asarray([[(f(theta.at[i, j].add(h)) - f(theta.at[i, j].add(-h))) / (2 * h) for j in range(2)]
+                     for i in range(K)])
+    assert np.abs(gradient - fd).max() < 1e-7 * np.abs(fd).max(), (gradient, fd)

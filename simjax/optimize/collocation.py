@@ -76,7 +76,11 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
 
     **Arguments:** ``problem``; ``mesh``: the number of uniform intervals, or the
     mesh's times (any increasing sequence, normalized to ``[0, 1]``); ``scheme``:
-    ``"trapezoidal"`` or ``"hermite-simpson"``.
+    ``"trapezoidal"`` or ``"hermite-simpson"``. The dynamics are explicit (forward
+    dynamics in the defects).
+
+    Each grid point's variables are ``[y, c]``; a stage holds its mesh point's, then
+    (Hermite–Simpson) its interval's midpoint's.
 
     **Returns:** ``(nlp, z0, g0, unpack)``: ``unpack(solution) -> (time, states,
     controls)``.
@@ -88,20 +92,32 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
     K = tau.shape[0]
     ny, nc = len(problem.state_names), len(problem.control_names)
     hs = scheme == "hermite-simpson"
+    P = ny + nc  # one grid point's variables
     d0 = system.default_state().d
     dtype = jnp.result_type(float)
     integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
 
+    endpoints = [g for g in problem.goals if g.endpoint(problem, 0.0, 1.0) is not None]
+    # the data the solution may be differentiated with respect to: the system (every
+    # model property) and the goals' weights
+    theta = {"system": system, "weights": jnp.asarray([g.weight for g in problem.goals], dtype)}
+    index = {id(g): i for i, g in enumerate(problem.goals)}
+
     @jax.jit  # (traced once, then its jaxpr is reused by every evaluation the solver traces)
-    def dynamics(t, y, c):
+    def dynamics(system, t, y, c):
         return rhs(system, t, y, d0, controls=c)
 
-    def running(t, y, c):
-        return sum((g.weight * g.integrand(problem, t, y, c) for g in integrands), jnp.zeros((), dtype))
+    def running(theta, t, y, c):
+        w = theta["weights"]
+        return sum((w[index[id(g)]] * g.integrand(problem, t, y, c) for g in integrands), jnp.zeros((), dtype))
+
+    def point(p):
+        return p[:ny], p[ny:ny + nc]
 
     def split(z):
-        y, c = z[:ny], z[ny:ny + nc]
-        return (y, c, z[ny + nc:2 * ny + nc], z[2 * ny + nc:]) if hs else (y, c, None, None)
+        """``(y, c, y_mid, c_mid)`` of a stage (the midpoint's ``None`` for
+        trapezoidal)."""
+        return point(z[:P]) + (point(z[P:]) if hs else (None, None))
 
     def times(k, g):
         t0, tf = g[0], g[1]
@@ -109,22 +125,24 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
         return tk, tn, tn - tk
 
     def cost(k, z, zn, g, theta):
-        (y, c, ym, cm), (yn, cn, _, _) = split(z), split(zn)
+        (y, c, ym, cm), (yn, cn, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
         if not integrands:
             return jnp.zeros((), dtype)
         if hs:
-            value = h / 6 * (running(tk, y, c) + 4 * running(0.5 * (tk + tn), ym, cm) + running(tn, yn, cn))
+            value = h / 6 * (running(theta, tk, y, c) + 4 * running(theta, 0.5 * (tk + tn), ym, cm)
+                             + running(theta, tn, yn, cn))
         else:
-            value = h / 2 * (running(tk, y, c) + running(tn, yn, cn))
+            value = h / 2 * (running(theta, tk, y, c) + running(theta, tn, yn, cn))
         return jnp.where(k < K - 1, value, 0.0)
 
     def constraints(k, z, zn, g, theta):
-        (y, c, ym, cm), (yn, cn, _, _) = split(z), split(zn)
+        (y, c, ym, cm), (yn, cn, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
-        f, fn = dynamics(tk, y, c), dynamics(tn, yn, cn)
+        system = theta["system"]
+        f, fn = dynamics(system, tk, y, c), dynamics(system, tn, yn, cn)
         if hs:
-            fm = dynamics(0.5 * (tk + tn), ym, cm)
+            fm = dynamics(system, 0.5 * (tk + tn), ym, cm)
             rows = jnp.concatenate([ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn),
                                     cm - 0.5 * (c + cn)])
         else:
@@ -132,16 +150,16 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
         return jnp.where(k < K - 1, rows, 0.0)
 
     def border_cost(g, theta):
-        return sum((gl.weight * gl.endpoint(problem, g[0], g[1]) for gl in problem.goals
-                    if gl.endpoint(problem, 0.0, 1.0) is not None), jnp.zeros((), dtype))
+        w = theta["weights"]
+        return sum((w[index[id(gl)]] * gl.endpoint(problem, g[0], g[1]) for gl in endpoints), jnp.zeros((), dtype))
 
     # -- bounds ---------------------------------------------------------------------------
     ylo, yhi, clo, chi = problem.path_bounds()
-    lo = np.tile(np.concatenate([ylo, clo, ylo, clo] if hs else [ylo, clo]), (K, 1))
-    hi = np.tile(np.concatenate([yhi, chi, yhi, chi] if hs else [yhi, chi]), (K, 1))
+    lo = np.tile(np.concatenate([ylo, clo] * (2 if hs else 1)), (K, 1))
+    hi = np.tile(np.concatenate([yhi, chi] * (2 if hs else 1)), (K, 1))
     (lo[0, :ny], hi[0, :ny]), (lo[-1, :ny], hi[-1, :ny]) = problem.end_bounds("initial"), problem.end_bounds("final")
     if hs:  # the last stage has no interval: its midpoint variables are fixed
-        lo[-1, ny + nc:], hi[-1, ny + nc:] = 0.0, 0.0
+        lo[-1, P:], hi[-1, P:] = 0.0, 0.0
     m = 2 * ny + nc if hs else ny
     clo_rows = np.zeros((K, m))
     clo_rows[-1] = -np.inf
@@ -149,14 +167,15 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
     (t0lo, t0hi), (tflo, tfhi) = problem.time_bounds()
     guess = lambda a, b: np.where(np.isfinite(a) & np.isfinite(b), 0.5 * (a + b),  # noqa: E731
                                   np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0)))
-    z0 = guess(lo, hi)
-    g0 = guess(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi]))
+    with np.errstate(invalid="ignore"):  # (inf + -inf where both bounds are infinite: not taken)
+        z0 = guess(lo, hi)
+        g0 = guess(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi]))
     nlp = StagedNLP(cost=cost, constraints=constraints, border_cost=border_cost,
                     border_constraints=lambda g, theta: (g[1] - g[0])[None],
                     z_lower=jnp.asarray(lo, dtype), z_upper=jnp.asarray(hi, dtype),
                     c_lower=jnp.asarray(clo_rows, dtype), c_upper=jnp.asarray(chi_rows, dtype),
                     border_lower=jnp.asarray([t0lo, tflo], dtype), border_upper=jnp.asarray([t0hi, tfhi], dtype),
-                    g_lower=jnp.zeros(1, dtype), g_upper=jnp.full(1, jnp.inf, dtype))
+                    g_lower=jnp.zeros(1, dtype), g_upper=jnp.full(1, jnp.inf, dtype), theta=theta)
 
     def unpack(sol):
         t0, tf = sol.g[..., 0:1], sol.g[..., 1:2]
@@ -164,9 +183,9 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
         if hs:
             tmid = 0.5 * (tau[:-1] + tau[1:])
             frac = jnp.concatenate([jnp.stack([tau[:-1], tmid], 1).reshape(-1), tau[-1:]])
-            y = jnp.concatenate([jnp.stack([Z[..., :-1, :ny], Z[..., :-1, ny + nc:2 * ny + nc]], -2).reshape(
+            y = jnp.concatenate([jnp.stack([Z[..., :-1, :ny], Z[..., :-1, P:P + ny]], -2).reshape(
                 Z.shape[:-2] + (2 * (K - 1), ny)), Z[..., -1:, :ny]], -2)
-            c = jnp.concatenate([jnp.stack([Z[..., :-1, ny:ny + nc], Z[..., :-1, 2 * ny + nc:]], -2).reshape(
+            c = jnp.concatenate([jnp.stack([Z[..., :-1, ny:ny + nc], Z[..., :-1, P + ny:P + ny + nc]], -2).reshape(
                 Z.shape[:-2] + (2 * (K - 1), nc)), Z[..., -1:, ny:ny + nc]], -2)
         else:
             frac, y, c = tau, Z[..., :ny], Z[..., ny:ny + nc]
@@ -180,18 +199,26 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     """Solve a problem by direct collocation.
 
     **Arguments:** ``problem``; ``mesh``, ``scheme``: as ``transcribe``; ``options``:
-    the solver's (``ipm.Options``; default tolerances 1e-8); ``guess``: a solution
-    of the same problem and mesh to start from (a warm start).
+    the solver's (``ipm.Options``; default tolerances 1e-8); ``guess``: a solution of
+    the same problem and mesh to start from (a warm start).
+
+    Inside ``jax.grad`` or another transformation the solution carries the
+    derivatives of the optimum with respect to the system's properties and the goals'
+    weights (the implicit function theorem on the KKT conditions).
 
     **Returns:** an ``OptimalTrajectory``.
     """
+    from ..compiling import _at_top_level
+
     nlp, z0, g0, unpack = transcribe(problem, mesh, scheme)
     options = options or ipm.Options()
     multipliers = None
     if guess is not None:
         z0, g0 = guess.nlp.z, guess.nlp.g
-        multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
-    sol = _solve(nlp, z0, g0, options, multipliers)
+        if guess.nlp.multipliers is not None:
+            multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
+    # (at top level nothing can ask for derivatives)
+    sol = _solve(nlp, z0, g0, options, multipliers, not _at_top_level())
     t, y, c = unpack(sol)
     return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
                              iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
@@ -199,5 +226,5 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
 
 
 @eqx.filter_jit
-def _solve(nlp, z0, g0, options, multipliers):
-    return ipm.solve(nlp, z0, g0, options, multipliers)
+def _solve(nlp, z0, g0, options, multipliers, derivatives):
+    return ipm.solve(nlp, z0, g0, options, multipliers, derivatives)

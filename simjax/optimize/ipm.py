@@ -185,32 +185,31 @@ def _bounds(nlp: StagedNLP, rs, bs):
 
 
 def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
-    """The primal-dual matrix in ``K + 1`` blocks ``[y_{j-1}, z_j, s_j]`` (the
-    multipliers of stage ``j - 1``'s rows, then stage ``j``'s variables), border
-    ``[g, sg, yg]``. (Grouping a stage's rows with the *next* stage's variables keeps
+    """The primal-dual matrix in ``K + 1`` blocks ``[y_{j-1}, s_{j-1}, z_j]``: stage
+    ``j - 1``'s rows (multipliers and slacks), then stage ``j``'s variables; border
+    ``[g, sg, yg]``. (A stage's rows grouped with the *next* stage's variables keep
     the pivot blocks nonsingular where a stage's own variables are fixed, e.g. the
-    initial states: the rows' Jacobian in the next stage holds an identity.) Block 0's
-    multipliers and block ``K``'s variables are placeholders (``-1`` and ``+1`` on the
-    diagonal)."""
+    initial states: the rows' Jacobian in the next stage holds an identity; and each
+    slack sits with its row.) Block 0's rows and block ``K``'s variables are
+    placeholders (``-1`` and ``+1`` on the diagonal)."""
     K, nz, m, ng, mg = P.K, P.nz, P.m, P.ng, P.mg
     dtype = H.dtype
     b, nb = nz + 2 * m, ng + 2 * mg
-    pad = lambda a, v=0.0: jnp.concatenate([a, jnp.full((1,) + a.shape[1:], v, a.dtype)])  # noqa: E731 (stage K)
-    prev = lambda a: jnp.concatenate([jnp.zeros_like(a[:1]), a])  # noqa: E731 (stage j - 1 at block j)
+    y_, s_, z_ = slice(0, m), slice(m, 2 * m), slice(2 * m, b)
     Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz:2 * nz], J[:, :, 2 * nz:]
     Wzz = H[:, :nz, :nz] + jnp.concatenate([jnp.zeros_like(H[:1, :nz, :nz]), H[:-1, nz:2 * nz, nz:2 * nz]])
     eye_m = jnp.eye(m, dtype=dtype)
-    z_, s_ = slice(m, m + nz), slice(m + nz, b)
     D = jnp.zeros((K + 1, b, b), dtype)
-    D = D.at[:, :m, :m].set(-dc * eye_m)
-    D = D.at[1:, :m, z_].set(Jn).at[1:, z_, :m].set(jnp.swapaxes(Jn, 1, 2))
-    D = D.at[:, z_, z_].set(pad(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw)))
-    D = D.at[:, s_, s_].set(pad(jax.vmap(jnp.diag)(sigma[1] + dw)))
+    D = D.at[:, y_, y_].set(-dc * eye_m)
+    D = D.at[1:, y_, s_].set(-eye_m).at[1:, s_, y_].set(-eye_m)
+    D = D.at[1:, s_, s_].set(jax.vmap(jnp.diag)(sigma[1] + dw))
+    D = D.at[1:, y_, z_].set(Jn).at[1:, z_, y_].set(jnp.swapaxes(Jn, 1, 2))
+    D = D.at[:K, z_, z_].set(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw))
     L = jnp.zeros((K + 1, b, b), dtype)
-    L = L.at[1:, :m, z_].set(Jz).at[1:, :m, s_].set(-eye_m)
+    L = L.at[1:, y_, z_].set(Jz)
     L = L.at[1:K, z_, z_].set(H[:-1, nz:2 * nz, :nz])
     Bo = jnp.zeros((K + 1, b, nb), dtype)
-    Bo = Bo.at[1:, :m, :ng].set(Jg)
+    Bo = Bo.at[1:, y_, :ng].set(Jg)
     Bo = Bo.at[:K, z_, :ng].set(H[:, :nz, 2 * nz:] + jnp.concatenate(
         [jnp.zeros_like(H[:1, nz:2 * nz, 2 * nz:]), H[:-1, nz:2 * nz, 2 * nz:]]))
     C = jnp.zeros((nb, nb), dtype)
@@ -222,23 +221,29 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     C = C.at[ng + mg:, ng + mg:].set(-dc * eye_g)
     # fixed variables and placeholders: rows and columns replaced by the identity's (+1
     # for variables, -1 for multipliers)
-    keep = jnp.concatenate([prev(jnp.ones((K, m), bool)).at[0].set(False), pad(free[0], False), pad(free[1], False)],
-                           axis=1).astype(dtype)
-    fill = jnp.concatenate([jnp.full((K + 1, m), -1.0, dtype), jnp.ones((K + 1, nz + m), dtype)], axis=1)
+    none = jnp.zeros((1, m), bool)
+    keep = jnp.concatenate([jnp.concatenate([none, jnp.ones((K, m), bool)]),
+                            jnp.concatenate([none, free[1]]),
+                            jnp.concatenate([free[0], jnp.zeros((1, nz), bool)])], axis=1).astype(dtype)
+    fill = jnp.concatenate([jnp.full((K + 1, m), -1.0, dtype), jnp.ones((K + 1, m + nz), dtype)], axis=1)
     fb = jnp.concatenate([free[2], free[3], jnp.ones(mg, bool)]).astype(dtype)
     D = D * keep[:, :, None] * keep[:, None, :] + jax.vmap(jnp.diag)((1.0 - keep) * fill)
-    L = L * keep[:, :, None] * prev(keep[:-1])[:, None, :]
+    L = L * keep[:, :, None] * jnp.concatenate([jnp.zeros_like(keep[:1]), keep[:-1]])[:, None, :]
     Bo = Bo * keep[:, :, None] * fb[None, None, :]
     C = C * fb[:, None] * fb[None, :] + jnp.diag(1.0 - fb)
     return kkt.Banded(D, L, Bo, C)
 
 
-def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers=None) -> Solution:
+def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers=None,
+          derivatives: bool = False) -> Solution:
     """Solve a staged NLP from a starting point.
 
     **Arguments:** ``nlp``; ``z0 (K, nz)``, ``g0 (ng,)``: the starting point (moved
     inside the bounds); ``options``; ``multipliers``: ``(Y (K, m), YG (mg,))`` to
-    start from (a warm start), else zeros.
+    start from (a warm start), else zeros; ``derivatives``: give the solution the
+    derivatives of the optimum with respect to ``nlp.theta`` (the implicit function
+    theorem on the KKT conditions, the active bounds held: one more gradient of the
+    Lagrangian and one more solve with the last factorization).
 
     **Returns:** a ``Solution``; ``status`` 0 where it converged (``STATUS``).
     """
@@ -246,8 +251,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     dtype = nlp.z_lower.dtype
     g0 = jnp.zeros(ng, dtype) if g0 is None else jnp.asarray(g0, dtype)
     z0 = jnp.asarray(z0, dtype)
-    theta = nlp.theta
-    nlp = eqx.tree_at(lambda n: n.theta, nlp, jax.lax.stop_gradient(theta), is_leaf=lambda x: x is None)
+    live = nlp
+    nlp = eqx.tree_at(lambda n: n.theta, nlp, jax.lax.stop_gradient(nlp.theta), is_leaf=lambda x: x is None)
 
     # -- scaling at the starting point ------------------------------------------------------
     raw = _Problem(nlp, jnp.ones((), dtype), jnp.ones((K, m), dtype), jnp.ones(mg, dtype))
@@ -332,21 +337,24 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         return jnp.maximum(jnp.maximum(inf_du / sd, inf_pr), comp / sc), inf_pr, inf_du
 
     def to_stages(V, Y):
-        """Variables and multipliers in ``_assemble``'s blocks."""
-        ys = jnp.concatenate([jnp.zeros_like(Y[0][:1]), Y[0]])
-        zs = jnp.concatenate([jnp.concatenate([V[0], V[1]], axis=1), jnp.zeros((1, nz + m), dtype)])
-        return jnp.concatenate([ys, zs], axis=1), jnp.concatenate([V[2], V[3], Y[1]])
+        """Variables and multipliers in ``_assemble``'s blocks ``[y_{j-1}, s_{j-1}, z_j]``."""
+        rows = jnp.concatenate([jnp.zeros((1, 2 * m), dtype), jnp.concatenate([Y[0], V[1]], axis=1)])
+        zs = jnp.concatenate([V[0], jnp.zeros((1, nz), dtype)])
+        return jnp.concatenate([rows, zs], axis=1), jnp.concatenate([V[2], V[3], Y[1]])
 
     def from_stages(xs, xb):
-        return ((xs[:-1, m:m + nz], xs[:-1, m + nz:], xb[:ng], xb[ng:ng + mg]),
-                (xs[1:, :m], xb[ng + mg:]))
+        return ((xs[:-1, 2 * m:], xs[1:, m:2 * m], xb[:ng], xb[ng:ng + mg]), (xs[1:, :m], xb[ng + mg:]))
 
     def factor_corrected(H, J, HB, JB, sigma, mu, dw_last, gauss_newton):
         """Factor with the smallest regularization that gives the right inertia."""
+        dc0 = 0.0
         if gauss_newton:
-            H, HB = jnp.zeros_like(H), jnp.zeros_like(HB)
-        F = kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, 0.0, 0.0))
-        dc = jnp.where(F.inertia[2] > 0, _DC * mu ** 0.25, 0.0)
+            # the constraints' least squares (Levenberg-Marquardt: with dc = 1 the step
+            # minimizes |r + J dx|^2 / 2 plus the barrier, where r + J dx = 0 has no
+            # solution within the bounds)
+            H, HB, dc0 = jnp.zeros_like(H), jnp.zeros_like(HB), 1.0
+        F = kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, 0.0, dc0))
+        dc = jnp.where(F.inertia[2] > 0, jnp.maximum(_DC * mu ** 0.25, dc0), dc0)
         first = jnp.where(dw_last == 0.0, _DW0, jnp.maximum(_DW_MIN, _KW_MINUS * dw_last))
         good = jnp.all(F.inertia == expected)
 
@@ -371,8 +379,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         dl, du = dists(V)
         grad_b = _map(lambda g, d1, d2, h1, h2, y: g - jnp.where(h1, mu / d1, 0.0) + jnp.where(h2, mu / d2, 0.0),
                       gL, dl, du, has_lo, has_hi, V)
-        if gauss_newton:  # the feasibility problem: the barrier terms alone
-            grad_b = _map(lambda a, g: a - g, grad_b, gL)
+        if gauss_newton:  # the feasibility problem |r|^2 / 2 alone (Sigma keeps the step inside)
+            grad_b = _map(jnp.zeros_like, grad_b)
         grad_b = _map(lambda g, f: jnp.where(f, g, 0.0), grad_b, free)
         rs_, rb_ = to_stages(grad_b, r)
         dxs, dxb = kkt.solve(F, -rs_, -rb_)
@@ -451,10 +459,25 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         def body(c):
             a, _ = c
             a = a * 0.5
-            t = infeasibility(P.primal(step_to(V, dV, a))[1])
+            t = _sum(_map(jnp.square, P.primal(step_to(V, dV, a))[1]))
             return a, jnp.isfinite(t) & (t <= (1 - 1e-4 * a) * theta)
 
         return jax.lax.while_loop(cond, body, (2.0 * amax, jnp.zeros((), bool)))
+
+    def stationary_infeasibility(V, r, J, JB):
+        """Whether the rows' violation of their bounds, ``v = c - clip(c, lower,
+        upper)``, is stationary: ``|J^T v|`` (each variable's entry scaled by its room
+        to move downhill, at most 1) below ``1e-6 |v|``."""
+        c = _map(lambda a, b: a + b, r, (V[1], V[3]))
+        v = _map(lambda c, l, u: c - jnp.clip(c, l, u), c, (lo[1], lo[3]), (hi[1], hi[3]))
+        t = P.transposed(J, JB, v)
+        dl, du = dists(V)
+        room = _map(lambda g, a, b, h1, h2: jnp.where(g > 0, jnp.where(h1, jnp.minimum(1.0, a), 1.0),
+                                                      jnp.where(h2, jnp.minimum(1.0, b), 1.0)),
+                    t, dl, du, has_lo, has_hi)
+        p = jnp.maximum(_max_abs(_map(lambda g, w, f: jnp.where(f, g * w, 0.0), t[0], room[0], free[0])),
+                        _max_abs(_map(lambda g, w, f: jnp.where(f, g * w, 0.0), t[2], room[2], free[2])))
+        return p <= 1e-6 * _max_abs(v)
 
     def least_squares_multipliers(J, JB, gf, ZL, ZU):
         """The multipliers that best satisfy stationarity, given the rows' Jacobians
@@ -473,7 +496,9 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     filt0 = jnp.full((_FILTER, 2), jnp.inf, dtype)
     # (without a warm start the first iteration estimates the multipliers)
     init = dict(V=V0, Y=Y0, ZL=ZL0, ZU=ZU0, mu=jnp.asarray(options.mu_init, dtype), filt=filt0, n_filt=0,
-                it=0, status=-1, dw=jnp.zeros((), dtype), stall=0, bad=-1, log=log0, reset=multipliers is None)
+                it=0, status=-1, dw=jnp.zeros((), dtype), stall=0, bad=-1, log=log0, reset=multipliers is None,
+                far=0, last=(jnp.zeros((K, 2 * nz + ng, 2 * nz + ng), dtype), jnp.zeros((K, m, 2 * nz + ng), dtype),
+                      jnp.zeros((ng, ng), dtype), jnp.zeros((mg, ng), dtype)))
 
     def body(s):
         V, Y, ZL, ZU, mu = s["V"], s["Y"], s["ZL"], s["ZU"], s["mu"]
@@ -516,7 +541,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
             Fr, _, _ = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True)
             dVr, _, dZLr, dZUr, _, _ = direction(V, ZL, ZU, gL, r, mu, Fr, True)
             amax_r, az_r = fraction_to_boundary(V, dVr, ZL, ZU, dZLr, dZUr, tau)
-            ar, restored = restoration_search(V, dVr, amax_r, theta)
+            ar, restored = restoration_search(V, dVr, amax_r, _sum(_map(jnp.square, r)))
             return dVr, dZLr, dZUr, az_r, ar, restored
 
         skipped = (dV, dZL, dZU, az, jnp.zeros((), dtype), jnp.ones((), bool))
@@ -547,10 +572,16 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         # (a restoration step that was accepted reduced the infeasibility by 1e-4 alpha:
         # a stall is many in a row of small steps or none)
         stall = jnp.where(restoring & (~restored | (ar < 1e-3)), s["stall"] + 1, 0)
+        # local infeasibility: where the filter rejects every step, the constraints'
+        # violation v (of their bounds) is stationary, J^T v ~ 0 projected on the
+        # variables' bounds, for a few restoration steps
+        far = jnp.where(restoring & stationary_infeasibility(V, r, J, JB) & (violation(r) > options.constraint_tol),
+                        s["far"] + 1, jnp.where(restoring, s["far"], 0))
         status = jnp.where(converged, 0, -1)
         status = jnp.where(~finite, 3, status)
         status = jnp.where((status < 0) & ~inertia_ok & restoring & ~restored, 4, status)
-        status = jnp.where((status < 0) & (stall >= 8) & (violation(r) > options.constraint_tol), 2, status)
+        status = jnp.where((status < 0) & (((stall >= 8) & (violation(r) > options.constraint_tol)) | (far >= 5)),
+                           2, status)
         done = status >= 0
         f_un = f / P.fs
         row = jnp.stack([f_un, inf_pr, inf_du, jnp.log10(mu), jnp.where(done, 0.0, a_used),
@@ -563,7 +594,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
                     n_filt=n_filt, it=s["it"] + jnp.where(done, 0, 1), status=status,
                     dw=jnp.where(inertia_ok, dw, s["dw"]), stall=stall,
                     bad=jnp.where(~finite, bad, s["bad"]), log=s["log"].at[s["it"]].set(row),
-                    reset=restoring & ~done)
+                    reset=restoring & ~done, last=(H, J, HB, JB), far=far)
 
     def cond(s):
         return (s["status"] < 0) & (s["it"] < options.max_iter)
@@ -571,10 +602,45 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     s = jax.lax.while_loop(cond, body, init)
     status = jnp.where(s["status"] < 0, 1, s["status"])
     V, Y = s["V"], s["Y"]
-    f, r, _ = P.primal(V)
+    if derivatives:
+        V, Y = _implicit(P, _Problem(live, *jax.lax.stop_gradient((fs, rs, bs))), V, Y, s["ZL"], s["ZU"],
+                         s["last"], dists(V), free, has_lo, has_hi, to_stages, from_stages)
+    f, r, _ = P.primal(V) if not derivatives else _Problem(live, fs, rs, bs).primal(V)
     return Solution(z=V[0], g=V[2], multipliers=Y[0] * rs / fs, border_multipliers=Y[1] * bs / fs,
                     objective=f / fs, status=status, iterations=s["it"], bad_stage=s["bad"],
                     constraint_violation=violation(r), log=s["log"])
+
+
+def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_stages, from_stages):
+    """``(V, Y)`` with the optimum's derivatives with respect to ``theta``: one Newton
+    step on the KKT conditions ``F = (grad L, residuals)`` from the optimum, with the
+    matrix of the last iteration held constant and the active bounds' variables fixed:
+    ``x - K^{-1} (F(x, theta) - F(x, theta))``, whose value is ``x`` and whose
+    derivative is ``-K^{-1} dF/dtheta``."""
+    V, Y = jax.lax.stop_gradient((V, Y))
+    H, J, HB, JB = jax.lax.stop_gradient(last)
+    dl, du = distances
+    active = _map(lambda zl, zu, a, b, h1, h2: (h1 & (zl > a)) | (h2 & (zu > b)), ZL, ZU, dl, du, has_lo, has_hi)
+    kept = _map(lambda f, a: f & ~a, free, active)
+    zero = _map(jnp.zeros_like, V)
+    F = jax.lax.stop_gradient(kkt.factor(_assemble(P, H, J, HB, JB, zero, kept, 0.0, 0.0)))
+
+    def kkt_residual(V, Y):
+        (_, (f_r)), g = jax.value_and_grad(lambda V: _lagrangian_and_residuals(live, V, Y), has_aux=True)(V)
+        return g, f_r
+
+    g, r = kkt_residual(V, Y)
+    g = _map(lambda a, k: jnp.where(k, a, 0.0), g, kept)
+    rhs_s, rhs_b = to_stages(_map(lambda a: a - jax.lax.stop_gradient(a), g),
+                             _map(lambda a: a - jax.lax.stop_gradient(a), r))
+    dV, dY = from_stages(*kkt.solve(F, rhs_s, rhs_b))
+    V = _map(lambda x, d, k: x - jnp.where(k, d, 0.0), V, dV, kept)
+    return V, _map(lambda y, d: y - d, Y, dY)
+
+
+def _lagrangian_and_residuals(P: _Problem, V, Y):
+    f, r, _ = P.primal(V)
+    return f + jnp.sum(Y[0] * r[0]) + jnp.sum(Y[1] * r[1]), r
 
 
 def print_log(solution: Solution, file=None) -> None:
