@@ -19,7 +19,9 @@ machine next to OpenSim 4.6:
 - the process's peak memory;
 - the issue's goals, each met or missed by a factor, and why;
 - OpenSim's tools (IK, ID, static optimization) run from the Gait10dof18musc pipeline's setup files by both
-  engines (``benchmarks.tools``; ``--no-tools`` skips them).
+  engines (``benchmarks.tools``; ``--no-tools`` skips them);
+- trajectory optimisation against OpenSim Moco's MocoCasADiSolver on tests/_moco.py's problems
+  (``benchmarks.optimize``; ``--no-optimize`` skips it).
 
 Writes ``benchmarks/results/report.json`` and ``report.md`` (with the machine's
 description) and prints the summary table last.
@@ -34,7 +36,7 @@ import platform
 
 import jax
 
-from benchmarks import compile_time, suite, throughput, tools
+from benchmarks import compile_time, optimize, suite, throughput, tools
 
 MODELS = ("double_pendulum", "arm26", "gait10dof18musc", "Tug_of_War_Millard", "bouncing_block", "large")
 
@@ -155,6 +157,7 @@ def main(argv=None) -> None:
     ap.add_argument("--accuracy", type=float, default=1e-5)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     ap.add_argument("--no-tools", action="store_true", help="skip the tools' measurements (benchmarks.tools)")
+    ap.add_argument("--no-optimize", action="store_true", help="skip trajectory optimisation (benchmarks.optimize)")
     args = ap.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
     machine = f"{platform.platform()}, {os.cpu_count()} CPUs, JAX {jax.__version__} on {jax.devices()[0]}"
@@ -172,10 +175,19 @@ def main(argv=None) -> None:
             tool_rows = tools.measure()
         except Exception as e:  # reported, not fatal
             print(f"  tools: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+    optimize_rows = []
+    if not args.no_optimize:
+        print("measuring trajectory optimisation ...", flush=True)
+        try:
+            optimize_rows = optimize.measure()
+        except Exception as e:  # reported, not fatal
+            print(f"  optimize: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "report.json"), "w") as f:
-        json.dump({"machine": machine, "accuracy": args.accuracy, "models": rows, "tools": tool_rows}, f, indent=1)
+        json.dump({"machine": machine, "accuracy": args.accuracy, "models": rows, "tools": tool_rows,
+                   "optimize": optimize_rows}, f, indent=1)
     text = markdown(rows, machine) + goals(rows) + ("\n## Tools\n\n" + tools.markdown(tool_rows) if tool_rows else "")
+    text += ("\n## Trajectory optimisation\n\n" + optimize.markdown(optimize_rows)) if optimize_rows else ""
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write(text)
     print(text)

@@ -1,0 +1,202 @@
+"""Trajectory optimisation, simjax against OpenSim Moco 4.6 in one run:
+``python -m benchmarks.optimize [--meshes 50,200]`` (also part of ``python -m benchmarks``).
+
+The problems are tests/_moco.py's, each solved by both engines on the same ``.osim``
+file with the same transcription, mesh and tolerances (Moco's ``MocoCasADiSolver``
+as ``_moco.study_from_problem`` sets it up; simjax's ``optimize.Problem`` built from
+the same problem description, ``optimize.Options(tol, constraint_tol)`` from the
+study's settings):
+
+- the sliding mass in minimum time (``_moco.moco_sliding_mass``), trapezoidal;
+- the pendulum swing-up with least effort (``_moco.moco_pendulum_swing_up``),
+  Hermite-Simpson;
+
+each with 50 mesh intervals and, to show how the time grows with the mesh (simjax's
+KKT matrix is block tridiagonal, factorized in time linear in the number of mesh
+points), 200.
+
+simjax: ``collocation.transcribe``, then ``eqx.filter_jit(ipm.solve)`` (the program
+``optimize.solve`` runs) traced and lowered, then compiled by XLA, each timed; then the
+compiled solve, once to warm up and best of 3 (``jax.block_until_ready``). Moco: the
+wall time of ``study.solve()`` (``_moco.solve``), once to warm up and best of 3, on
+one study (Moco's default guess each time). Reported: both times, their ratio
+(simjax / Moco), the iterations, the objectives and their difference, and the time
+per iteration at 200 intervals over that at 50.
+
+Pin to one core to compare with Moco's single thread, as the suite does
+(``taskset -c 0 python -m benchmarks.optimize``); the compile times are then those of
+one core. Takes ~4 minutes on one core, most of it XLA compiling four programs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import equinox as eqx  # noqa: E402
+
+import simjax as sj  # noqa: E402
+from simjax import optimize as sjopt  # noqa: E402
+from simjax.optimize import collocation, ipm  # noqa: E402
+
+#: (problem, tests/_moco.py's function solving it, transcription)
+PROBLEMS = (("sliding mass, minimum time", "moco_sliding_mass", "trapezoidal"),
+            ("pendulum swing-up, least effort", "moco_pendulum_swing_up", "hermite-simpson"))
+MESHES = (50, 200)
+
+
+def _moco_helpers():
+    """tests/_moco.py (tests/ is not a package: put it on the path)."""
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import _moco
+
+    return _moco
+
+
+def _best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, repeat: int = 3) -> dict:
+    """One problem on one mesh, both engines. **Returns:** a row (seconds unless named)."""
+    moco = _moco_helpers()
+    # Moco: the first solve writes the model file and warms up; then best of `repeat`
+    ref = getattr(moco, moco_fn)(folder, transcription=scheme, num_mesh_intervals=mesh)
+    settings = ref["settings"]
+    study = moco.study_from_problem(ref["model_path"], ref["problem"], transcription=scheme,
+                                    num_mesh_intervals=mesh,
+                                    convergence_tolerance=settings["optim_convergence_tolerance"],
+                                    constraint_tolerance=settings["optim_constraint_tolerance"])
+    runs = [moco.solve(study) for _ in range(repeat)]
+    best_run = min(runs, key=lambda r: r["solve_seconds"])
+
+    # simjax, on the same file
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        system = sj.load_osim(ref["model_path"]).build()
+    problem = moco.simjax_problem(ref["problem"], system)
+    options = sjopt.Options(tol=settings["optim_convergence_tolerance"],
+                            constraint_tol=settings["optim_constraint_tolerance"])
+    t = time.perf_counter()
+    nlp, z0, g0, _ = collocation.transcribe(problem, mesh, scheme)
+    transcribe_s = time.perf_counter() - t
+    t = time.perf_counter()
+    lowered = eqx.filter_jit(ipm.solve).lower(nlp, z0, g0, options, None, False)
+    lower_s = time.perf_counter() - t
+    t = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t
+    run = lambda: compiled(nlp, z0, g0, options, None, False)  # noqa: E731
+    t = time.perf_counter()
+    sol = jax.block_until_ready(run())
+    first_s = time.perf_counter() - t
+    sj_s = _best(run, repeat)
+
+    sj_iter, mo_iter = int(sol.iterations), best_run["iterations"]
+    sj_obj, mo_obj = float(sol.objective), best_run["objective"]
+    return {"problem": name, "scheme": scheme, "mesh_intervals": mesh,
+            "tolerance": settings["optim_convergence_tolerance"],
+            "constraint_tolerance": settings["optim_constraint_tolerance"],
+            "hessian": settings["optim_hessian_approximation"],
+            "simjax_transcribe": transcribe_s, "simjax_trace_lower": lower_s, "simjax_xla_compile": compile_s,
+            "simjax_compile": lower_s + compile_s, "simjax_first_run": first_s, "simjax": sj_s,
+            "simjax_iterations": sj_iter, "simjax_objective": sj_obj, "simjax_status": int(sol.status),
+            "simjax_per_iteration": sj_s / max(sj_iter, 1),
+            "moco": best_run["solve_seconds"], "moco_solver_timer": best_run["solver_seconds"],
+            "moco_runs": [r["solve_seconds"] for r in runs], "moco_iterations": mo_iter,
+            "moco_objective": mo_obj, "moco_status": best_run["status"],
+            "moco_per_iteration": best_run["solve_seconds"] / max(mo_iter, 1),
+            "ratio": sj_s / best_run["solve_seconds"],
+            "objective_difference": sj_obj - mo_obj,
+            "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj) if mo_obj else float("nan")}
+
+
+def measure(meshes=MESHES, repeat: int = 3) -> list[dict]:
+    """Every problem on every mesh. **Returns:** a row per (problem, mesh), each also
+    with ``cores`` (this process's CPU affinity) and ``load_average`` (the machine's
+    1-minute load before and after: above the number of CPUs, the timings are
+    contended)."""
+    _moco_helpers()._opensim()  # (OpenSim's log off before anything prints)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, fn, scheme in PROBLEMS:
+            for mesh in meshes:
+                folder = os.path.join(tmp, f"{fn}_{mesh}")
+                os.makedirs(folder)
+                load = os.getloadavg()[0]
+                row = measure_one(name, fn, scheme, int(mesh), folder, repeat)
+                row.update(cores=cores, cpus=os.cpu_count(), load_average=(load, os.getloadavg()[0]))
+                rows.append(row)
+    return rows
+
+
+def scaling(rows) -> list[dict]:
+    """Per problem, time per iteration on its largest mesh over that on its smallest,
+    for each engine, next to the ratio of the meshes."""
+    out = []
+    for name, _, _ in PROBLEMS:
+        mine = sorted((r for r in rows if r["problem"] == name), key=lambda r: r["mesh_intervals"])
+        if len(mine) < 2:
+            continue
+        a, b = mine[0], mine[-1]
+        out.append({"problem": name, "meshes": (a["mesh_intervals"], b["mesh_intervals"]),
+                    "mesh_ratio": b["mesh_intervals"] / a["mesh_intervals"],
+                    "simjax": b["simjax_per_iteration"] / a["simjax_per_iteration"],
+                    "moco": b["moco_per_iteration"] / a["moco_per_iteration"]})
+    return out
+
+
+def markdown(rows) -> str:
+    """The rows as Markdown: a table, the growth with the mesh, and a note where the
+    machine was busy."""
+    lines = ["| problem | scheme, intervals | simjax compile (trace + XLA) | simjax run | Moco `study.solve()` "
+             "| ratio | iterations (simjax / Moco) | objective simjax | objective Moco | difference |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        status = "" if r["simjax_status"] == 0 else f" (status {r['simjax_status']})"
+        lines.append(f"| {r['problem']} | {r['scheme']}, {r['mesh_intervals']} | "
+                     f"{r['simjax_compile']:.1f} s ({r['simjax_trace_lower']:.1f} + {r['simjax_xla_compile']:.1f}) | "
+                     f"{r['simjax'] * 1e3:.0f} ms{status} | {r['moco'] * 1e3:.0f} ms | {r['ratio']:.2f} | "
+                     f"{r['simjax_iterations']} / {r['moco_iterations']} | {r['simjax_objective']:.10g} | "
+                     f"{r['moco_objective']:.10g} | {r['objective_difference']:.1e} "
+                     f"({r['objective_relative_difference']:.1e} rel.) |")
+    for s in scaling(rows):
+        lines.append(f"\n{s['problem']}: time per iteration at {s['meshes'][1]} intervals / at {s['meshes'][0]} = "
+                     f"{s['simjax']:.1f} (simjax), {s['moco']:.1f} (Moco) for {s['mesh_ratio']:.0f}x the intervals.")
+    if rows:
+        r = rows[0]
+        busy = max(max(x["load_average"]) for x in rows)
+        lines.append(f"\nTolerances {r['tolerance']:g} (constraints {r['constraint_tolerance']:g}); Moco's Hessian "
+                     f"{r['hessian']}; best of 3 after a warm-up run; {r['cores']} of {r['cpus']} CPUs "
+                     f"(pin with taskset -c 0); 1-minute load average up to {busy:.1f}"
+                     + (": the machine was busy, timings contended." if busy > r["cpus"] + 0.5 else "."))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    """Measure and print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--meshes", default=",".join(map(str, MESHES)), help="numbers of mesh intervals")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per engine (best taken)")
+    args = ap.parse_args(argv)
+    print(markdown(measure([int(m) for m in args.meshes.split(",")], args.repeat)))
+
+
+if __name__ == "__main__":
+    main()
