@@ -34,7 +34,7 @@ def test_block_tridiagonal_solve_and_inertia_match_a_dense_matrix():
     assert list(np.asarray(kkt.factor(M).inertia)) == [(ev > 0).sum(), (ev < 0).sum(), 0]
 
 
-SOLVED = [p.name for p in PROBLEMS if not p.infeasible and p.name != "REDUNDANT_EQ"]
+SOLVED = [p.name for p in PROBLEMS if not p.infeasible]
 
 
 @pytest.mark.parametrize("name", SOLVED)
