@@ -148,6 +148,16 @@ def goals(rows) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _rows_or_none(name: str, what: str, measure_rows) -> list:
+    """``measure_rows()``, or no rows where it fails (reported, not fatal)."""
+    print(f"measuring {what} ...", flush=True)
+    try:
+        return measure_rows()
+    except Exception as e:
+        print(f"  {name}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+        return []
+
+
 def main(argv=None) -> None:
     """Run the suite, write the reports, print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -168,20 +178,8 @@ def main(argv=None) -> None:
             rows.append(measure(name, batches, args.accuracy, args.batch_time))
         except Exception as e:  # a model simjax cannot load yet is reported, not fatal
             print(f"  {name}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
-    tool_rows = []
-    if not args.no_tools:
-        print("measuring the tools ...", flush=True)
-        try:
-            tool_rows = tools.measure()
-        except Exception as e:  # reported, not fatal
-            print(f"  tools: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
-    optimize_rows = []
-    if not args.no_optimize:
-        print("measuring trajectory optimisation ...", flush=True)
-        try:
-            optimize_rows = optimize.measure()
-        except Exception as e:  # reported, not fatal
-            print(f"  optimize: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+    tool_rows = [] if args.no_tools else _rows_or_none("tools", "the tools", tools.measure)
+    optimize_rows = [] if args.no_optimize else _rows_or_none("optimize", "trajectory optimisation", optimize.measure)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "report.json"), "w") as f:
         json.dump({"machine": machine, "accuracy": args.accuracy, "models": rows, "tools": tool_rows,

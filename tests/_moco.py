@@ -114,20 +114,7 @@ def sliding_mass_osim(folder) -> str:
     body = osim.Body("body", 2.0, osim.Vec3(0), osim.Inertia(0))
     model.addBody(body)
     joint = osim.SliderJoint("slider", model.getGround(), body)
-    coord = joint.updCoordinate()
-    coord.setName("x")
-    coord.setRangeMin(-10.0)
-    coord.setRangeMax(10.0)
-    model.addJoint(joint)
-    actu = osim.CoordinateActuator()
-    actu.setCoordinate(coord)
-    actu.setName("actuator")
-    actu.setOptimalForce(1.0)
-    model.addForce(actu)
-    model.finalizeConnections()
-    path = Path(folder) / "sliding_mass.osim"
-    model.printToXML(str(path))
-    return str(path)
+    return _actuated_and_written(model, joint, "x", "actuator", folder)
 
 
 def pendulum_osim(folder) -> str:
@@ -145,18 +132,26 @@ def pendulum_osim(folder) -> str:
     model.addBody(body)
     joint = osim.PinJoint("pin", model.getGround(), osim.Vec3(0), osim.Vec3(0),
                           body, osim.Vec3(0, 1, 0), osim.Vec3(0))
+    return _actuated_and_written(model, joint, "q", "tau", folder)
+
+
+def _actuated_and_written(model, joint, coordinate: str, actuator: str, folder) -> str:
+    """Add ``joint`` with its coordinate named ``coordinate`` (range [-10, 10]) and a
+    CoordinateActuator ``actuator`` (optimal force 1) on it; write the model as
+    ``<model name>.osim`` in ``folder``; return its path."""
+    osim = _opensim()
     coord = joint.updCoordinate()
-    coord.setName("q")
+    coord.setName(coordinate)
     coord.setRangeMin(-10.0)
     coord.setRangeMax(10.0)
     model.addJoint(joint)
     actu = osim.CoordinateActuator()
     actu.setCoordinate(coord)
-    actu.setName("tau")
+    actu.setName(actuator)
     actu.setOptimalForce(1.0)
     model.addForce(actu)
     model.finalizeConnections()
-    path = Path(folder) / "pendulum.osim"
+    path = Path(folder) / f"{model.getName()}.osim"
     model.printToXML(str(path))
     return str(path)
 

@@ -23,7 +23,7 @@ import simjax.tools  # noqa: E402
 from simjax.io.tables import read_table  # noqa: E402
 from simjax.tools.setup import SetupError  # noqa: E402
 
-from _pipeline import PIPELINE, run_in  # noqa: E402
+from _pipeline import PIPELINE, run_in, tight_static_optimization  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*mesh file:UserWarning")
 
@@ -85,14 +85,7 @@ def _joint_reaction(name, joints, on, frames):
 
 
 def _setup(root):
-    so = opensim.StaticOptimization()
-    so.setName("StaticOptimization")
-    so.setActivationExponent(2)
-    so.setUseModelForceSet(True)
-    # tight, so that OpenSim's IPOPT reaches the optimum (at its default 1e-4 it stops a
-    # few 1e-3 short in activation: simjax's solution costs less at every frame)
-    so.setConvergenceCriterion(1e-8)
-    so.setMaxIterations(2000)
+    so = tight_static_optimization(opensim)
     ma = opensim.MuscleAnalysis()
     ma.setName("MuscleAnalysis")
     ma.setComputeMoments(True)

@@ -29,7 +29,7 @@ from simjax.io.tables import TimeSeriesTable, read_table, write_table
 from simjax.tools import optimization
 
 from _muscle_oracle import random_states, set_opensim_state, simjax_states, sj_arm
-from _pipeline import run_in
+from _pipeline import run_in, tight_static_optimization
 
 opensim = pytest.importorskip("opensim")
 
@@ -103,13 +103,7 @@ def _reserves(path):
 
 
 def _setup(folder):
-    so = opensim.StaticOptimization()
-    so.setName("StaticOptimization")
-    so.setActivationExponent(2)
-    so.setUseModelForceSet(True)
-    # tight, so that OpenSim's IPOPT reaches the optimum
-    so.setConvergenceCriterion(1e-8)
-    so.setMaxIterations(2000)
+    so = tight_static_optimization(opensim)
     tool = opensim.AnalyzeTool()
     tool.setName("arm26")
     tool.setModelFilename("arm26.osim")

@@ -85,10 +85,6 @@ _DW0, _DW_MIN, _DW_MAX, _KW_MINUS, _KW_PLUS, _KW_PLUS_FIRST, _DC = 1e-4, 1e-20, 
 _FILTER = 64  # filter entries kept (the oldest dropped first)
 
 
-def _tree(*xs):
-    return jax.tree_util.tree_map(lambda *a: a, *xs)
-
-
 def _map(f, *trees):
     return jax.tree_util.tree_map(f, *trees)
 
@@ -99,6 +95,12 @@ def _sum(tree):
 
 def _max_abs(tree):
     return jnp.max(jnp.stack([jnp.max(jnp.abs(x), initial=0.0) for x in jax.tree_util.tree_leaves(tree)]))
+
+
+def _with_previous(own, following):
+    """Per stage ``k``: ``own[k] + following[k - 1]`` (stage ``k - 1``'s terms in its
+    successor's variables belong to stage ``k``; nothing precedes stage 0)."""
+    return own + jnp.concatenate([jnp.zeros_like(following[:1]), following[:-1]])
 
 
 class _Problem:
@@ -112,6 +114,11 @@ class _Problem:
 
     def _next(self, Z):
         return jnp.concatenate([Z[1:], jnp.zeros_like(Z[:1])])
+
+    def _inputs(self, V):
+        """Each stage's ``(z_k, z_{k+1}, g)`` as one vector, ``(K, 2 nz + ng)``."""
+        Z, G = V[0], V[2]
+        return jnp.concatenate([Z, self._next(Z), jnp.broadcast_to(G, (self.K, self.ng))], axis=1)
 
     def primal(self, V):
         """``(scaled objective, residuals (c - s, cb - sb), stage costs)`` at ``V``."""
@@ -128,8 +135,8 @@ class _Problem:
         of the Lagrangian and Jacobians of the rows over ``(z_k, z_{k+1}, g)``, the
         border's, the Lagrangian's gradient (a ``V``-shaped tree), the scaled
         objective, the residuals and the stage costs."""
-        Z, S, G, SG = V
-        th, nz, K = self.nlp.theta, self.nz, self.K
+        S, G, SG = V[1:]
+        th, nz = self.nlp.theta, self.nz
 
         def stage(v, k, y):
             def lagrangian(v):
@@ -140,8 +147,7 @@ class _Problem:
             grad, (cost, c) = jax.grad(lagrangian, has_aux=True)(v)
             return (grad, c), (grad, cost, c)
 
-        v = jnp.concatenate([Z, self._next(Z), jnp.broadcast_to(G, (K, self.ng))], axis=1)
-        (H, J), (g, costs, c) = jax.vmap(jax.jacfwd(stage, has_aux=True))(v, self.ks, Y[0])
+        (H, J), (g, costs, c) = jax.vmap(jax.jacfwd(stage, has_aux=True))(self._inputs(V), self.ks, Y[0])
 
         def border(gv):
             def lagrangian(gv):
@@ -153,8 +159,7 @@ class _Problem:
             return (grad, cb), (grad, cost, cb)
 
         (HB, JB), (gb, cost_b, cb) = jax.jacfwd(border, has_aux=True)(G)
-        gZ = g[:, :nz] + jnp.concatenate([jnp.zeros_like(g[:1, :nz]), g[:-1, nz:2 * nz]])
-        gL = (gZ, -Y[0], jnp.sum(g[:, 2 * nz:], axis=0) + gb, -Y[1])
+        gL = (_with_previous(g[:, :nz], g[:, nz:2 * nz]), -Y[0], jnp.sum(g[:, 2 * nz:], axis=0) + gb, -Y[1])
         f = self.fs * (jnp.sum(costs) + cost_b)
         return H, J, HB, JB, gL, f, (c - S, cb - SG), costs
 
@@ -162,20 +167,18 @@ class _Problem:
         """``J^T Y`` as a ``V``-shaped tree."""
         nz = self.nz
         t = jnp.einsum("kmv,km->kv", J, Y[0])
-        tz = t[:, :nz] + jnp.concatenate([jnp.zeros_like(t[:1, :nz]), t[:-1, nz:2 * nz]])
-        return (tz, -Y[0], jnp.sum(t[:, 2 * nz:], axis=0) + JB.T @ Y[1], -Y[1])
+        return (_with_previous(t[:, :nz], t[:, nz:2 * nz]), -Y[0], jnp.sum(t[:, 2 * nz:], axis=0) + JB.T @ Y[1],
+                -Y[1])
 
     def jacobians(self, V):
         """``(J, JB)`` alone (for the scaling)."""
-        Z, _, G, _ = V
         th, nz = self.nlp.theta, self.nz
 
         def stage_c(v, k):
             return self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
 
-        v = jnp.concatenate([Z, self._next(Z), jnp.broadcast_to(G, (self.K, self.ng))], axis=1)
-        return (jax.vmap(jax.jacfwd(stage_c))(v, self.ks),
-                jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(G))
+        return (jax.vmap(jax.jacfwd(stage_c))(self._inputs(V), self.ks),
+                jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(V[2]))
 
 
 def _bounds(nlp: StagedNLP, rs, bs):
@@ -197,7 +200,7 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     b, nb = nz + 2 * m, ng + 2 * mg
     y_, s_, z_ = slice(0, m), slice(m, 2 * m), slice(2 * m, b)
     Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz:2 * nz], J[:, :, 2 * nz:]
-    Wzz = H[:, :nz, :nz] + jnp.concatenate([jnp.zeros_like(H[:1, :nz, :nz]), H[:-1, nz:2 * nz, nz:2 * nz]])
+    Wzz = _with_previous(H[:, :nz, :nz], H[:, nz:2 * nz, nz:2 * nz])
     eye_m = jnp.eye(m, dtype=dtype)
     D = jnp.zeros((K + 1, b, b), dtype)
     D = D.at[:, y_, y_].set(-dc * eye_m)
@@ -210,8 +213,7 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     L = L.at[1:K, z_, z_].set(H[:-1, nz:2 * nz, :nz])
     Bo = jnp.zeros((K + 1, b, nb), dtype)
     Bo = Bo.at[1:, y_, :ng].set(Jg)
-    Bo = Bo.at[:K, z_, :ng].set(H[:, :nz, 2 * nz:] + jnp.concatenate(
-        [jnp.zeros_like(H[:1, nz:2 * nz, 2 * nz:]), H[:-1, nz:2 * nz, 2 * nz:]]))
+    Bo = Bo.at[:K, z_, :ng].set(_with_previous(H[:, :nz, 2 * nz:], H[:, nz:2 * nz, 2 * nz:]))
     C = jnp.zeros((nb, nb), dtype)
     C = C.at[:ng, :ng].set(jnp.sum(H[:, 2 * nz:, 2 * nz:], axis=0) + HB + jnp.diag(sigma[2] + dw))
     C = C.at[ng:ng + mg, ng:ng + mg].set(jnp.diag(sigma[3] + dw))
@@ -303,7 +305,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         """The barrier objective, from the scaled objective ``f`` at ``V``."""
         dl, du = dists(V)
         return f - mu * (_sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), dl, has_lo))
-                                      + _sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), du, has_hi)))
+                         + _sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), du, has_hi)))
 
     def infeasibility(r):
         return _sum(_map(jnp.abs, r))
