@@ -15,8 +15,8 @@ from simjax.optimize.nlp import dense_nlp
 SOLVE = jax.jit(ipm.solve, static_argnames=())
 
 
-def _nlp(p):
-    return dense_nlp(p.objective, p.constraints, p.constraint_lower, p.constraint_upper, p.lower, p.upper)
+def _nlp(p, local=False):
+    return dense_nlp(p.objective, p.constraints, p.constraint_lower, p.constraint_upper, p.lower, p.upper, local)
 
 
 def test_block_tridiagonal_solve_and_inertia_match_a_dense_matrix():
@@ -37,10 +37,12 @@ def test_block_tridiagonal_solve_and_inertia_match_a_dense_matrix():
 SOLVED = [p.name for p in PROBLEMS if not p.infeasible]
 
 
-@pytest.mark.parametrize("name", SOLVED)
-def test_known_optima(name):
+@pytest.mark.parametrize("name,local", [(n, False) for n in SOLVED] + [("HS71", True), ("HS100", True),
+                                                                      ("HS35MOD", True), ("HS15", True)])
+def test_known_optima(name, local):
+    # (local: the rows as the stage's own, another pivot order of the same KKT matrix)
     p = by_name(name)
-    sol = SOLVE(_nlp(p), jnp.asarray(p.x0)[None])
+    sol = SOLVE(_nlp(p, local), jnp.asarray(p.x0)[None])
     assert int(sol.status) == 0, ipm.STATUS[int(sol.status)]
     assert abs(float(sol.objective) - p.f_star) <= 1e-6 * max(1.0, abs(p.f_star))
     assert float(sol.constraint_violation) <= 1e-8
@@ -94,16 +96,22 @@ def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions():
 
 
 def test_derivatives_of_the_optimum_match_finite_differences_of_re_solves():
-    # min sum |z_k - theta_k|^2 + 0.1 |z_k|^4 with |z_{k+1,0} - z_{k,0}| <= 0.5 and z <= 1.5:
-    # one link and two upper bounds active at the optimum, held by the implicit derivative
+    # min sum |z_k - theta_k|^2 + 0.1 |z_k|^4 with the links |z_{k+1,0} - z_{k,0}| <= 0.5,
+    # each stage's own row z_k0 + z_k1 <= 2.6 and z <= 1.5: a link and an own row active at
+    # the optimum, held by the implicit derivative
     import equinox as eqx
     from simjax.optimize.nlp import StagedNLP
     K = 4
+
+    def rows(k, z, zn, g, th):
+        return jnp.concatenate([(zn - z)[:1] * (k < K - 1), (z[0] + z[1])[None]])
+
     nlp = StagedNLP(cost=lambda k, z, zn, g, th: jnp.sum((z - th[k]) ** 2) + 0.1 * jnp.sum(z ** 4),
-                    constraints=lambda k, z, zn, g, th: (zn - z)[:1] * (k < K - 1),
+                    constraints=rows, local_rows=1,
                     border_cost=lambda g, th: jnp.zeros(()), border_constraints=lambda g, th: jnp.zeros(0),
                     z_lower=jnp.full((K, 2), -10.0), z_upper=jnp.full((K, 2), 1.5),
-                    c_lower=jnp.full((K, 1), -0.5), c_upper=jnp.full((K, 1), 0.5),
+                    c_lower=jnp.tile(jnp.asarray([-0.5, -jnp.inf]), (K, 1)),
+                    c_upper=jnp.tile(jnp.asarray([0.5, 2.6]), (K, 1)),
                     border_lower=jnp.zeros(0), border_upper=jnp.zeros(0), g_lower=jnp.zeros(0), g_upper=jnp.zeros(0),
                     theta=jnp.zeros((K, 2)))
     theta = jnp.asarray(np.arange(2 * K, dtype=float).reshape(K, 2) * 0.3)
@@ -120,3 +128,5 @@ def test_derivatives_of_the_optimum_match_finite_differences_of_re_solves():
     fd = np.asarray([[(f(theta.at[i, j].add(h)) - f(theta.at[i, j].add(-h))) / (2 * h) for j in range(2)]
                      for i in range(K)])
     assert np.abs(gradient - fd).max() < 1e-7 * np.abs(fd).max(), (gradient, fd)
+    z = np.asarray(jax.jit(lambda th: ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2))).z)(theta))
+    assert np.isclose(z.sum(1), 2.6, atol=1e-6).sum() >= 1 and np.isclose(np.diff(z[:, 0]), 0.5, atol=1e-6).any()

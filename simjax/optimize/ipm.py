@@ -110,7 +110,33 @@ class _Problem:
     def __init__(self, nlp: StagedNLP, f_scale, row_scale, border_scale):
         self.nlp, self.fs, self.rs, self.bs = nlp, f_scale, row_scale, border_scale
         self.K, self.nz, self.m, self.ng, self.mg = nlp.shape
+        self.ml = self.m - nlp.local_rows
         self.ks = jnp.arange(self.K)
+
+    def to_stages(self, V, Y, placeholder=0):
+        """Variables and multipliers in ``_assemble``'s blocks: ``((K + 1, b),
+        (nb,))``; ``placeholder``: the placeholders' value (``None``: the multipliers'
+        ``Y`` extended over them, the variables' ``V``, for a fill pattern)."""
+        ml = self.ml
+        Z, S, G, SG = V
+        Yr = Y[0]
+
+        def pad(x, before):
+            edge = x[:1] if placeholder is None else jnp.full_like(x[:1], placeholder)
+            return jnp.concatenate([edge, x] if before else [x, edge])
+
+        blocks = jnp.concatenate([pad(Yr[:, :ml], True), pad(S[:, :ml], True), pad(Z, False),
+                                  pad(Yr[:, ml:], False), pad(S[:, ml:], False)], axis=1)
+        return blocks, jnp.concatenate([G, SG, Y[1]])
+
+    def from_stages(self, xs, xb):
+        """``to_stages``' inverse: ``(V, Y)``."""
+        nz, m, ml, ng, mg = self.nz, self.m, self.ml, self.ng, self.mg
+        mo = m - ml
+        o = 2 * ml + nz
+        Y = jnp.concatenate([xs[1:, :ml], xs[:-1, o:o + mo]], axis=1)
+        S = jnp.concatenate([xs[1:, ml:2 * ml], xs[:-1, o + mo:]], axis=1)
+        return (xs[:-1, 2 * ml:o], S, xb[:ng], xb[ng:ng + mg]), (Y, xb[ng + mg:])
 
     def _next(self, Z):
         return jnp.concatenate([Z[1:], jnp.zeros_like(Z[:1])])
@@ -188,31 +214,40 @@ def _bounds(nlp: StagedNLP, rs, bs):
 
 
 def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
-    """The primal-dual matrix in ``K + 1`` blocks ``[y_{j-1}, s_{j-1}, z_j]``: stage
-    ``j - 1``'s rows (multipliers and slacks), then stage ``j``'s variables; border
-    ``[g, sg, yg]``. (A stage's rows grouped with the *next* stage's variables keep
-    the pivot blocks nonsingular where a stage's own variables are fixed, e.g. the
-    initial states: the rows' Jacobian in the next stage holds an identity; and each
-    slack sits with its row.) Block 0's rows and block ``K``'s variables are
-    placeholders (``-1`` and ``+1`` on the diagonal)."""
-    K, nz, m, ng, mg = P.K, P.nz, P.m, P.ng, P.mg
+    """The primal-dual matrix in ``K + 1`` blocks ``[yl_{j-1}, sl_{j-1}, z_j, yo_j,
+    so_j]``: stage ``j - 1``'s linking rows (multipliers and slacks), stage ``j``'s
+    variables, then stage ``j``'s own rows (``StagedNLP.local_rows``); border ``[g,
+    sg, yg]``. (A linking row grouped with the *next* stage's variables keeps the pivot
+    blocks nonsingular where a stage's own variables are fixed, e.g. the initial
+    states: the rows' Jacobian in the next stage holds an identity; an own row, whose
+    Jacobian is in its stage's variables, keeps the pivot nonsingular beside them; and
+    each slack sits with its row.) Block 0's linking rows and block ``K``'s variables
+    and own rows are placeholders (``-1`` for multipliers and ``+1`` on the diagonal
+    otherwise)."""
+    K, nz, m, ng, mg, ml = P.K, P.nz, P.m, P.ng, P.mg, P.ml
+    mo = m - ml
     dtype = H.dtype
     b, nb = nz + 2 * m, ng + 2 * mg
-    y_, s_, z_ = slice(0, m), slice(m, 2 * m), slice(2 * m, b)
+    yl, sl, z_ = slice(0, ml), slice(ml, 2 * ml), slice(2 * ml, 2 * ml + nz)
+    yo, so = slice(2 * ml + nz, 2 * ml + nz + mo), slice(2 * ml + nz + mo, b)
     Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz:2 * nz], J[:, :, 2 * nz:]
     Wzz = _with_previous(H[:, :nz, :nz], H[:, nz:2 * nz, nz:2 * nz])
-    eye_m = jnp.eye(m, dtype=dtype)
+    T = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
     D = jnp.zeros((K + 1, b, b), dtype)
-    D = D.at[:, y_, y_].set(-dc * eye_m)
-    D = D.at[1:, y_, s_].set(-eye_m).at[1:, s_, y_].set(-eye_m)
-    D = D.at[1:, s_, s_].set(jax.vmap(jnp.diag)(sigma[1] + dw))
-    D = D.at[1:, y_, z_].set(Jn).at[1:, z_, y_].set(jnp.swapaxes(Jn, 1, 2))
+    D = D.at[:, yl, yl].set(-dc * jnp.eye(ml, dtype=dtype)).at[:, yo, yo].set(-dc * jnp.eye(mo, dtype=dtype))
+    D = D.at[1:, yl, sl].set(-jnp.eye(ml, dtype=dtype)).at[1:, sl, yl].set(-jnp.eye(ml, dtype=dtype))
+    D = D.at[:K, yo, so].set(-jnp.eye(mo, dtype=dtype)).at[:K, so, yo].set(-jnp.eye(mo, dtype=dtype))
+    D = D.at[1:, sl, sl].set(jax.vmap(jnp.diag)(sigma[1][:, :ml] + dw))
+    D = D.at[:K, so, so].set(jax.vmap(jnp.diag)(sigma[1][:, ml:] + dw))
+    D = D.at[1:, yl, z_].set(Jn[:, :ml]).at[1:, z_, yl].set(T(Jn[:, :ml]))
+    D = D.at[:K, yo, z_].set(Jz[:, ml:]).at[:K, z_, yo].set(T(Jz[:, ml:]))
     D = D.at[:K, z_, z_].set(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw))
     L = jnp.zeros((K + 1, b, b), dtype)
-    L = L.at[1:, y_, z_].set(Jz)
+    L = L.at[1:, yl, z_].set(Jz[:, :ml])
     L = L.at[1:K, z_, z_].set(H[:-1, nz:2 * nz, :nz])
+    L = L.at[1:K, z_, yo].set(T(Jn[:-1, ml:]))
     Bo = jnp.zeros((K + 1, b, nb), dtype)
-    Bo = Bo.at[1:, y_, :ng].set(Jg)
+    Bo = Bo.at[1:, yl, :ng].set(Jg[:, :ml]).at[:K, yo, :ng].set(Jg[:, ml:])
     Bo = Bo.at[:K, z_, :ng].set(_with_previous(H[:, :nz, 2 * nz:], H[:, nz:2 * nz, 2 * nz:]))
     C = jnp.zeros((nb, nb), dtype)
     C = C.at[:ng, :ng].set(jnp.sum(H[:, 2 * nz:, 2 * nz:], axis=0) + HB + jnp.diag(sigma[2] + dw))
@@ -223,11 +258,12 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     C = C.at[ng + mg:, ng + mg:].set(-dc * eye_g)
     # fixed variables and placeholders: rows and columns replaced by the identity's (+1
     # for variables, -1 for multipliers)
-    none = jnp.zeros((1, m), bool)
-    keep = jnp.concatenate([jnp.concatenate([none, jnp.ones((K, m), bool)]),
-                            jnp.concatenate([none, free[1]]),
-                            jnp.concatenate([free[0], jnp.zeros((1, nz), bool)])], axis=1).astype(dtype)
-    fill = jnp.concatenate([jnp.full((K + 1, m), -1.0, dtype), jnp.ones((K + 1, m + nz), dtype)], axis=1)
+    rows = jnp.ones((K, m), bool)
+    keep, _ = P.to_stages((free[0], free[1], free[2], free[3]), (rows, jnp.ones(mg, bool)))
+    keep = keep.astype(dtype)
+    fill, _ = P.to_stages((jnp.ones((K, nz)), jnp.ones((K, m)), jnp.ones(ng), jnp.ones(mg)),
+                          (-jnp.ones((K, m)), jnp.ones(mg)), placeholder=None)
+    fill = fill.astype(dtype)
     fb = jnp.concatenate([free[2], free[3], jnp.ones(mg, bool)]).astype(dtype)
     D = D * keep[:, :, None] * keep[:, None, :] + jax.vmap(jnp.diag)((1.0 - keep) * fill)
     L = L * keep[:, :, None] * jnp.concatenate([jnp.zeros_like(keep[:1]), keep[:-1]])[:, None, :]
@@ -338,14 +374,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         sc = jnp.maximum(_S_MAX, zsum / jnp.maximum(n_bound, 1)) / _S_MAX
         return jnp.maximum(jnp.maximum(inf_du / sd, inf_pr), comp / sc), inf_pr, inf_du
 
-    def to_stages(V, Y):
-        """Variables and multipliers in ``_assemble``'s blocks ``[y_{j-1}, s_{j-1}, z_j]``."""
-        rows = jnp.concatenate([jnp.zeros((1, 2 * m), dtype), jnp.concatenate([Y[0], V[1]], axis=1)])
-        zs = jnp.concatenate([V[0], jnp.zeros((1, nz), dtype)])
-        return jnp.concatenate([rows, zs], axis=1), jnp.concatenate([V[2], V[3], Y[1]])
-
-    def from_stages(xs, xb):
-        return ((xs[:-1, 2 * m:], xs[1:, m:2 * m], xb[:ng], xb[ng:ng + mg]), (xs[1:, :m], xb[ng + mg:]))
+    to_stages, from_stages = P.to_stages, P.from_stages
 
     def factor_corrected(H, J, HB, JB, sigma, mu, dw_last, gauss_newton):
         """Factor with the smallest regularization that gives the right inertia."""

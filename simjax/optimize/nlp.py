@@ -9,7 +9,10 @@ border variables ``g`` that every stage may see (a free final time, parameters):
                 z_lower <= z <= z_upper,  border_lower <= g <= border_upper
 
 A stage sees only its successor (``z_{K}`` is a zero placeholder for the last stage),
-so the KKT matrix is block tridiagonal with a dense border (``kkt``). Rows with
+so the KKT matrix is block tridiagonal with a dense border (``kkt``). The last
+``local_rows`` rows of each stage are the stage's own (path constraints, a multibody
+residual: rows of ``z_k`` alone, or mostly): the solver groups their multipliers with
+``z_k`` rather than with ``z_{k+1}`` as it does the linking rows (the defects). Rows with
 ``lower == upper`` are equalities; a variable with ``lower == upper`` is fixed; a row
 with infinite bounds on both sides is inactive (nothing is asked of it).
 
@@ -39,7 +42,9 @@ class StagedNLP(eqx.Module):
     - ``z_lower``, ``z_upper (K, nz)``; ``c_lower``, ``c_upper (K, m)``;
       ``border_lower``, ``border_upper (ng,)``; ``g_lower``, ``g_upper (mg,)``;
     - ``theta``: problem data the functions close over as an argument (a pytree:
-      what the solution may be differentiated with respect to).
+      what the solution may be differentiated with respect to);
+    - ``local_rows``: how many of each stage's rows, the last ones, are its own (see
+      the module).
     """
 
     cost: Callable = eqx.field(static=True)
@@ -55,6 +60,7 @@ class StagedNLP(eqx.Module):
     g_lower: jax.Array
     g_upper: jax.Array
     theta: object = None
+    local_rows: int = eqx.field(static=True, default=0)
 
     @property
     def shape(self) -> tuple[int, int, int, int, int]:
@@ -67,12 +73,16 @@ def _none_constraints(*args):
     return jnp.zeros(0)
 
 
-def dense_nlp(objective, constraints, constraint_lower, constraint_upper, lower, upper) -> StagedNLP:
+def dense_nlp(objective, constraints, constraint_lower, constraint_upper, lower, upper,
+              local: bool = False) -> StagedNLP:
     """An ordinary NLP ``min f(x)`` s.t. ``cl <= c(x) <= cu``, ``l <= x <= u`` as one
     stage of a ``StagedNLP`` (for small problems and tests).
 
     **Arguments:** ``objective(x) -> ()``; ``constraints(x) -> (m,)`` or ``None``;
     ``constraint_lower``, ``constraint_upper (m,)``; ``lower``, ``upper (n,)``.
+
+    ``local``: the rows as the stage's own (``StagedNLP.local_rows``) rather than
+    linking rows (the solver factors the same matrix with another pivot order).
 
     **Returns:** a ``StagedNLP`` with ``K = 1``, no border.
     """
@@ -88,4 +98,4 @@ def dense_nlp(objective, constraints, constraint_lower, constraint_upper, lower,
         c_lower=jnp.asarray(constraint_lower if m else np.zeros(0), dtype).reshape(1, m),
         c_upper=jnp.asarray(constraint_upper if m else np.zeros(0), dtype).reshape(1, m),
         border_lower=jnp.zeros(0, dtype), border_upper=jnp.zeros(0, dtype),
-        g_lower=jnp.zeros(0, dtype), g_upper=jnp.zeros(0, dtype))
+        g_lower=jnp.zeros(0, dtype), g_upper=jnp.zeros(0, dtype), local_rows=m if local else 0)
