@@ -13,7 +13,8 @@ study's settings):
 
 each with 50 mesh intervals and, to show how the time grows with the mesh (simjax's
 KKT matrix is block tridiagonal, factorized in time linear in the number of mesh
-points), 200.
+points), 200; and MocoInverse of gait10dof18musc walking (``measure_inverse``: Moco's
+own ``MocoInverse`` against ``optimize.inverse``'s problem, tests/_moco_gait.py).
 
 simjax: ``collocation.transcribe``, then ``eqx.filter_jit(ipm.solve)`` (the program
 ``optimize.solve`` runs) traced and lowered, then compiled by XLA, each timed; then the
@@ -72,6 +73,73 @@ def _best(fn, repeat: int) -> float:
     return min(times)
 
 
+def _simjax_timed(problem, mesh, scheme, options, interpolate_controls, repeat) -> dict:
+    """simjax's solve of ``problem``: transcription, trace and lowering, XLA's
+    compilation, the first run and the best of ``repeat``, each timed (s), and the
+    ``solution``."""
+    t = time.perf_counter()
+    nlp, z0, g0, _ = collocation.transcribe(problem, mesh, scheme, interpolate_controls)
+    transcribe_s = time.perf_counter() - t
+    t = time.perf_counter()
+    lowered = eqx.filter_jit(ipm.solve).lower(nlp, z0, g0, options, None, False)
+    lower_s = time.perf_counter() - t
+    t = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t
+    run = lambda: compiled(nlp, z0, g0, options, None, False)  # noqa: E731
+    t = time.perf_counter()
+    sol = jax.block_until_ready(run())
+    first_s = time.perf_counter() - t
+    return {"simjax_transcribe": transcribe_s, "simjax_trace_lower": lower_s, "simjax_xla_compile": compile_s,
+            "simjax_compile": lower_s + compile_s, "simjax_first_run": first_s, "simjax": _best(run, repeat),
+            "solution": sol}
+
+
+def measure_inverse(folder: str, repeat: int = 3) -> dict:
+    """MocoInverse of gait10dof18musc walking (tests/_moco_gait.py: Moco's model edits,
+    the IK motion filtered at 6 Hz, 0.6-1.4 s, mesh interval 0.02 s, Moco's tolerances)
+    by both engines. **Returns:** a row as ``measure_one``'s."""
+    import functools
+
+    _moco_helpers()
+    import _moco_gait as mg
+
+    from simjax.io.tables import read_table
+    from simjax.optimize import model_edits as edits
+    from simjax.optimize.moco_tools import inverse_problem
+    from simjax.tools.motion import filter_lowpass
+
+    runs = [mg.moco_inverse_gait(os.path.join(folder, f"moco_{i}")) for i in range(repeat + 1)][1:]
+    best_run = min(runs, key=lambda r: r["solve_seconds"])
+    settings = best_run["settings"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = edits.ModelProcessor(
+            str(mg.MODEL_PATH), functools.partial(edits.add_external_loads, path=str(mg.GRF_XML_PATH)),
+            edits.ignore_tendon_compliance, edits.replace_muscles_with_degroote, edits.ignore_passive_fiber_forces,
+            functools.partial(edits.scale_active_fiber_force_curve_width, scale_factor=1.5),
+            functools.partial(edits.add_reserves, optimal_force=1.0)).process()
+    kinematics = filter_lowpass(read_table(mg.IK_MOT_PATH), mg.CUTOFF_HZ)
+    problem, n = inverse_problem(model.build(), kinematics, initial_time=0.6, final_time=1.4, mesh_interval=0.02)
+    options = sjopt.Options(tol=settings["optim_convergence_tolerance"],
+                            constraint_tol=settings["optim_constraint_tolerance"])
+    timed = _simjax_timed(problem, n, "hermite-simpson", options, False, repeat)
+    sol = timed.pop("solution")
+    sj_obj, mo_obj = float(sol.objective), best_run["objective"]
+    return {"problem": "MocoInverse, gait10dof18musc walking", "scheme": "hermite-simpson", "mesh_intervals": n,
+            "tolerance": settings["optim_convergence_tolerance"],
+            "constraint_tolerance": settings["optim_constraint_tolerance"],
+            "hessian": settings["optim_hessian_approximation"], **timed,
+            "simjax_iterations": int(sol.iterations), "simjax_objective": sj_obj, "simjax_status": int(sol.status),
+            "simjax_per_iteration": timed["simjax"] / max(int(sol.iterations), 1),
+            "moco": best_run["solve_seconds"], "moco_solver_timer": best_run["solver_seconds"],
+            "moco_runs": [r["solve_seconds"] for r in runs], "moco_iterations": best_run["iterations"],
+            "moco_objective": mo_obj, "moco_status": best_run["status"],
+            "moco_per_iteration": best_run["solve_seconds"] / max(best_run["iterations"], 1),
+            "ratio": timed["simjax"] / best_run["solve_seconds"], "objective_difference": sj_obj - mo_obj,
+            "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj)}
+
+
 def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, repeat: int = 3) -> dict:
     """One problem on one mesh, both engines. **Returns:** a row (seconds unless named)."""
     moco = _moco_helpers()
@@ -92,20 +160,8 @@ def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, re
     problem = moco.simjax_problem(ref["problem"], system)
     options = sjopt.Options(tol=settings["optim_convergence_tolerance"],
                             constraint_tol=settings["optim_constraint_tolerance"])
-    t = time.perf_counter()
-    nlp, z0, g0, _ = collocation.transcribe(problem, mesh, scheme)
-    transcribe_s = time.perf_counter() - t
-    t = time.perf_counter()
-    lowered = eqx.filter_jit(ipm.solve).lower(nlp, z0, g0, options, None, False)
-    lower_s = time.perf_counter() - t
-    t = time.perf_counter()
-    compiled = lowered.compile()
-    compile_s = time.perf_counter() - t
-    run = lambda: compiled(nlp, z0, g0, options, None, False)  # noqa: E731
-    t = time.perf_counter()
-    sol = jax.block_until_ready(run())
-    first_s = time.perf_counter() - t
-    sj_s = _best(run, repeat)
+    timed = _simjax_timed(problem, mesh, scheme, options, True, repeat)
+    sol, sj_s = timed.pop("solution"), timed["simjax"]
 
     sj_iter, mo_iter = int(sol.iterations), best_run["iterations"]
     sj_obj, mo_obj = float(sol.objective), best_run["objective"]
@@ -113,9 +169,7 @@ def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, re
             "tolerance": settings["optim_convergence_tolerance"],
             "constraint_tolerance": settings["optim_constraint_tolerance"],
             "hessian": settings["optim_hessian_approximation"],
-            "simjax_transcribe": transcribe_s, "simjax_trace_lower": lower_s, "simjax_xla_compile": compile_s,
-            "simjax_compile": lower_s + compile_s, "simjax_first_run": first_s, "simjax": sj_s,
-            "simjax_iterations": sj_iter, "simjax_objective": sj_obj, "simjax_status": int(sol.status),
+            **timed, "simjax_iterations": sj_iter, "simjax_objective": sj_obj, "simjax_status": int(sol.status),
             "simjax_per_iteration": sj_s / max(sj_iter, 1),
             "moco": best_run["solve_seconds"], "moco_solver_timer": best_run["solver_seconds"],
             "moco_runs": [r["solve_seconds"] for r in runs], "moco_iterations": mo_iter,
@@ -126,7 +180,7 @@ def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, re
             "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj) if mo_obj else float("nan")}
 
 
-def measure(meshes=MESHES, repeat: int = 3) -> list[dict]:
+def measure(meshes=MESHES, repeat: int = 3, inverse: bool = True) -> list[dict]:
     """Every problem on every mesh. **Returns:** a row per (problem, mesh), each also
     with ``cores`` (this process's CPU affinity) and ``load_average`` (the machine's
     1-minute load before and after: above the number of CPUs, the timings are
@@ -143,6 +197,11 @@ def measure(meshes=MESHES, repeat: int = 3) -> list[dict]:
                 row = measure_one(name, fn, scheme, int(mesh), folder, repeat)
                 row.update(cores=cores, cpus=os.cpu_count(), load_average=(load, os.getloadavg()[0]))
                 rows.append(row)
+        if inverse:
+            load = os.getloadavg()[0]
+            row = measure_inverse(tmp, repeat)
+            row.update(cores=cores, cpus=os.cpu_count(), load_average=(load, os.getloadavg()[0]))
+            rows.append(row)
     return rows
 
 
@@ -194,8 +253,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--meshes", default=",".join(map(str, MESHES)), help="numbers of mesh intervals")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per engine (best taken)")
+    ap.add_argument("--no-inverse", action="store_true", help="skip MocoInverse of the gait")
     args = ap.parse_args(argv)
-    print(markdown(measure([int(m) for m in args.meshes.split(",")], args.repeat)))
+    print(markdown(measure([int(m) for m in args.meshes.split(",")], args.repeat, not args.no_inverse)))
 
 
 if __name__ == "__main__":

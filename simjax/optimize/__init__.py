@@ -3,8 +3,8 @@ Moco poses them and solved by direct collocation with a JAX-native interior-poin
 method.
 
 - ``problem``: ``Problem`` (one phase: time bounds, bounds on states and controls by
-  OpenSim name, initial and final bounds) and its goals (``ControlEffort``,
-  ``FinalTime``);
+  OpenSim name, initial and final bounds, prescribed kinematics) and its goals
+  (``ControlEffort``, ``FinalTime``, ``InitialActivation``);
 - ``goals``: goals on data and outputs (``StateTracking``: Moco's
   ``MocoStateTrackingGoal``; ``OutputIntegral``: ``MocoOutputGoal``);
 - ``collocation``: the trapezoidal and Hermite–Simpson transcriptions and ``solve``
@@ -12,6 +12,10 @@ method.
   implicit differentiation);
 - ``files``: MocoTrajectory ``.sto`` files (``write_trajectory``, ``read_trajectory``)
   and initial guesses from them or any table (``guess_from_table``);
+- ``model_edits``: Moco's ``ModelProcessor`` and its operators (DeGroote muscles, rigid
+  tendons, reserves, external loads, ...);
+- ``moco_tools``: Moco's shortcuts: ``inverse`` (``MocoInverse``: the muscle activity
+  behind a known motion, the coordinates prescribed by ``Problem.prescribe``);
 - ``nlp``: staged NLPs, the form the transcription produces (a stage per mesh point, a
   border of variables every stage sees);
 - ``kkt``: their KKT matrices (block tridiagonal with a dense border): factorization,
@@ -21,16 +25,26 @@ method.
   ``lax.while_loop``: ``jit``-able and ``vmap``-able.
 """
 
-from . import collocation, files, goals, ipm, kkt, nlp, problem
+from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, problem
 from .collocation import OptimalTrajectory, solve, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
 from .goals import OutputIntegral, StateTracking
+from .moco_tools import SumSquaredStates, inverse, inverse_problem
 from .ipm import STATUS, Options, Solution, print_log
+from .model_edits import (
+    ModelProcessor, add_external_loads, add_reserves, add_residuals, fiber_damping, ignore_activation_dynamics,
+    ignore_passive_fiber_forces, ignore_tendon_compliance, passive_fiber_strain_at_one_norm_force, remove_muscles,
+    replace_muscles_with_degroote, replace_muscles_with_path_actuators, scale_active_fiber_force_curve_width,
+    scale_max_isometric_force, tendon_compliance_dynamics_mode)
 from .nlp import StagedNLP, dense_nlp
-from .problem import ControlEffort, FinalTime, Goal, Problem
+from .problem import ControlEffort, FinalTime, Goal, InitialActivation, Kinematics, Problem
 
-__all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "Problem", "Goal", "ControlEffort",
-           "FinalTime", "StateTracking", "OutputIntegral", "write_trajectory", "read_trajectory", "guess_from_table",
-           "solve",
-           "transcribe", "OptimalTrajectory", "Options", "Solution", "STATUS", "print_log", "StagedNLP",
-           "dense_nlp"]
+__all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "Problem",
+           "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking", "OutputIntegral",
+           "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
+           "OptimalTrajectory", "inverse", "inverse_problem", "Options", "Solution", "STATUS", "print_log",
+           "StagedNLP", "dense_nlp", "ModelProcessor", "add_external_loads", "add_reserves", "add_residuals",
+           "fiber_damping", "ignore_activation_dynamics", "ignore_passive_fiber_forces", "ignore_tendon_compliance",
+           "passive_fiber_strain_at_one_norm_force", "remove_muscles", "replace_muscles_with_degroote",
+           "replace_muscles_with_path_actuators", "scale_active_fiber_force_curve_width", "scale_max_isometric_force",
+           "tendon_compliance_dynamics_mode"]

@@ -71,13 +71,73 @@ def _mesh(intervals) -> np.ndarray:
     return tau
 
 
-def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
+def _middle(a, b):
+    """A point within bounds: their middle, the finite one, or zero."""
+    # (inf + -inf where both bounds are infinite: not taken)
+    return np.where(np.isfinite(a) & np.isfinite(b), 0.5 * (a + b),
+                    np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0)))
+
+
+def _point_dynamics(problem: Problem):
+    """The dynamics at one grid point, jitted (traced once, then its jaxpr is reused by
+    every evaluation the solver traces): explicit, ``f(system, t, y, c, kin) -> (dy/dt,
+    residual)`` with an empty residual; with prescribed kinematics ``kin = (q, u,
+    udot)``, ``y`` the auxiliary states, ``dy/dt`` theirs and the residual the
+    generalized forces the equations of motion lack (zero when they hold)."""
+    system = problem.system
+    d0 = system.default_state().d
+    if problem.kinematics is None:
+        @jax.jit
+        def explicit(system, t, y, c, kin):
+            return rhs(system, t, y, d0, controls=c), jnp.zeros(0, y.dtype)
+
+        return explicit
+    from ..forward import Context
+    from ..mechanics import dynamics as dyn
+    from ..state import State
+
+    @jax.jit
+    def implicit(system, t, z, c, kin):
+        q, u, udot = kin
+        ctx = Context(system, State(t=t, q=q, u=u, z=z, d=d0), c)
+        tau = dyn.inverse_dynamics(ctx.tree, ctx.params, ctx.pos, ctx.vel, udot, None)
+        return ctx.zdot, tau - ctx.generalized_applied
+
+    return implicit
+
+
+def _prescribed(problem: Problem, tau, hs: bool):
+    """The prescribed kinematics at the grid: ``{"mesh": (q, u, udot), "mid": ...}``,
+    each ``(K, n)`` (the midpoints' last row a copy)."""
+    (t0lo, t0hi), (tflo, tfhi) = problem.time_bounds()
+    if t0lo != t0hi or tflo != tfhi:
+        raise ValueError("prescribed kinematics need fixed initial and final times, got "
+                         f"initial_time={problem.initial_time!r}, final_time={problem.final_time!r}")
+    kin = problem.kinematics
+    if t0lo < kin.times[0] - 1e-12 or tflo > kin.times[-1] + 1e-12:
+        raise ValueError(f"prescribed kinematics cover {kin.times[0]}..{kin.times[-1]} s, not the problem's "
+                         f"{t0lo}..{tflo} s")
+    tau = np.asarray(tau)
+    t = t0lo + tau * (tflo - t0lo)
+    mid = np.concatenate([0.5 * (t[:-1] + t[1:]), t[-1:]])
+    out = {"mesh": kin.at(problem.system, t)}
+    if hs:
+        out["mid"] = kin.at(problem.system, mid)
+    return {k: tuple(jnp.asarray(x) for x in v) for k, v in out.items()}
+
+
+def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", interpolate_controls: bool = True):
     """The staged NLP of a problem and a starting point.
 
     **Arguments:** ``problem``; ``mesh``: the number of uniform intervals, or the
     mesh's times (any increasing sequence, normalized to ``[0, 1]``); ``scheme``:
-    ``"trapezoidal"`` or ``"hermite-simpson"``. The dynamics are explicit (forward
-    dynamics in the defects).
+    ``"trapezoidal"`` or ``"hermite-simpson"``; ``interpolate_controls``: with
+    Hermite–Simpson, the midpoint controls the mean of their neighbours' (Moco's
+    ``interpolate_control_mesh_interior_points``), else free.
+
+    The dynamics are explicit (forward dynamics in the defects), or, where the problem
+    prescribes the kinematics, the auxiliary states' in the defects and the equations
+    of motion as a residual at every grid point (the stage's own rows).
 
     Each grid point's variables are ``[y, c]``; a stage holds its mesh point's, then
     (Hermite–Simpson) its interval's midpoint's.
@@ -93,19 +153,18 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
     ny, nc = len(problem.state_names), len(problem.control_names)
     hs = scheme == "hermite-simpson"
     P = ny + nc  # one grid point's variables
-    d0 = system.default_state().d
     dtype = jnp.result_type(float)
     integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
-
     endpoints = [g for g in problem.goals if g.endpoint(problem, 0.0, 1.0) is not None]
+    initial_rows = [g for g in problem.goals if hasattr(g, "initial_rows")]
     # the data the solution may be differentiated with respect to: the system (every
-    # model property) and the goals' weights
+    # model property), the goals' weights, and the prescribed kinematics
     theta = {"system": system, "weights": jnp.asarray([g.weight for g in problem.goals], dtype)}
+    if problem.kinematics is not None:
+        theta["kinematics"] = _prescribed(problem, tau, hs)
     index = {id(g): i for i, g in enumerate(problem.goals)}
-
-    @jax.jit  # (traced once, then its jaxpr is reused by every evaluation the solver traces)
-    def dynamics(system, t, y, c):
-        return rhs(system, t, y, d0, controls=c)
+    dynamics = _point_dynamics(problem)
+    nr = 0 if problem.kinematics is None else system.topology.tree.nu  # residual rows per grid point
 
     def running(theta, t, y, c):
         w = theta["weights"]
@@ -124,6 +183,10 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
         tk, tn = t0 + tau[k] * (tf - t0), t0 + tau[jnp.minimum(k + 1, K - 1)] * (tf - t0)
         return tk, tn, tn - tk
 
+    def kinematics(theta, k, where):
+        kin = theta.get("kinematics")
+        return None if kin is None else tuple(x[k] for x in kin[where])
+
     def cost(k, z, zn, g, theta):
         (y, c, ym, cm), (yn, cn, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
@@ -137,17 +200,26 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
         return jnp.where(k < K - 1, value, 0.0)
 
     def constraints(k, z, zn, g, theta):
+        """The linking rows (defects, interpolated controls), then the stage's own
+        (residuals at the mesh point and midpoint, initial conditions)."""
         (y, c, ym, cm), (yn, cn, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
         system = theta["system"]
-        f, fn = dynamics(system, tk, y, c), dynamics(system, tn, yn, cn)
+        kn = jnp.minimum(k + 1, K - 1)
+        (f, res), (fn, _) = (dynamics(system, tk, y, c, kinematics(theta, k, "mesh")),
+                             dynamics(system, tn, yn, cn, kinematics(theta, kn, "mesh")))
+        own = [res]
         if hs:
-            fm = dynamics(system, 0.5 * (tk + tn), ym, cm)
-            rows = jnp.concatenate([ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn),
-                                    cm - 0.5 * (c + cn)])
+            fm, res_m = dynamics(system, 0.5 * (tk + tn), ym, cm, kinematics(theta, k, "mid"))
+            links = [ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn)]
+            if interpolate_controls:
+                links.append(cm - 0.5 * (c + cn))
+            own.append(jnp.where(k < K - 1, res_m, 0.0))
         else:
-            rows = yn - y - h / 2 * (f + fn)
-        return jnp.where(k < K - 1, rows, 0.0)
+            links = [yn - y - h / 2 * (f + fn)]
+        links = jnp.where(k < K - 1, jnp.concatenate(links), 0.0)
+        own += [jnp.where(k == 0, g_.initial_rows(problem, y, c), 0.0) for g_ in initial_rows]
+        return jnp.concatenate([links] + own)
 
     def border_cost(g, theta):
         w = theta["weights"]
@@ -158,24 +230,29 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
     lo = np.tile(np.concatenate([ylo, clo] * (2 if hs else 1)), (K, 1))
     hi = np.tile(np.concatenate([yhi, chi] * (2 if hs else 1)), (K, 1))
     (lo[0, :ny], hi[0, :ny]), (lo[-1, :ny], hi[-1, :ny]) = problem.end_bounds("initial"), problem.end_bounds("final")
-    if hs:  # the last stage has no interval: its midpoint variables are fixed
-        lo[-1, P:], hi[-1, P:] = 0.0, 0.0
-    m = 2 * ny + nc if hs else ny
-    clo_rows = np.zeros((K, m))
-    clo_rows[-1] = -np.inf
+    if hs:  # the last stage has no interval: its midpoint variables are fixed (inside their bounds)
+        with np.errstate(invalid="ignore"):
+            lo[-1, P:] = hi[-1, P:] = _middle(lo[-1, P:], hi[-1, P:])
+    n_links = (2 * ny + (nc if interpolate_controls else 0)) if hs else ny
+    n_init = sum(len(g_.initial_rows(problem, jnp.zeros(ny), jnp.zeros(nc))) for g_ in initial_rows)
+    n_own = nr * (2 if hs else 1) + n_init
+    clo_rows = np.zeros((K, n_links + n_own))
+    clo_rows[-1, :n_links] = -np.inf  # (the last stage has no interval)
+    if hs:
+        clo_rows[-1, n_links + nr:n_links + 2 * nr] = -np.inf
+    clo_rows[1:, n_links + n_own - n_init:] = -np.inf  # (initial conditions: the first stage's)
     chi_rows = -clo_rows
     (t0lo, t0hi), (tflo, tfhi) = problem.time_bounds()
-    guess = lambda a, b: np.where(np.isfinite(a) & np.isfinite(b), 0.5 * (a + b),  # noqa: E731
-                                  np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0)))
-    with np.errstate(invalid="ignore"):  # (inf + -inf where both bounds are infinite: not taken)
-        z0 = guess(lo, hi)
-        g0 = guess(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi]))
+    with np.errstate(invalid="ignore"):
+        z0 = _middle(lo, hi)
+        g0 = _middle(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi]))
     nlp = StagedNLP(cost=cost, constraints=constraints, border_cost=border_cost,
                     border_constraints=lambda g, theta: (g[1] - g[0])[None],
                     z_lower=jnp.asarray(lo, dtype), z_upper=jnp.asarray(hi, dtype),
                     c_lower=jnp.asarray(clo_rows, dtype), c_upper=jnp.asarray(chi_rows, dtype),
                     border_lower=jnp.asarray([t0lo, tflo], dtype), border_upper=jnp.asarray([t0hi, tfhi], dtype),
-                    g_lower=jnp.zeros(1, dtype), g_upper=jnp.full(1, jnp.inf, dtype), theta=theta)
+                    g_lower=jnp.zeros(1, dtype), g_upper=jnp.full(1, jnp.inf, dtype), theta=theta,
+                    local_rows=n_own)
 
     def unpack(sol):
         t0, tf = sol.g[..., 0:1], sol.g[..., 1:2]
@@ -195,10 +272,11 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson"):
 
 
 def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: ipm.Options | None = None,
-          guess: OptimalTrajectory | None = None) -> OptimalTrajectory:
+          guess: OptimalTrajectory | None = None, interpolate_controls: bool = True) -> OptimalTrajectory:
     """Solve a problem by direct collocation.
 
-    **Arguments:** ``problem``; ``mesh``, ``scheme``: as ``transcribe``; ``options``:
+    **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``: as
+    ``transcribe``; ``options``:
     the solver's (``ipm.Options``; default tolerances 1e-8); ``guess``: a solution of
     the same problem and mesh to start from (a warm start).
 
@@ -206,11 +284,14 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     derivatives of the optimum with respect to the system's properties and the goals'
     weights (the implicit function theorem on the KKT conditions).
 
+    The same problem (the same object) solved again, with other options or a guess,
+    reuses the transcription and its compiled solver.
+
     **Returns:** an ``OptimalTrajectory``.
     """
     from ..compiling import _at_top_level
 
-    nlp, z0, g0, unpack = transcribe(problem, mesh, scheme)
+    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls)
     options = options or ipm.Options()
     multipliers = None
     if guess is not None:
@@ -223,6 +304,24 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
                              iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
                              control_names=problem.control_names)
+
+
+_TRANSCRIBED: list = []  # (problem, key, transcription), the latest first
+
+
+def _transcribed(problem, mesh, scheme, interpolate_controls):
+    """``transcribe``'s result, the same objects for the same problem (the same object)
+    and settings: solving it again (other tolerances, a warm start) reuses the compiled
+    solver."""
+    key = (tuple(np.ravel(np.asarray(mesh, float))), scheme, bool(interpolate_controls))
+    for i, (p, k, value) in enumerate(_TRANSCRIBED):
+        if p is problem and k == key:
+            _TRANSCRIBED.insert(0, _TRANSCRIBED.pop(i))
+            return value
+    value = transcribe(problem, mesh, scheme, interpolate_controls)
+    _TRANSCRIBED.insert(0, (problem, key, value))
+    del _TRANSCRIBED[4:]
+    return value
 
 
 @eqx.filter_jit

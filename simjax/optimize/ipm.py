@@ -139,7 +139,9 @@ class _Problem:
         return (xs[:-1, 2 * ml:o], S, xb[:ng], xb[ng:ng + mg]), (Y, xb[ng + mg:])
 
     def _next(self, Z):
-        return jnp.concatenate([Z[1:], jnp.zeros_like(Z[:1])])
+        # (the last stage's successor: a copy of itself, values a model accepts; no
+        # derivative with respect to it is used)
+        return jnp.concatenate([Z[1:], jax.lax.stop_gradient(Z[-1:])])
 
     def _inputs(self, V):
         """Each stage's ``(z_k, z_{k+1}, g)`` as one vector, ``(K, 2 nz + ng)``."""

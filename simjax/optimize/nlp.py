@@ -8,7 +8,7 @@ border variables ``g`` that every stage may see (a free final time, parameters):
                 g_lower <= border_constraints(g) <= g_upper
                 z_lower <= z <= z_upper,  border_lower <= g <= border_upper
 
-A stage sees only its successor (``z_{K}`` is a zero placeholder for the last stage),
+A stage sees only its successor (for the last stage ``z_K`` is a copy of ``z_{K-1}``),
 so the KKT matrix is block tridiagonal with a dense border (``kkt``). The last
 ``local_rows`` rows of each stage are the stage's own (path constraints, a multibody
 residual: rows of ``z_k`` alone, or mostly): the solver groups their multipliers with

@@ -11,8 +11,13 @@ compose and can be built in a loop or a function::
 
 Names are OpenSim's: state variables by path (``system.y_names``), controls by
 actuator path or name. Unset bounds are Moco's defaults: a coordinate's range for its
-value, ``[-50, 50]`` for its speed, the actuator's ``min_control``/``max_control``;
-unset initial or final bounds are the path bounds.
+value, ``[-50, 50]`` for its speed, the actuator's ``min_control``/``max_control``, a
+muscle's activation its excitation's bounds; unset initial or final bounds are the
+path bounds.
+
+``prescribe(table)`` fixes the coordinates to a motion (Moco's ``PositionMotion``, as
+``MocoInverse`` uses it): the multibody states leave the problem, and the equations of
+motion become a residual the controls must zero at every grid point.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Problem", "ControlEffort", "FinalTime", "Goal"]
+__all__ = ["Problem", "ControlEffort", "FinalTime", "Goal", "InitialActivation", "Kinematics"]
 
 
 def _interval(value, what: str) -> tuple[float, float]:
@@ -85,6 +90,61 @@ class FinalTime(Goal):
 
 
 @dataclasses.dataclass(frozen=True)
+class InitialActivation(Goal):
+    """Moco's ``MocoInitialActivationGoal`` (as a constraint): each muscle's initial
+    activation equals its initial excitation, so that activation is not free at the
+    start of the motion (``MocoInverse`` adds it)."""
+
+    weight: float = 1.0
+
+    def initial_rows(self, problem, y, controls):
+        """``activation - excitation`` of each muscle with an activation state, at the
+        initial time."""
+        import jax.numpy as jnp
+
+        pairs = problem.activation_pairs()
+        if not pairs:
+            return jnp.zeros(0)
+        states, controls_ = (np.asarray(i, int) for i in zip(*pairs))
+        return y[states] - controls[controls_]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kinematics:
+    """A prescribed motion: coordinate values over time, splined as Moco's
+    ``PositionMotion`` splines them (quintic ``GCVSpline``s, no smoothing).
+
+    **Fields:** ``times (n,)`` (s); ``values (n, k)`` (rad or m); ``coordinates``: the
+    ``k`` coordinate paths the columns belong to.
+    """
+
+    times: np.ndarray
+    values: np.ndarray
+    coordinates: tuple
+
+    def at(self, system, t):
+        """``(q, u, udot)`` of every coordinate at times ``t (n,)``: the splines' values
+        and derivatives; a coordinate the motion does not name stays at its default
+        value, at rest.
+
+        **Returns:** three arrays ``(n, nq)``, ``(n, nu)``, ``(n, nu)``.
+        """
+        from ..io.tables import TimeSeriesTable
+        from ..tools.motion import spline_kinematics
+
+        tree = system.topology.tree
+        t = np.asarray(t, float)
+        q = np.tile(np.asarray(system.default_state().q, float), (len(t), 1))
+        u, a = np.zeros((len(t), tree.nu)), np.zeros((len(t), tree.nu))
+        table = TimeSeriesTable(self.times, self.values, list(self.coordinates), {})
+        values, speeds, accelerations = (np.asarray(x) for x in spline_kinematics(table, t))
+        for j, path in enumerate(self.coordinates):
+            info = tree.coordinates[path]
+            q[:, info.q], u[:, info.u], a[:, info.u] = values[:, j], speeds[:, j], accelerations[:, j]
+        return q, u, a
+
+
+@dataclasses.dataclass(frozen=True)
 class Problem:
     """One phase of an optimal control problem over ``system``.
 
@@ -100,6 +160,7 @@ class Problem:
     initial: tuple = ()
     final: tuple = ()
     goals: tuple = ()
+    kinematics: Any = None
 
     # -- building ------------------------------------------------------------------------
 
@@ -127,12 +188,64 @@ class Problem:
         """A new problem with ``goal`` added to the objective."""
         return dataclasses.replace(self, goals=self.goals + (goal,))
 
+    def prescribe(self, table, allow_extra_columns: bool = False) -> Problem:
+        """A new problem whose coordinates follow a motion (Moco's ``PositionMotion``).
+
+        **Arguments:** ``table``: a ``TimeSeriesTable`` of coordinate values, columns
+        named by coordinate name or path or by state path (``.../value``; speed
+        columns are ignored: the speeds are the splines' derivatives); rotational
+        columns in degrees where the table says ``inDegrees=yes``; it must cover the
+        time bounds; ``allow_extra_columns``: ignore columns that name no coordinate.
+
+        **Returns:** the problem with ``kinematics`` set: its states are the
+        auxiliary ones (activations, ...) and its dynamics the residual of the
+        equations of motion (Moco's implicit mode with prescribed kinematics).
+
+        **Raises:** ``ValueError`` naming a column that is no coordinate of the model.
+        """
+        import math
+
+        from ..tools.motion import in_degrees, rotational_mask
+
+        system = self.system
+        tree = system.topology.tree
+        by_name = {p.rsplit("/", 1)[-1]: p for p in system.coordinate_paths}
+        paths, columns = [], []
+        for j, label in enumerate(table.labels):
+            key = label[:-len("/value")] if label.endswith("/value") else label
+            path = key if key in tree.coordinates else by_name.get(key.lstrip("/"))
+            if path is None:
+                if label.endswith("/speed") or allow_extra_columns:
+                    continue
+                raise ValueError(f"prescribe: column {label!r} names no coordinate of the model "
+                                 f"({', '.join(sorted(by_name))}); pass allow_extra_columns=True to ignore it")
+            if path in paths:
+                raise ValueError(f"prescribe: coordinate {path!r} has two columns")
+            paths.append(path)
+            columns.append(j)
+        values = np.asarray(table.values, float)[:, columns]
+        if in_degrees(table):
+            names = [p.rsplit("/", 1)[-1] for p in paths]
+            values = np.where(rotational_mask(system, names)[None, :], values * (math.pi / 180.0), values)
+        return dataclasses.replace(self, kinematics=Kinematics(np.asarray(table.times, float), values, tuple(paths)))
+
     # -- names ---------------------------------------------------------------------------
 
     @property
     def state_names(self) -> tuple[str, ...]:
-        """The states, in ``y = (q, u, z)`` order."""
-        return self.system.y_names
+        """The states, in ``y = (q, u, z)`` order (``z`` alone where the kinematics are
+        prescribed)."""
+        return self.system.z_names if self.kinematics is not None else self.system.y_names
+
+    def activation_pairs(self) -> list[tuple[int, int]]:
+        """``(state index, control index)`` of each muscle's activation state and its
+        excitation."""
+        pairs = []
+        for i, path in enumerate(self.control_names):
+            name = f"{path}/activation"
+            if name in self.state_names:
+                pairs.append((self.state_names.index(name), i))
+        return pairs
 
     @property
     def control_names(self) -> tuple[str, ...]:
@@ -168,9 +281,10 @@ class Problem:
         """``(state lower, state upper, control lower, control upper)`` over the phase,
         Moco's defaults where unset."""
         system = self.system
-        ny = len(self.state_names)
-        ylo, yhi = np.full(ny, -np.inf), np.full(ny, np.inf)
         tree = system.topology.tree
+        ny = len(self.state_names)
+        skip = 0 if self.kinematics is None else tree.nq + tree.nu
+        ylo, yhi = np.full(ny + skip, -np.inf), np.full(ny + skip, np.inf)
         for path, info in tree.coordinates.items():
             c = system.find(path)
             if info.q >= 0:
@@ -179,11 +293,17 @@ class Problem:
             ylo[tree.nq + info.u], yhi[tree.nq + info.u] = -50.0, 50.0
         clo = np.asarray([float(system.find(p).min_control) for p in self.control_names])
         chi = np.asarray([float(system.find(p).max_control) for p in self.control_names])
+        ylo, yhi = ylo[skip:], yhi[skip:]
+        for (kind, i), (lo, hi) in self.bounds:
+            if kind == "control":
+                clo[i], chi[i] = lo, hi
+        # a muscle's activation within its excitation's bounds (Moco's
+        # bound_activation_from_excitation), unless bounded itself
+        for i, j in self.activation_pairs():
+            ylo[i], yhi[i] = clo[j], chi[j]
         for (kind, i), (lo, hi) in self.bounds:
             if kind == "state":
                 ylo[i], yhi[i] = lo, hi
-            else:
-                clo[i], chi[i] = lo, hi
         return ylo, yhi, clo, chi
 
     def end_bounds(self, which: str) -> tuple[np.ndarray, np.ndarray]:

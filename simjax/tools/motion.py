@@ -35,11 +35,12 @@ from ..functions import GCVSpline, _natural_spline_pp
 from ..io.tables import TimeSeriesTable, read_table
 from ..mechanics.joints import ROTATIONAL
 
-__all__ = ["read_coordinates", "in_degrees", "pad", "lowpass_iir", "resample", "filter_coordinates",
+__all__ = ["read_coordinates", "in_degrees", "pad", "lowpass_iir", "filter_lowpass", "resample", "filter_coordinates",
            "spline_kinematics", "frame_indices", "rotational_mask", "motion_types", "coordinate_columns"]
 
 #: ``SimTK::Eps`` (double machine epsilon)
 _EPS = float(np.finfo(float).eps)
+_SIGNIFICANT = _EPS ** 0.875  # SimTK::SignificantReal
 
 
 def read_coordinates(path: str | os.PathLike) -> TimeSeriesTable:
@@ -150,6 +151,53 @@ def lowpass_iir(times, values, cutoff: float):
     f = _iir_pass(a, b, v)
     f = _iir_pass(a, b, f[::-1].copy())[::-1]
     return t, np.ascontiguousarray(f)
+
+
+def _is_uniform(t) -> tuple[bool, float]:
+    """OpenSim's ``isUniform(times)``: ``(uniform, step)``, ``step`` the mean step where
+    uniform (to 4 eps of the largest time), else the smallest positive one."""
+    big = max(abs(t[0]), abs(t[-1]))
+    tol = 4 * np.finfo(float).eps * big
+    mean = (t[-1] - t[0]) / (len(t) - 1)
+    if abs(mean) < tol:
+        tol = np.finfo(float).eps * big if abs(mean) < np.finfo(float).eps * big else abs(mean)
+    d = np.diff(t)
+    if np.all(np.abs(d - mean) <= tol) or len(t) == 2:
+        return True, float(mean)
+    positive = d[d > 0]
+    return False, float(positive.min()) if positive.size else float("nan")
+
+
+def filter_lowpass(table: TimeSeriesTable, cutoff: float) -> TimeSeriesTable:
+    """OpenSim's ``TabOpLowPassFilter(cutoff)`` (``TableUtilities::filterLowpass`` with
+    padding): resampled at the smallest step (quintic ``GCVSpline``s) where the times
+    are not uniform, padded by half its rows, filtered forward and backward (third-order
+    Butterworth), then cut back to the original time range.
+
+    **Arguments:** ``table``; ``cutoff`` (Hz, ``>= 0``).
+
+    **Returns:** the filtered ``TimeSeriesTable`` (units and metadata unchanged).
+
+    **Raises:** ``ValueError`` for a negative cutoff, repeated times or fewer than 4 rows.
+    """
+    if cutoff < 0:
+        raise ValueError(f"filter_lowpass: cutoff must be non-negative, got {cutoff}")
+    t = np.asarray(table.times, float)
+    v = np.asarray(table.values, float).reshape(len(t), -1)
+    uniform, step = _is_uniform(t)
+    if not step >= _EPS:
+        raise ValueError("filter_lowpass: the times cannot be resampled (repeated times)")
+    if not uniform:
+        t, v = resample(t, v, step, min(len(t) - 1, 5))
+    first, last = t[0], t[-1]
+    t, v = pad(t, v, len(t) // 2)
+    if len(t) < 4:
+        raise ValueError(f"filter_lowpass: at least 4 rows are needed, got {len(t)}")
+    a, b = _butterworth(step, cutoff)
+    f = _iir_pass(a, b, v)
+    f = _iir_pass(a, b, f[::-1].copy())[::-1]
+    keep = (t >= first - _SIGNIFICANT) & (t <= last + _SIGNIFICANT)
+    return TimeSeriesTable(t[keep], np.ascontiguousarray(f[keep]), list(table.labels), dict(table.metadata))
 
 
 def coordinate_columns(system, labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,125 @@
+"""Moco's tools: ``inverse`` (``MocoInverse``), the muscle activity behind a known motion.
+
+The coordinates follow a kinematics table (``Problem.prescribe``: quintic splines, as
+Moco's ``PositionMotion``); the unknowns are the auxiliary states (activations) and the
+controls (excitations, reserve actuators), found at least effort while the equations
+of motion hold at every grid point. As ``MocoInverse::initialize`` poses it:
+
+- the time window: the table's, or ``initial_time``/``final_time`` within it;
+  ``ceil(duration / mesh_interval)`` uniform mesh intervals;
+- goals: ``ControlEffort`` on every control (``reserves_weight`` on controls whose
+  actuator is named ``reserve_*``), ``InitialActivation`` (activation equals
+  excitation at the start) and, optionally, the sum of squared activations;
+- the solver: Hermite–Simpson with free midpoint controls
+  (``interpolate_control_mesh_interior_points = false``), convergence and constraint
+  tolerances ``1e-3``.
+
+The model edits Moco's ``ModelProcessor`` makes (DeGroote muscles, rigid tendons,
+reserves, external loads) are ``model_edits``'; ``inverse`` takes the edited model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+
+import jax.numpy as jnp
+import numpy as np
+
+from . import ipm
+from .collocation import OptimalTrajectory, solve
+from .problem import ControlEffort, Goal, InitialActivation, Problem
+
+__all__ = ["inverse", "inverse_problem", "SumSquaredStates"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SumSquaredStates(Goal):
+    """Moco's ``MocoSumSquaredStateGoal``: ``weight * integral of sum_i y_i ** 2 dt``
+    over the states whose names match ``pattern`` (a regular expression, whole name).
+    """
+
+    weight: float = 1.0
+    pattern: str = ".*"
+
+    def integrand(self, problem, t, y, controls):
+        idx = [i for i, n in enumerate(problem.state_names) if re.fullmatch(self.pattern, n)]
+        if not idx:
+            raise ValueError(f"SumSquaredStates: no state matches {self.pattern!r}")
+        return jnp.sum(y[np.asarray(idx)] ** 2)
+
+
+def _system(model):
+    from ..io.osim import load_osim
+
+    if isinstance(model, (str, os.PathLike)):
+        model = load_osim(os.fspath(model))
+    return model.build() if hasattr(model, "build") else model
+
+
+def _table(kinematics):
+    from ..io.tables import read_table
+
+    return read_table(os.fspath(kinematics)) if isinstance(kinematics, (str, os.PathLike)) else kinematics
+
+
+def inverse_problem(model, kinematics, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
+                    reserves_weight: float = 1.0, minimize_sum_squared_activations: bool = False,
+                    kinematics_allow_extra_columns: bool = False) -> tuple[Problem, int]:
+    """The problem ``MocoInverse`` poses, and its number of mesh intervals.
+
+    **Arguments:** as ``inverse``.
+
+    **Returns:** ``(problem, mesh_intervals)``.
+
+    **Raises:** ``ValueError`` for a time outside the table's, a non-positive mesh
+    interval, or a column that names no coordinate.
+    """
+    system = _system(model)
+    table = _table(kinematics)
+    times = np.asarray(table.times, float)
+    t0 = times[0] if initial_time is None else float(initial_time)
+    tf = times[-1] if final_time is None else float(final_time)
+    if t0 < times[0] or tf > times[-1]:
+        raise ValueError(f"inverse: the time window {t0}..{tf} s is outside the kinematics' "
+                         f"{times[0]}..{times[-1]} s")
+    if tf < t0:
+        raise ValueError(f"inverse: initial time {t0} s is after the final time {tf} s")
+    if not mesh_interval > 0:
+        raise ValueError(f"inverse: mesh_interval must be positive, got {mesh_interval!r}")
+    problem = Problem(system, initial_time=t0, final_time=tf).prescribe(table, kinematics_allow_extra_columns)
+    weights = {p: reserves_weight for p in problem.control_names if p.rsplit("/", 1)[-1].startswith("reserve_")}
+    problem = problem.goal(ControlEffort(weights=weights)).goal(InitialActivation())
+    if minimize_sum_squared_activations:
+        problem = problem.goal(SumSquaredStates(pattern=".*activation$"))
+    return problem, int(math.ceil((tf - t0) / mesh_interval - 1e-12))
+
+
+def inverse(model, kinematics, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
+            reserves_weight: float = 1.0, minimize_sum_squared_activations: bool = False,
+            convergence_tolerance: float = 1e-3, constraint_tolerance: float = 1e-3, max_iterations: int = 1000,
+            kinematics_allow_extra_columns: bool = False, guess: OptimalTrajectory | None = None
+            ) -> OptimalTrajectory:
+    """Solve Moco's ``MocoInverse`` problem.
+
+    **Arguments:** ``model``: a ``System``, a ``Model`` or an ``.osim`` path (edited
+    already: see ``model_edits``); ``kinematics``: a coordinates table or file (as
+    ``Problem.prescribe``: degrees where the file says so, filtered already);
+    ``initial_time``, ``final_time`` (s): default the table's; ``mesh_interval`` (s);
+    ``reserves_weight``: the effort weight of ``reserve_*`` actuators' controls;
+    ``minimize_sum_squared_activations``; ``convergence_tolerance``,
+    ``constraint_tolerance``, ``max_iterations``: the solver's; ``guess``: a previous
+    solution of the same problem (a warm start).
+
+    **Returns:** an ``OptimalTrajectory`` of the activations (states) and controls on
+    the Hermite–Simpson grid; ``status`` 0 where it converged.
+    """
+    problem, n = inverse_problem(model, kinematics, initial_time=initial_time, final_time=final_time,
+                                 mesh_interval=mesh_interval, reserves_weight=reserves_weight,
+                                 minimize_sum_squared_activations=minimize_sum_squared_activations,
+                                 kinematics_allow_extra_columns=kinematics_allow_extra_columns)
+    options = ipm.Options(tol=convergence_tolerance, constraint_tol=constraint_tolerance, max_iter=max_iterations)
+    return solve(problem, mesh=n, scheme="hermite-simpson", options=options, guess=guess,
+                 interpolate_controls=False)
