@@ -22,6 +22,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import kkt
 from .nlp import StagedNLP
@@ -112,12 +113,21 @@ class _Problem:
         self.K, self.nz, self.m, self.ng, self.mg = nlp.shape
         self.ml = self.m - nlp.local_rows
         self.ks = jnp.arange(self.K)
+        # rows with bounds on neither side ask nothing: with every other row an equality
+        # the stages' slacks are all fixed or idle, and the KKT blocks leave them out
+        self.active = ~(jnp.isinf(nlp.c_lower) & jnp.isinf(nlp.c_upper) & (nlp.c_lower < nlp.c_upper))
+        self.slacks = not _equalities_only(nlp)
+
+    def _widths(self):
+        """``(ml, wl, nz, mo, wo)``: a block's parts (``wl``, ``wo``: the slacks')."""
+        ml, mo = self.ml, self.m - self.ml
+        return ml, ml if self.slacks else 0, self.nz, mo, mo if self.slacks else 0
 
     def to_stages(self, V, Y, placeholder=0):
         """Variables and multipliers in ``_assemble``'s blocks: ``((K + 1, b),
         (nb,))``; ``placeholder``: the placeholders' value (``None``: the multipliers'
         ``Y`` extended over them, the variables' ``V``, for a fill pattern)."""
-        ml = self.ml
+        ml, wl, _, _, wo = self._widths()
         Z, S, G, SG = V
         Yr = Y[0]
 
@@ -125,18 +135,19 @@ class _Problem:
             edge = x[:1] if placeholder is None else jnp.full_like(x[:1], placeholder)
             return jnp.concatenate([edge, x] if before else [x, edge])
 
-        blocks = jnp.concatenate([pad(Yr[:, :ml], True), pad(S[:, :ml], True), pad(Z, False),
-                                  pad(Yr[:, ml:], False), pad(S[:, ml:], False)], axis=1)
+        blocks = jnp.concatenate([pad(Yr[:, :ml], True), pad(S[:, :wl], True), pad(Z, False),
+                                  pad(Yr[:, ml:], False), pad(S[:, ml:ml + wo], False)], axis=1)
         return blocks, jnp.concatenate([G, SG, Y[1]])
 
     def from_stages(self, xs, xb):
         """``to_stages``' inverse: ``(V, Y)``."""
-        nz, m, ml, ng, mg = self.nz, self.m, self.ml, self.ng, self.mg
-        mo = m - ml
-        o = 2 * ml + nz
+        ng, mg = self.ng, self.mg
+        ml, wl, nz, mo, wo = self._widths()
+        o = ml + wl + nz
         Y = jnp.concatenate([xs[1:, :ml], xs[:-1, o:o + mo]], axis=1)
-        S = jnp.concatenate([xs[1:, ml:2 * ml], xs[:-1, o + mo:]], axis=1)
-        return (xs[:-1, 2 * ml:o], S, xb[:ng], xb[ng:ng + mg]), (Y, xb[ng + mg:])
+        S = jnp.concatenate([xs[1:, ml:ml + wl], xs[:-1, o + mo:]], axis=1) if self.slacks else \
+            jnp.zeros_like(Y)
+        return (xs[:-1, ml + wl:o], S, xb[:ng], xb[ng:ng + mg]), (Y, xb[ng + mg:])
 
     def _next(self, Z):
         # (the last stage's successor: a copy of itself, values a model accepts; no
@@ -155,7 +166,13 @@ class _Problem:
         costs = jax.vmap(self.nlp.cost, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
         c = jax.vmap(self.nlp.constraints, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
         f = self.fs * (jnp.sum(costs) + self.nlp.border_cost(G, th))
-        return f, (self.rs * c - S, self.bs * self.nlp.border_constraints(G, th) - SG), costs
+        return f, (self._residual(self.rs * c, S), self.bs * self.nlp.border_constraints(G, th) - SG), costs
+
+    def _residual(self, c, S):
+        """The stages' ``c - s`` (``c`` scaled; without slacks in the KKT blocks, zero
+        for the rows that ask nothing)."""
+        r = c - S
+        return r if self.slacks else jnp.where(self.active, r, 0.0)
 
     def evaluate(self, V, Y):
         """Everything an iteration needs at ``V`` with multipliers ``Y``, each model
@@ -189,7 +206,7 @@ class _Problem:
         (HB, JB), (gb, cost_b, cb) = jax.jacfwd(border, has_aux=True)(G)
         gL = (_with_previous(g[:, :nz], g[:, nz:2 * nz]), -Y[0], jnp.sum(g[:, 2 * nz:], axis=0) + gb, -Y[1])
         f = self.fs * (jnp.sum(costs) + cost_b)
-        return H, J, HB, JB, gL, f, (c - S, cb - SG), costs
+        return H, J, HB, JB, gL, f, (self._residual(c, S), cb - SG), costs
 
     def transposed(self, J, JB, Y):
         """``J^T Y`` as a ``V``-shaped tree."""
@@ -209,6 +226,15 @@ class _Problem:
                 jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(V[2]))
 
 
+def _equalities_only(nlp: StagedNLP) -> bool:
+    """Whether every stage row is an equality or asks nothing (bounds known now)."""
+    try:
+        lo, hi = np.asarray(nlp.c_lower), np.asarray(nlp.c_upper)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return False
+    return bool(np.all((lo == hi) | (np.isinf(lo) & np.isinf(hi) & (lo < hi))))
+
+
 def _bounds(nlp: StagedNLP, rs, bs):
     lo = (nlp.z_lower, rs * nlp.c_lower, nlp.border_lower, bs * nlp.g_lower)
     hi = (nlp.z_upper, rs * nlp.c_upper, nlp.border_upper, bs * nlp.g_upper)
@@ -226,21 +252,22 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     each slack sits with its row.) Block 0's linking rows and block ``K``'s variables
     and own rows are placeholders (``-1`` for multipliers and ``+1`` on the diagonal
     otherwise)."""
-    K, nz, m, ng, mg, ml = P.K, P.nz, P.m, P.ng, P.mg, P.ml
-    mo = m - ml
+    K, nz, m, ng, mg = P.K, P.nz, P.m, P.ng, P.mg
+    ml, wl, _, mo, wo = P._widths()
     dtype = H.dtype
-    b, nb = nz + 2 * m, ng + 2 * mg
-    yl, sl, z_ = slice(0, ml), slice(ml, 2 * ml), slice(2 * ml, 2 * ml + nz)
-    yo, so = slice(2 * ml + nz, 2 * ml + nz + mo), slice(2 * ml + nz + mo, b)
+    b, nb = ml + wl + nz + mo + wo, ng + 2 * mg
+    yl, sl, z_ = slice(0, ml), slice(ml, ml + wl), slice(ml + wl, ml + wl + nz)
+    yo, so = slice(ml + wl + nz, ml + wl + nz + mo), slice(ml + wl + nz + mo, b)
     Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz:2 * nz], J[:, :, 2 * nz:]
     Wzz = _with_previous(H[:, :nz, :nz], H[:, nz:2 * nz, nz:2 * nz])
     T = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
     D = jnp.zeros((K + 1, b, b), dtype)
     D = D.at[:, yl, yl].set(-dc * jnp.eye(ml, dtype=dtype)).at[:, yo, yo].set(-dc * jnp.eye(mo, dtype=dtype))
-    D = D.at[1:, yl, sl].set(-jnp.eye(ml, dtype=dtype)).at[1:, sl, yl].set(-jnp.eye(ml, dtype=dtype))
-    D = D.at[:K, yo, so].set(-jnp.eye(mo, dtype=dtype)).at[:K, so, yo].set(-jnp.eye(mo, dtype=dtype))
-    D = D.at[1:, sl, sl].set(jax.vmap(jnp.diag)(sigma[1][:, :ml] + dw))
-    D = D.at[:K, so, so].set(jax.vmap(jnp.diag)(sigma[1][:, ml:] + dw))
+    if P.slacks:
+        D = D.at[1:, yl, sl].set(-jnp.eye(ml, dtype=dtype)).at[1:, sl, yl].set(-jnp.eye(ml, dtype=dtype))
+        D = D.at[:K, yo, so].set(-jnp.eye(mo, dtype=dtype)).at[:K, so, yo].set(-jnp.eye(mo, dtype=dtype))
+        D = D.at[1:, sl, sl].set(jax.vmap(jnp.diag)(sigma[1][:, :ml] + dw))
+        D = D.at[:K, so, so].set(jax.vmap(jnp.diag)(sigma[1][:, ml:] + dw))
     D = D.at[1:, yl, z_].set(Jn[:, :ml]).at[1:, z_, yl].set(T(Jn[:, :ml]))
     D = D.at[:K, yo, z_].set(Jz[:, ml:]).at[:K, z_, yo].set(T(Jz[:, ml:]))
     D = D.at[:K, z_, z_].set(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw))
@@ -260,7 +287,7 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     C = C.at[ng + mg:, ng + mg:].set(-dc * eye_g)
     # fixed variables and placeholders: rows and columns replaced by the identity's (+1
     # for variables, -1 for multipliers)
-    rows = jnp.ones((K, m), bool)
+    rows = jnp.ones((K, m), bool) if P.slacks else P.active
     keep, _ = P.to_stages((free[0], free[1], free[2], free[3]), (rows, jnp.ones(mg, bool)))
     keep = keep.astype(dtype)
     fill, _ = P.to_stages((jnp.ones((K, nz)), jnp.ones((K, m)), jnp.ones(ng), jnp.ones(mg)),
@@ -315,7 +342,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     has_lo = _map(lambda a, f: jnp.isfinite(a) & f, lo, free)
     has_hi = _map(lambda a, f: jnp.isfinite(a) & f, hi, free)
     # (with _assemble's placeholders: block K's variables, block 0's multipliers)
-    expected = jnp.asarray([(K + 1) * (nz + m) + ng + mg, (K + 1) * m + mg, 0])
+    expected = jnp.asarray([(K + 1) * (nz + (m if P.slacks else 0)) + ng + mg, (K + 1) * m + mg, 0])
 
     def push(x, l, u, hl, hu, fx):
         """IPOPT's bound push: strictly inside the bounds."""
@@ -330,7 +357,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     SG0 = r0[1] * bs
     V0 = _map(push, (z0, S0, g0, SG0), lo, hi, has_lo, has_hi, fixed)
     Y0 = (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)) if multipliers is None else \
-        (jnp.asarray(multipliers[0], dtype) / rs * fs, jnp.asarray(multipliers[1], dtype) / bs * fs)
+        (jnp.where(P.active, jnp.asarray(multipliers[0], dtype) / rs * fs, 0.0),
+         jnp.asarray(multipliers[1], dtype) / bs * fs)
     ZL0 = _map(lambda h: jnp.where(h, 1.0, 0.0).astype(dtype), has_lo)
     ZU0 = _map(lambda h: jnp.where(h, 1.0, 0.0).astype(dtype), has_hi)
 
