@@ -7,6 +7,9 @@ Subcommands:
 - ``simjax validate MODEL``: load the model in simjax and in OpenSim and compare,
   at random valid states, every quantity both compute (``simjax.io.osim.validate``),
   printing the worst errors per quantity; exit status 1 if any exceeds its tolerance.
+- ``simjax moco STUDY.omoco [--output PATH]``: solve a MocoStudy setup file
+  (``simjax.optimize.study.run_study``) and write its solution as a MocoTrajectory
+  ``.sto``; exit status 1 if the solver did not succeed or the study is unsupported.
 
 ``MODEL`` is an ``.osim`` file or the name of a shipped model (``simjax info arm26``).
 More subcommands plug in with ``register_subcommand``.
@@ -286,8 +289,30 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
                         "InverseDynamicsTool, ScaleTool, AnalyzeTool")
 
 
+def _moco(args: argparse.Namespace) -> int:
+    from .optimize.study import StudyError, run_study
+
+    try:  # (run_study prints the summary and the iteration log the study's verbosity asks for)
+        solution, path = run_study(args.study, args.output, strict=not args.skip_unsupported)
+    except StudyError as e:
+        print(f"simjax moco: {e}", file=sys.stderr)
+        return 1
+    print(f"solution: {path}")
+    return 0 if int(solution.status) == 0 else 1
+
+
+def _configure_moco(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("study", help="a MocoStudy setup file (.omoco), as MocoStudy.print writes it")
+    parser.add_argument("--output", help="the solution's MocoTrajectory .sto (default: "
+                        "<results_directory>/<study name>_solution.sto, next to the study)")
+    parser.add_argument("--skip-unsupported", action="store_true",
+                        help="skip model content simjax does not model yet instead of failing")
+
+
 register_subcommand("run", "run an OpenSim tool from its setup file, writing OpenSim's output files",
                     _configure_run, _run)
+register_subcommand("moco", "solve a Moco study (.omoco) by direct collocation, writing its solution as Moco does",
+                    _configure_moco, _moco)
 register_subcommand("simulate", "run a forward simulation of a model and print a report",
                     _configure_simulate, _simulate)
 register_subcommand("info", "list a model's components, coordinates, actuators and state variables",

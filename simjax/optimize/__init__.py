@@ -25,7 +25,7 @@ method.
   ``lax.while_loop``: ``jit``-able and ``vmap``-able.
 """
 
-from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, problem
+from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, problem, study
 from .collocation import OptimalTrajectory, solve, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
 from .goals import OutputIntegral, StateTracking
@@ -39,7 +39,7 @@ from .model_edits import (
 from .nlp import StagedNLP, dense_nlp
 from .problem import ControlEffort, FinalTime, Goal, InitialActivation, Kinematics, Problem
 
-__all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "Problem",
+__all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "study", "Problem",
            "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking", "OutputIntegral",
            "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
            "OptimalTrajectory", "inverse", "inverse_problem", "Options", "Solution", "STATUS", "print_log",

@@ -1,0 +1,155 @@
+"""Moco study files (``simjax moco STUDY.omoco``, simjax.optimize.study) against OpenSim
+Moco 4.6 run live: the study Moco prints, solved by both, and simjax's solution file
+read back by OpenSim (tests/_moco.py builds the studies)."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from simjax import cli
+from simjax.optimize import files, study
+from simjax.optimize.goals import OutputIntegral, StateTracking
+from simjax.optimize.problem import ControlEffort, FinalTime, InitialActivation
+
+_moco = pytest.importorskip("_moco")
+osim = pytest.importorskip("opensim")
+
+
+def test_moco_command_solves_a_printed_study_as_moco_does(tmp_path, capsys):
+    # the sliding mass in minimum time (exact optimum 0.4 s), trapezoidal, 50 intervals;
+    # study_from_problem gives the problem its model with setModel: the .omoco holds it inline
+    model = _moco.sliding_mass_osim(tmp_path)
+    moco_study = _moco.study_from_problem(model, _moco.SLIDING_MASS_PROBLEM, transcription="trapezoidal",
+                                          num_mesh_intervals=50)
+    path = tmp_path / "sliding_mass.omoco"
+    moco_study.printToXML(str(path))
+    assert "<Model name=\"sliding_mass\">" in path.read_text()
+    ref = _moco.solve(moco_study)
+    assert ref["success"]
+
+    assert cli.main(["moco", str(path)]) == 0
+    out = tmp_path / "sliding_mass_solution.sto"  # (MocoStudy::solve's name: <study name>_solution.sto)
+    assert f"solution: {out}" in capsys.readouterr().out
+
+    mine = _moco.trajectory_arrays(osim.MocoTrajectory(str(out)))  # (OpenSim loads it)
+    assert mine["state_names"] == ref["state_names"] and mine["control_names"] == ref["control_names"]
+    tf = mine["time"][-1]
+    assert abs(tf - ref["final_time"]) < 1e-6 * ref["final_time"] and abs(tf - 0.4) < 1e-3
+    assert len(mine["time"]) == len(ref["time"]) == 51
+    np.testing.assert_allclose(mine["time"], ref["time"], atol=1e-6)
+    for name in ref["state_names"]:
+        # (measured: 5e-8 m, 4e-6 m/s)
+        np.testing.assert_allclose(mine["states"][name], ref["states"][name], atol=2e-5, err_msg=name)
+    header = files.read_trajectory(out)
+    assert header["success"] is True and header["status"] == "Solve_Succeeded"
+    assert abs(header["objective"] - ref["objective"]) < 1e-6 * ref["objective"]
+    assert abs(header["objective_terms"]["time"] - ref["objective_terms"]["time"]) < 1e-6
+
+
+def _pendulum_study(tmp_path, *, extra_goals=(), transcription="hermite-simpson"):
+    """The pendulum with its model given as a file (setModelProcessor), Moco's
+    supported goals, and ``extra_goals`` added; printed to ``study.omoco`` in a
+    subfolder whose results go to ``results``. (Read from the tests' working
+    directory, the model is found next to the study.)"""
+    folder = tmp_path / "study"
+    folder.mkdir(exist_ok=True)
+    _moco.pendulum_osim(folder)
+    s = osim.MocoStudy()
+    s.setName("swing")
+    s.set_results_directory("results")
+    problem = s.updProblem()
+    problem.setModelProcessor(osim.ModelProcessor("pendulum.osim"))
+    problem.setTimeBounds(osim.MocoInitialBounds(0.0), osim.MocoFinalBounds(0.5, 2.0))
+    problem.setStateInfo("/jointset/pin/q/value", osim.MocoBounds(-5.0, 5.0), osim.MocoInitialBounds(0.0),
+                         osim.MocoFinalBounds(3.0, 3.2))
+    problem.setStateInfoPattern(".*speed", osim.MocoBounds(-20.0, 20.0), osim.MocoInitialBounds(0.0),
+                                osim.MocoFinalBounds())
+    problem.setControlInfo("/forceset/tau", osim.MocoBounds(-30.0, 30.0))
+    effort = osim.MocoControlGoal("effort", 0.5)
+    effort.setExponent(3)
+    effort.setWeightForControl("/forceset/tau", 2.0)
+    problem.addGoal(effort)
+    problem.addGoal(osim.MocoFinalTimeGoal("time", 3.0))
+    output = osim.MocoOutputGoal("speed", 0.25)
+    output.setOutputPath("/bodyset/body|linear_velocity")
+    output.setExponent(2)
+    output.setOutputIndex(0)
+    problem.addGoal(output)
+    problem.addGoal(osim.MocoInitialActivationGoal("activation"))
+    _moco.pendulum_reference_sto(folder)
+    tracking = osim.MocoStateTrackingGoal("tracking", 10.0)
+    tracking.setReference(osim.TableProcessor("pendulum_reference.sto"))
+    tracking.setWeightForState("/jointset/pin/q/speed", 0.1)
+    tracking.setAllowUnusedReferences(True)
+    problem.addGoal(tracking)
+    cwd = os.getcwd()
+    os.chdir(folder)  # (Moco reads the model from the working directory)
+    try:
+        solver = s.initCasADiSolver()
+    finally:
+        os.chdir(cwd)
+    solver.set_num_mesh_intervals(20)
+    solver.set_transcription_scheme(transcription)
+    solver.set_interpolate_control_mesh_interior_points(False)
+    solver.set_optim_convergence_tolerance(1e-6)
+    solver.set_optim_max_iterations(200)
+    solver.set_optim_finite_difference_scheme("forward")  # (simjax differentiates exactly: ignored)
+    solver.set_verbosity(0)
+    for goal in extra_goals:
+        problem.addGoal(goal)
+    path = folder / "study.omoco"
+    s.printToXML(str(path))
+    return path
+
+
+def test_study_file_read_into_a_problem(tmp_path):
+    path = _pendulum_study(tmp_path)
+    with pytest.warns(study.StudyWarning, match=r"optim_finite_difference_scheme.*'forward'"):
+        s = study.read_study(path)
+    p = s.problem
+    assert s.name == "swing" and s.output == str(path.parent / "results" / "swing_solution.sto")
+    assert (s.mesh, s.scheme, s.interpolate_controls, s.verbosity) == (20, "hermite-simpson", False, 0)
+    assert (s.options.tol, s.options.constraint_tol, s.options.max_iter) == (1e-6, 1e-4, 200)  # (1e-4: IPOPT's)
+    assert p.time_bounds() == ((0.0, 0.0), (0.5, 2.0))
+    ylo, yhi, clo, chi = p.path_bounds()
+    assert p.state_names == ("/jointset/pin/q/value", "/jointset/pin/q/speed")
+    np.testing.assert_array_equal(np.concatenate([ylo, yhi, clo, chi]), [-5, -20, 5, 20, -30, 30])
+    np.testing.assert_array_equal(p.end_bounds("initial"), [[0, 0], [0, 0]])
+    np.testing.assert_array_equal(p.end_bounds("final"), [[3.0, -20], [3.2, 20]])
+    assert s.goal_names == ("effort", "time", "speed", "activation", "tracking")
+    effort, time, speed, activation, tracking = p.goals
+    assert isinstance(tracking, StateTracking) and tracking.reference == str(path.parent / "pendulum_reference.sto")
+    assert (tracking.weight, tracking.weights, tracking.allow_unused_references) == \
+        (10.0, {"/jointset/pin/q/speed": 0.1}, True)
+    assert effort == ControlEffort(0.5, 3.0, {"/forceset/tau": 2.0}) and time == FinalTime(3.0)
+    assert isinstance(speed, OutputIntegral) and (speed.output, speed.weight, speed.exponent, speed.index) == \
+        ("/bodyset/body|linear_velocity", 0.25, 2, 0)
+    assert isinstance(activation, InitialActivation)
+    assert s.settings["mesh"] == 20 and s.settings["scheme"] == "hermite-simpson"
+
+
+def test_unsupported_goals_and_transcription_are_errors_naming_them(tmp_path):
+    marker = osim.MocoMarkerTrackingGoal("markers")
+    periodic = osim.MocoPeriodicityGoal("periodic")
+    path = _pendulum_study(tmp_path, extra_goals=(marker, periodic), transcription="legendre-gauss-3")
+    with pytest.raises(study.StudyError) as info:
+        study.read_study(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: 3 setting(s)")
+    assert '<MocoMarkerTrackingGoal name="markers">' in message
+    assert '<MocoPeriodicityGoal name="periodic">' in message
+    assert "<transcription_scheme> = 'legendre-gauss-3'" in message
+    assert all(re.search(rf"line \d+: .*{k}", message) for k in ("markers", "periodic", "legendre"))
+    # the command line says the same and fails
+    assert cli.main(["moco", str(path)]) == 1
+    # a goal property that changes the answer is an error too
+    text = path.read_text().replace("<exponent>2</exponent>", "<exponent>2</exponent>\n"
+                                    "<divide_by_duration>true</divide_by_duration>")
+    text = text.replace("legendre-gauss-3", "trapezoidal")
+    bad = path.with_name("bad.omoco")
+    bad.write_text(text)
+    with pytest.raises(study.StudyError, match=r"<MocoOutputGoal name=\"speed\">/<divide_by_duration> = 'true'"):
+        study.read_study(bad)
+
