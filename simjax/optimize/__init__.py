@@ -40,7 +40,8 @@ from .nlp import StagedNLP, dense_nlp
 from .problem import ControlEffort, FinalTime, Goal, InitialActivation, Kinematics, Problem
 
 __all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "study",
-           "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking", "OutputIntegral",
+           "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking",
+           "OutputIntegral",
            "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
            "OptimalTrajectory", "inverse", "inverse_problem", "Options", "Solution", "STATUS", "print_log",
            "StagedNLP", "dense_nlp", "ModelProcessor", "add_external_loads", "add_reserves", "add_residuals",
