@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from simjax.io.tables import read_table
-from simjax.optimize import Options, collocation
 from simjax.optimize import model_edits as edits
-from simjax.optimize.moco_tools import inverse_problem
+from simjax.optimize.moco_tools import inverse, inverse_problem
 from simjax.tools.motion import filter_lowpass
 
 mg = pytest.importorskip("_moco_gait")
@@ -37,15 +36,14 @@ def solved(tmp_path_factory):
         edits.ignore_tendon_compliance, edits.replace_muscles_with_degroote, edits.ignore_passive_fiber_forces,
         functools.partial(edits.scale_active_fiber_force_curve_width, scale_factor=1.5),
         functools.partial(edits.add_reserves, optimal_force=1.0)).process()
-    problem, n = inverse_problem(model.build(), _filtered(), initial_time=0.6, final_time=1.4, mesh_interval=0.02)
+    system, kinematics = model.build(), _filtered()
+    settings = dict(initial_time=0.6, final_time=1.4, mesh_interval=0.02)
+    problem, _ = inverse_problem(system, kinematics, **settings)
     tol = moco["settings"]["optim_convergence_tolerance"]
-
-    def run(tol):
-        return collocation.solve(problem, mesh=n, scheme="hermite-simpson", interpolate_controls=False,
-                                 options=Options(tol=tol, constraint_tol=tol))
-
-    # Moco's tolerances, then tight (the same compiled solver)
-    return moco, problem, run(tol), run(1e-8)
+    # Moco's tolerances, then tight (the same problem: the same compiled solver)
+    loose = inverse(system, kinematics, **settings, convergence_tolerance=tol, constraint_tolerance=tol)
+    tight = inverse(system, kinematics, **settings, convergence_tolerance=1e-8, constraint_tolerance=1e-8)
+    return moco, problem, loose, tight
 
 
 def _columns(result, kind, names):

@@ -292,7 +292,8 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     from ..compiling import _at_top_level
 
     nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls)
-    options = options or ipm.Options()
+    # (the tolerances as arrays: other values, the same compiled solver)
+    options = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
     multipliers = None
     if guess is not None:
         z0, g0 = guess.nlp.z, guess.nlp.g

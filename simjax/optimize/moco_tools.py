@@ -65,18 +65,36 @@ def _table(kinematics):
     return read_table(os.fspath(kinematics)) if isinstance(kinematics, (str, os.PathLike)) else kinematics
 
 
+_POSED: list = []  # ((model, kinematics), settings, (problem, n)), the latest first
+
+
 def inverse_problem(model, kinematics, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
                     reserves_weight: float = 1.0, minimize_sum_squared_activations: bool = False,
                     kinematics_allow_extra_columns: bool = False) -> tuple[Problem, int]:
     """The problem ``MocoInverse`` poses, and its number of mesh intervals.
 
-    **Arguments:** as ``inverse``.
+    **Arguments:** as ``inverse``. The same model and kinematics (the same objects)
+    with the same settings give the same problem object, so ``inverse`` solves it again
+    (other tolerances, a warm start) with the solver it compiled.
 
     **Returns:** ``(problem, mesh_intervals)``.
 
     **Raises:** ``ValueError`` for a time outside the table's, a non-positive mesh
     interval, or a column that names no coordinate.
     """
+    settings = (initial_time, final_time, mesh_interval, reserves_weight, minimize_sum_squared_activations,
+                kinematics_allow_extra_columns)
+    for i, (inputs, key, posed) in enumerate(_POSED):
+        if inputs[0] is model and inputs[1] is kinematics and key == settings:
+            return posed
+    posed = _posed(model, kinematics, *settings)
+    _POSED.insert(0, ((model, kinematics), settings, posed))
+    del _POSED[4:]
+    return posed
+
+
+def _posed(model, kinematics, initial_time, final_time, mesh_interval, reserves_weight,
+           minimize_sum_squared_activations, kinematics_allow_extra_columns):
     system = _system(model)
     table = _table(kinematics)
     times = np.asarray(table.times, float)
