@@ -63,12 +63,7 @@ def inverse_dynamics(system, state: State, udot, controls=None, include_applied:
 
     **Returns:** ``tau (nu,)``.
     """
-    ctx = Context(system, state, controls)
-    body = None
-    tau = dyn.inverse_dynamics(ctx.tree, ctx.params, ctx.pos, ctx.vel, jnp.asarray(udot), body)
-    if include_applied:
-        tau = tau - ctx.generalized_applied
-    return tau
+    return Context(system, state, controls).inverse_dynamics(udot, include_applied)
 
 
 @jit

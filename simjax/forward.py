@@ -345,6 +345,13 @@ class Context:
         body, mob = self.applied
         return dyn.generalized_forces(self.tree, self.pos, body) + mob
 
+    def inverse_dynamics(self, udot, include_applied: bool = True):
+        """Generalized forces that produce ``udot (nu,)`` here (RNEA, constraints
+        ignored): ``M udot + C - g``, less the applied forces where
+        ``include_applied``. **Returns:** ``tau (nu,)``."""
+        tau = dyn.inverse_dynamics(self.tree, self.params, self.pos, self.vel, jnp.asarray(udot), None)
+        return tau - self.generalized_applied if include_applied else tau
+
     @functools.cached_property
     def acc(self) -> Accelerations:
         """Acceleration stage: ``udot``, multipliers, ``qdot``, ``zdot``.

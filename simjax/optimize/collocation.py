@@ -93,15 +93,13 @@ def _point_dynamics(problem: Problem):
 
         return explicit
     from ..forward import Context
-    from ..mechanics import dynamics as dyn
     from ..state import State
 
     @jax.jit
     def implicit(system, t, z, c, kin):
         q, u, udot = kin
         ctx = Context(system, State(t=t, q=q, u=u, z=z, d=d0), c)
-        tau = dyn.inverse_dynamics(ctx.tree, ctx.params, ctx.pos, ctx.vel, udot, None)
-        return ctx.zdot, tau - ctx.generalized_applied
+        return ctx.zdot, ctx.inverse_dynamics(udot)
 
     return implicit
 
@@ -307,7 +305,22 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
                              control_names=problem.control_names)
 
 
-_TRANSCRIBED: list = []  # (problem, key, transcription), the latest first
+def _recent(cache: list, objects: tuple, key, build, size: int = 4):
+    """``build()``, or the value ``cache`` holds for the same ``objects`` (compared by
+    identity) and ``key`` (by equality): a value built again from the same inputs is a
+    new object, and a new object means a new compilation. ``cache`` is a list, the
+    latest first, kept to ``size`` entries."""
+    for i, (objs, k, value) in enumerate(cache):
+        if len(objs) == len(objects) and all(a is b for a, b in zip(objs, objects)) and k == key:
+            cache.insert(0, cache.pop(i))
+            return value
+    value = build()
+    cache.insert(0, (objects, key, value))
+    del cache[size:]
+    return value
+
+
+_TRANSCRIBED: list = []
 
 
 def _transcribed(problem, mesh, scheme, interpolate_controls):
@@ -315,14 +328,7 @@ def _transcribed(problem, mesh, scheme, interpolate_controls):
     and settings: solving it again (other tolerances, a warm start) reuses the compiled
     solver."""
     key = (tuple(np.ravel(np.asarray(mesh, float))), scheme, bool(interpolate_controls))
-    for i, (p, k, value) in enumerate(_TRANSCRIBED):
-        if p is problem and k == key:
-            _TRANSCRIBED.insert(0, _TRANSCRIBED.pop(i))
-            return value
-    value = transcribe(problem, mesh, scheme, interpolate_controls)
-    _TRANSCRIBED.insert(0, (problem, key, value))
-    del _TRANSCRIBED[4:]
-    return value
+    return _recent(_TRANSCRIBED, (problem,), key, lambda: transcribe(problem, mesh, scheme, interpolate_controls))
 
 
 @eqx.filter_jit

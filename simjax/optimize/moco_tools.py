@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import ipm
-from .collocation import OptimalTrajectory, solve
+from .collocation import OptimalTrajectory, _recent, solve
 from .problem import ControlEffort, Goal, InitialActivation, Problem
 
 __all__ = ["inverse", "inverse_problem", "SumSquaredStates"]
@@ -65,7 +65,7 @@ def _table(kinematics):
     return read_table(os.fspath(kinematics)) if isinstance(kinematics, (str, os.PathLike)) else kinematics
 
 
-_POSED: list = []  # ((model, kinematics), settings, (problem, n)), the latest first
+_POSED: list = []  # (see collocation._recent)
 
 
 def inverse_problem(model, kinematics, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
@@ -84,13 +84,7 @@ def inverse_problem(model, kinematics, *, initial_time=None, final_time=None, me
     """
     settings = (initial_time, final_time, mesh_interval, reserves_weight, minimize_sum_squared_activations,
                 kinematics_allow_extra_columns)
-    for i, (inputs, key, posed) in enumerate(_POSED):
-        if inputs[0] is model and inputs[1] is kinematics and key == settings:
-            return posed
-    posed = _posed(model, kinematics, *settings)
-    _POSED.insert(0, ((model, kinematics), settings, posed))
-    del _POSED[4:]
-    return posed
+    return _recent(_POSED, (model, kinematics), settings, lambda: _posed(model, kinematics, *settings))
 
 
 def _posed(model, kinematics, initial_time, final_time, mesh_interval, reserves_weight,

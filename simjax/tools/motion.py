@@ -109,6 +109,12 @@ def _iir_pass(a, b, sig):
     return out
 
 
+def _forward_backward(a, b, sig):
+    """``Signal::LowpassIIR``'s zero-phase filtering: ``_iir_pass`` forward, then
+    backward."""
+    return _iir_pass(a, b, _iir_pass(a, b, sig)[::-1].copy())[::-1]
+
+
 def resample(times, values, dt: float, degree: int = 5):
     """OpenSim's ``Storage::resample``: a ``GCVSpline`` of ``degree`` per column,
     evaluated at ``t0, t0 + dt, ...`` (increments accumulated) up to the last time.
@@ -148,8 +154,7 @@ def lowpass_iir(times, values, cutoff: float):
         raise ValueError("lowpassIIR: too few data points to filter")
     a, b = _butterworth(dtmin, cutoff)
     # vectorized over columns: the same arithmetic, in the same order, as OpenSim's loop
-    f = _iir_pass(a, b, v)
-    f = _iir_pass(a, b, f[::-1].copy())[::-1]
+    f = _forward_backward(a, b, v)
     return t, np.ascontiguousarray(f)
 
 
@@ -194,8 +199,7 @@ def filter_lowpass(table: TimeSeriesTable, cutoff: float) -> TimeSeriesTable:
     if len(t) < 4:
         raise ValueError(f"filter_lowpass: at least 4 rows are needed, got {len(t)}")
     a, b = _butterworth(step, cutoff)
-    f = _iir_pass(a, b, v)
-    f = _iir_pass(a, b, f[::-1].copy())[::-1]
+    f = _forward_backward(a, b, v)
     keep = (t >= first - _SIGNIFICANT) & (t <= last + _SIGNIFICANT)
     return TimeSeriesTable(t[keep], np.ascontiguousarray(f[keep]), list(table.labels), dict(table.metadata))
 
