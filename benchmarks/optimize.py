@@ -95,10 +95,11 @@ def _simjax_timed(problem, mesh, scheme, options, interpolate_controls, repeat) 
             "solution": sol}
 
 
-def measure_inverse(folder: str, repeat: int = 3) -> dict:
-    """MocoInverse of gait10dof18musc walking (tests/_moco_gait.py: Moco's model edits,
-    the IK motion filtered at 6 Hz, 0.6-1.4 s, mesh interval 0.02 s, Moco's tolerances)
-    by both engines. **Returns:** a row as ``measure_one``'s."""
+def gait_inverse_problem():
+    """MocoInverse's problem for gait10dof18musc walking, as tests/_moco_gait.py poses it
+    to Moco (its model edits by simjax's ``model_edits``, the IK motion filtered at 6 Hz,
+    0.6-1.4 s, mesh interval 0.02 s); needs no OpenSim. **Returns:** ``(problem,
+    mesh_intervals)``."""
     import functools
 
     _moco_helpers()
@@ -109,9 +110,6 @@ def measure_inverse(folder: str, repeat: int = 3) -> dict:
     from simjax.optimize.moco_tools import inverse_problem
     from simjax.tools.motion import filter_lowpass
 
-    runs = [mg.moco_inverse_gait(os.path.join(folder, f"moco_{i}")) for i in range(repeat + 1)][1:]
-    best_run = min(runs, key=lambda r: r["solve_seconds"])
-    settings = best_run["settings"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = edits.ModelProcessor(
@@ -120,7 +118,20 @@ def measure_inverse(folder: str, repeat: int = 3) -> dict:
             functools.partial(edits.scale_active_fiber_force_curve_width, scale_factor=1.5),
             functools.partial(edits.add_reserves, optimal_force=1.0)).process()
     kinematics = filter_lowpass(read_table(mg.IK_MOT_PATH), mg.CUTOFF_HZ)
-    problem, n = inverse_problem(model.build(), kinematics, initial_time=0.6, final_time=1.4, mesh_interval=0.02)
+    return inverse_problem(model.build(), kinematics, initial_time=0.6, final_time=1.4, mesh_interval=0.02)
+
+
+def measure_inverse(folder: str, repeat: int = 3) -> dict:
+    """MocoInverse of gait10dof18musc walking (tests/_moco_gait.py: Moco's model edits,
+    the IK motion filtered at 6 Hz, 0.6-1.4 s, mesh interval 0.02 s, Moco's tolerances)
+    by both engines. **Returns:** a row as ``measure_one``'s."""
+    _moco_helpers()
+    import _moco_gait as mg
+
+    runs = [mg.moco_inverse_gait(os.path.join(folder, f"moco_{i}")) for i in range(repeat + 1)][1:]
+    best_run = min(runs, key=lambda r: r["solve_seconds"])
+    settings = best_run["settings"]
+    problem, n = gait_inverse_problem()
     options = sjopt.Options(tol=settings["optim_convergence_tolerance"],
                             constraint_tol=settings["optim_constraint_tolerance"])
     timed = _simjax_timed(problem, n, "hermite-simpson", options, False, repeat)

@@ -44,3 +44,29 @@ def test_pendulum_swing_up_with_least_effort_matches_moco(tmp_path, scheme):
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])
     states, controls = _compare(solution, ref, system)
     assert states < 1e-5 and controls < 1e-4, (states, controls)
+
+
+def test_a_batch_of_masses_is_solved_at_once_each_to_its_own_minimum_time(tmp_path):
+    # rest to rest over 1 m with |F| <= 50 N: t_f = 2 sqrt(m / 50), 0.4 s for the model's 2 kg
+    import equinox as eqx
+    import jax.numpy as jnp
+
+    system = sj.load_osim(_moco.sliding_mass_osim(tmp_path)).build()
+    problem = _moco.simjax_problem(_moco.SLIDING_MASS_PROBLEM, system)
+    masses = jnp.asarray([1.0, 2.0, 4.5])
+
+    def with_mass(system, mass):
+        return eqx.tree_at(lambda s: s.model.find("/bodyset/body").mass, system, mass)
+
+    options = optimize.Options(tol=1e-6, constraint_tol=1e-6)
+    batch = optimize.solve_batch(problem, masses, with_mass, mesh=50, scheme="trapezoidal", options=options)
+    assert [optimize.STATUS[int(s)] for s in batch.status] == ["solved"] * 3
+    assert batch.states.shape == (3, 51, 2) and batch.time.shape == (3, 51)
+    assert np.allclose(np.asarray(batch.time[:, -1]), 2 * np.sqrt(np.asarray(masses) / 50), atol=1e-3)
+    one = optimize.solve(problem, mesh=50, scheme="trapezoidal", options=options)
+    assert abs(float(batch.time[1, -1]) - float(one.time[-1])) < 1e-9
+    assert np.abs(np.asarray(batch.states[1]) - np.asarray(one.states)).max() < 1e-7
+    with pytest.raises(ValueError, match=r"weights must be \(batch, 1\)"):
+        optimize.solve_batch(problem, masses, with_mass, weights=np.ones((3, 2)), mesh=50, scheme="trapezoidal")
+    with pytest.raises(ValueError, match=r"batch axes .* differ"):
+        optimize.solve_batch(problem, masses, with_mass, weights=np.ones((2, 1)), mesh=50, scheme="trapezoidal")

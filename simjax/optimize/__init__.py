@@ -26,7 +26,7 @@ method.
 """
 
 from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, problem, study
-from .collocation import OptimalTrajectory, solve, transcribe
+from .collocation import OptimalTrajectory, solve, solve_batch, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
 from .goals import OutputIntegral, StateTracking
 from .moco_tools import SumSquaredStates, inverse, inverse_problem
@@ -41,7 +41,7 @@ from .problem import ControlEffort, FinalTime, Goal, InitialActivation, Kinemati
 
 __all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "study",
            "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking",
-           "OutputIntegral",
+           "OutputIntegral", "solve_batch",
            "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
            "OptimalTrajectory", "inverse", "inverse_problem", "Options", "Solution", "STATUS", "print_log",
            "StagedNLP", "dense_nlp", "ModelProcessor", "add_external_loads", "add_reserves", "add_residuals",

@@ -28,7 +28,7 @@ from . import ipm
 from .nlp import StagedNLP
 from .problem import Problem
 
-__all__ = ["solve", "transcribe", "OptimalTrajectory", "SCHEMES"]
+__all__ = ["solve", "solve_batch", "transcribe", "OptimalTrajectory", "SCHEMES"]
 
 SCHEMES = ("trapezoidal", "hermite-simpson")
 
@@ -303,6 +303,53 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
                              iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
                              control_names=problem.control_names)
+
+
+def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, scheme: str = "hermite-simpson",
+                options: ipm.Options | None = None, interpolate_controls: bool = True) -> OptimalTrajectory:
+    """Solve a batch of variants of one problem at once: one compiled solver,
+    ``vmap``-ed over the variants (on a GPU, side by side). Each variant ends with its
+    own status; one that fails leaves the others' solutions intact.
+
+    **Arguments:** ``problem``; ``values``: a pytree whose leaves have a leading batch
+    axis ``B``; ``edit(system, value) -> system``: the system of one variant, from
+    ``problem.system`` and that variant's slice of ``values`` (e.g. ``eqx.tree_at`` of a
+    property); ``None``: the system is not varied; ``weights (B, n_goals)``: the goals'
+    weights per variant, in ``problem.goals`` order (default: the problem's);
+    ``mesh``, ``scheme``, ``interpolate_controls``: as ``transcribe``; ``options``: as
+    ``solve``.
+
+    **Returns:** an ``OptimalTrajectory`` whose arrays have a leading axis ``B``.
+    """
+    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls)
+    options = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
+    sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
+    if weights is not None:
+        weights = jnp.asarray(weights, nlp.theta["weights"].dtype)
+        if weights.ndim != 2 or weights.shape[1] != len(problem.goals):
+            raise ValueError(f"solve_batch: weights must be (batch, {len(problem.goals)}) for the problem's goals, "
+                             f"got shape {weights.shape}")
+        sizes.add(weights.shape[0])
+    if len(sizes) != 1:
+        raise ValueError(f"solve_batch: the batch axes of values and weights differ or are missing: {sorted(sizes)}")
+    sol = _solve_batch(nlp, z0, g0, options, values, weights, edit)
+    t, y, c = unpack(sol)
+    return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
+                             iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
+                             control_names=problem.control_names)
+
+
+@eqx.filter_jit
+def _solve_batch(nlp, z0, g0, options, values, weights, edit):
+    def one(value, w):
+        theta = dict(nlp.theta)
+        if edit is not None:
+            theta["system"] = edit(theta["system"], value)
+        if w is not None:
+            theta["weights"] = w
+        return ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, theta), z0, g0, options)
+
+    return jax.vmap(one)(values, weights)
 
 
 def _recent(cache: list, objects: tuple, key, build, size: int = 4):

@@ -406,8 +406,10 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
 
     to_stages, from_stages = P.to_stages, P.from_stages
 
-    def factor_corrected(H, J, HB, JB, sigma, mu, dw_last, gauss_newton):
-        """Factor with the smallest regularization that gives the right inertia."""
+    def factor_corrected(H, J, HB, JB, sigma, mu, dw_last, gauss_newton, active=True):
+        """Factor with the smallest regularization that gives the right inertia (only
+        while ``active``: under ``vmap`` a ``lax.cond``'s untaken branch runs too, and
+        its loops should stop at once)."""
         dc0 = 0.0
         if gauss_newton:
             # the constraints' least squares (Levenberg-Marquardt: with dc = 1 the step
@@ -421,7 +423,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
 
         def cond(c):
             F, dw, _, tries = c
-            return ~jnp.all(F.inertia == expected) & (dw <= _DW_MAX) & (tries < 60)
+            return ~jnp.all(F.inertia == expected) & (dw <= _DW_MAX) & (tries < 60) & active
 
         def body(c):
             F, dw, dc, tries = c
@@ -477,8 +479,9 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         ok = (theta_t <= (1 - _GAMMA_THETA) * filt[:, 0]) | (phi_t <= filt[:, 1])
         return jnp.all(ok | ~jnp.isfinite(filt[:, 0])) & (theta_t <= theta_max)
 
-    def line_search(V, dV, amax, mu, theta, phi, slope, filt):
-        """The filter line search: ``(alpha, accepted, phi_type)``."""
+    def line_search(V, dV, amax, mu, theta, phi, slope, filt, active):
+        """The filter line search: ``(alpha, accepted, phi_type)`` (searching only while
+        ``active``)."""
         switching_ok = slope < 0
         amin = jnp.where(switching_ok,
                          _GAMMA_ALPHA * jnp.minimum(jnp.minimum(_GAMMA_THETA, _GAMMA_PHI * theta / -slope),
@@ -499,7 +502,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
 
         def cond(c):
             a, ok, _ = c
-            return ~ok & (0.5 * a >= amin)
+            return ~ok & (0.5 * a >= amin) & active
 
         def body(c):
             a, _, _ = c
@@ -512,10 +515,10 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         a, ok, phi_type = jax.lax.while_loop(cond, body, (2.0 * amax, false, false))
         return a, ok, phi_type
 
-    def restoration_search(V, dV, amax, theta):
+    def restoration_search(V, dV, amax, theta, active):
         def cond(c):
             a, ok = c
-            return ~ok & (0.5 * a >= 1e-12)
+            return ~ok & (0.5 * a >= 1e-12) & active
 
         def body(c):
             a, _ = c
@@ -588,21 +591,23 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         H = jnp.where(finite, H, 0.0)
         J = jnp.where(finite, J, 0.0)
         HB, JB = jnp.where(finite, HB, 0.0), jnp.where(finite, JB, 0.0)
-        F, dw, inertia_ok = factor_corrected(H, J, HB, JB, sigma, mu, s["dw"], False)
+        # (in a batch, a problem that has finished waits for the others: no loops for it)
+        running = s["status"] < 0
+        F, dw, inertia_ok = factor_corrected(H, J, HB, JB, sigma, mu, s["dw"], False, running)
         dV, dY, dZL, dZU, slope, _ = direction(V, ZL, ZU, gL, r, mu, F, False)
         tau = jnp.maximum(0.99, 1.0 - mu)
         amax, az = fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau)
         theta, phi = infeasibility(r), barrier(V, f, mu)
-        a, accepted, phi_type = line_search(V, dV, amax, mu, theta, phi, slope, filt)
+        a, accepted, phi_type = line_search(V, dV, amax, mu, theta, phi, slope, filt, running)
         accepted = accepted & inertia_ok
-        restoring = ~accepted
+        restoring = ~accepted & running
 
         def restoration(_):
             """A Gauss-Newton step on the constraints alone."""
-            Fr, _, _ = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True)
+            Fr, _, _ = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True, restoring)
             dVr, _, dZLr, dZUr, _, _ = direction(V, ZL, ZU, gL, r, mu, Fr, True)
             amax_r, az_r = fraction_to_boundary(V, dVr, ZL, ZU, dZLr, dZUr, tau)
-            ar, restored = restoration_search(V, dVr, amax_r, _sum(_map(jnp.square, r)))
+            ar, restored = restoration_search(V, dVr, amax_r, _sum(_map(jnp.square, r)), restoring)
             return dVr, dZLr, dZUr, az_r, ar, restored
 
         skipped = (dV, dZL, dZU, az, jnp.zeros((), dtype), jnp.ones((), bool))
