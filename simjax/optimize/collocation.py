@@ -124,6 +124,12 @@ def _prescribed(problem: Problem, tau, hs: bool):
     return {k: tuple(jnp.asarray(x) for x in v) for k, v in out.items()}
 
 
+def _stacked(points):
+    """Tuples of per-point values (``None`` kept) -> a tuple of stacked values."""
+    return tuple(None if parts[0] is None else jax.tree_util.tree_map(lambda *x: jnp.stack(x), *parts)
+                 for parts in zip(*points))
+
+
 def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", interpolate_controls: bool = True):
     """The staged NLP of a problem and a starting point.
 
@@ -190,11 +196,9 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         tk, tn, h = times(k, g)
         if not integrands:
             return jnp.zeros((), dtype)
-        if hs:
-            value = h / 6 * (running(theta, tk, y, c) + 4 * running(theta, 0.5 * (tk + tn), ym, cm)
-                             + running(theta, tn, yn, cn))
-        else:
-            value = h / 2 * (running(theta, tk, y, c) + running(theta, tn, yn, cn))
+        ts, ys, cs = _stacked([(tk, y, c), (tn, yn, cn)] + ([(0.5 * (tk + tn), ym, cm)] if hs else []))
+        values = jax.vmap(lambda t, y, c: running(theta, t, y, c))(ts, ys, cs)
+        value = h / 6 * (values[0] + values[1] + 4 * values[2]) if hs else h / 2 * (values[0] + values[1])
         return jnp.where(k < K - 1, value, 0.0)
 
     def constraints(k, z, zn, g, theta):
@@ -204,11 +208,16 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         tk, tn, h = times(k, g)
         system = theta["system"]
         kn = jnp.minimum(k + 1, K - 1)
-        (f, res), (fn, _) = (dynamics(system, tk, y, c, kinematics(theta, k, "mesh")),
-                             dynamics(system, tn, yn, cn, kinematics(theta, kn, "mesh")))
+        # (the points in one vmapped evaluation: one copy of the model in the program,
+        # not one a point, and as many fewer for XLA to compile)
+        points = [(tk, y, c, kinematics(theta, k, "mesh")), (tn, yn, cn, kinematics(theta, kn, "mesh"))]
+        if hs:
+            points.append((0.5 * (tk + tn), ym, cm, kinematics(theta, k, "mid")))
+        F, R = jax.vmap(lambda t, y, c, kin: dynamics(system, t, y, c, kin))(*_stacked(points))
+        f, fn, res = F[0], F[1], R[0]
         own = [res]
         if hs:
-            fm, res_m = dynamics(system, 0.5 * (tk + tn), ym, cm, kinematics(theta, k, "mid"))
+            fm, res_m = F[2], R[2]
             links = [ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn)]
             if interpolate_controls:
                 links.append(cm - 0.5 * (c + cn))
