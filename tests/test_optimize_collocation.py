@@ -70,3 +70,23 @@ def test_a_batch_of_masses_is_solved_at_once_each_to_its_own_minimum_time(tmp_pa
         optimize.solve_batch(problem, masses, with_mass, weights=np.ones((3, 2)), mesh=50, scheme="trapezoidal")
     with pytest.raises(ValueError, match=r"batch axes .* differ"):
         optimize.solve_batch(problem, masses, with_mass, weights=np.ones((2, 1)), mesh=50, scheme="trapezoidal")
+
+
+def test_pendulum_swing_up_in_implicit_mode_matches_moco(tmp_path):
+    # Moco's multibody_dynamics_mode = "implicit": the accelerations are variables
+    # (bounds +-1000) and the equations of motion a residual at every grid point
+    ref = _moco.moco_pendulum_swing_up(tmp_path, transcription="hermite-simpson", num_mesh_intervals=30,
+                                       multibody_dynamics_mode="implicit")
+    assert ref["settings"]["multibody_dynamics_mode"] == "implicit"
+    system = sj.load_osim(_moco.pendulum_osim(tmp_path)).build()
+    tol = ref["settings"]["optim_convergence_tolerance"]
+    problem = _moco.simjax_problem(ref["problem"], system)
+    solution = optimize.solve(problem, mesh=30, scheme="hermite-simpson",
+                              options=optimize.Options(tol=tol, constraint_tol=tol), dynamics_mode="implicit")
+    assert int(solution.status) == 0
+    assert solution.nlp.z.shape[-1] == 2 * (2 + 1 + 1)  # (y, c, udot) at the mesh point and the midpoint
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])
+    states, controls = _compare(solution, ref, system)
+    assert states < 1e-5 and controls < 1e-4, (states, controls)
+    with pytest.raises(ValueError, match="dynamics_mode 'semi'"):
+        optimize.transcribe(problem, 30, dynamics_mode="semi")

@@ -153,3 +153,25 @@ def test_unsupported_goals_and_transcription_are_errors_naming_them(tmp_path):
     with pytest.raises(study.StudyError, match=r"<MocoOutputGoal name=\"speed\">/<divide_by_duration> = 'true'"):
         study.read_study(bad)
 
+
+
+def test_implicit_multibody_dynamics_is_read_with_moco_s_acceleration_bounds_only(tmp_path):
+    path = _pendulum_study(tmp_path)
+    text = path.read_text()
+
+    def with_solver_properties(name, properties):
+        out = path.with_name(name)
+        out.write_text(text.replace("</MocoCasADiSolver>", properties + "\n</MocoCasADiSolver>"))
+        return out
+
+    implicit = with_solver_properties("implicit.omoco", "<multibody_dynamics_mode>implicit</multibody_dynamics_mode>"
+                                      "<implicit_multibody_acceleration_bounds>-1000 1000"
+                                      "</implicit_multibody_acceleration_bounds>")
+    with pytest.warns(study.StudyWarning):
+        s = study.read_study(implicit)
+    assert s.dynamics_mode == "implicit" and s.settings["dynamics_mode"] == "implicit"
+    narrow = with_solver_properties("narrow.omoco", "<multibody_dynamics_mode>implicit</multibody_dynamics_mode>"
+                                    "<implicit_multibody_acceleration_bounds>-10 10"
+                                    "</implicit_multibody_acceleration_bounds>")
+    with pytest.raises(study.StudyError, match=r"<implicit_multibody_acceleration_bounds> = '-10 10'"):
+        study.read_study(narrow)

@@ -7,7 +7,8 @@ method.
   (``ControlEffort``, ``FinalTime``, ``InitialActivation``);
 - ``goals``: goals on data and outputs (``StateTracking``: Moco's
   ``MocoStateTrackingGoal``; ``OutputIntegral``: ``MocoOutputGoal``);
-- ``collocation``: the trapezoidal and Hermite–Simpson transcriptions and ``solve``
+- ``collocation``: the trapezoidal and Hermite–Simpson transcriptions (explicit or
+  implicit multibody dynamics), ``solve`` and ``solve_batch``
   (derivatives of the solution with respect to the model and the goals' weights, by
   implicit differentiation);
 - ``files``: MocoTrajectory ``.sto`` files (``write_trajectory``, ``read_trajectory``)

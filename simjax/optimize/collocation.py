@@ -4,7 +4,8 @@ The mesh has ``N`` intervals at normalized times ``tau_0 = 0 < ... < tau_N = 1``
 ``t = t0 + tau (tf - t0)``, with ``t0`` and ``tf`` border variables of the NLP. Stage
 ``k`` holds mesh point ``k``'s states ``y`` and controls ``c``; with Hermite–Simpson
 also the interval's midpoint states and controls. The dynamics ``f = dy/dt`` are
-``simjax``'s (explicit: forward dynamics). As Moco's CasOC:
+``simjax``'s: explicit (forward dynamics) or, in Moco's implicit mode, with the
+accelerations as variables and the equations of motion as a residual. As Moco's CasOC:
 
 - trapezoidal: ``y_{k+1} - y_k - h/2 (f_k + f_{k+1}) = 0``; integrals by the
   trapezoidal rule;
@@ -78,22 +79,37 @@ def _middle(a, b):
                     np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0)))
 
 
-def _point_dynamics(problem: Problem):
+def _point_dynamics(problem: Problem, implicit: bool):
     """The dynamics at one grid point, jitted (traced once, then its jaxpr is reused by
-    every evaluation the solver traces): explicit, ``f(system, t, y, c, kin) -> (dy/dt,
-    residual)`` with an empty residual; with prescribed kinematics ``kin = (q, u,
-    udot)``, ``y`` the auxiliary states, ``dy/dt`` theirs and the residual the
-    generalized forces the equations of motion lack (zero when they hold)."""
+    every evaluation the solver traces), ``f(system, t, y, c, extra) -> (dy/dt,
+    residual)``:
+
+    - explicit (``extra`` ``None``): forward dynamics, an empty residual;
+    - ``implicit``, Moco's implicit mode (``extra``: the generalized accelerations
+      ``udot``, variables): ``dy/dt`` with ``udot`` in it, and the residual the
+      generalized forces the equations of motion lack at ``udot`` (zero where they hold);
+    - with prescribed kinematics (``extra = (q, u, udot)``): ``y`` the auxiliary
+      states, ``dy/dt`` theirs, the same residual."""
+    from ..forward import Context
+    from ..state import State
+
     system = problem.system
     d0 = system.default_state().d
+    tree = system.topology.tree
+    nq, nu = tree.nq, tree.nu
+    if problem.kinematics is None and implicit:
+        @jax.jit
+        def accelerations_as_variables(system, t, y, c, udot):
+            ctx = Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d0), c)
+            return jnp.concatenate([ctx.vel.qdot, udot, ctx.zdot]), ctx.inverse_dynamics(udot)
+
+        return accelerations_as_variables
     if problem.kinematics is None:
         @jax.jit
         def explicit(system, t, y, c, kin):
             return rhs(system, t, y, d0, controls=c), jnp.zeros(0, y.dtype)
 
         return explicit
-    from ..forward import Context
-    from ..state import State
 
     @jax.jit
     def implicit(system, t, z, c, kin):
@@ -130,33 +146,45 @@ def _stacked(points):
                  for parts in zip(*points))
 
 
-def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", interpolate_controls: bool = True):
+#: Moco's default bounds on the accelerations in implicit mode (rad/s^2 or m/s^2)
+ACCELERATION_BOUNDS = (-1000.0, 1000.0)
+DYNAMICS_MODES = ("explicit", "implicit")
+
+
+def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", interpolate_controls: bool = True,
+               dynamics_mode: str = "explicit"):
     """The staged NLP of a problem and a starting point.
 
     **Arguments:** ``problem``; ``mesh``: the number of uniform intervals, or the
     mesh's times (any increasing sequence, normalized to ``[0, 1]``); ``scheme``:
     ``"trapezoidal"`` or ``"hermite-simpson"``; ``interpolate_controls``: with
     Hermite–Simpson, the midpoint controls the mean of their neighbours' (Moco's
-    ``interpolate_control_mesh_interior_points``), else free.
+    ``interpolate_control_mesh_interior_points``), else free; ``dynamics_mode``:
+    Moco's ``multibody_dynamics_mode``, ``"explicit"`` (forward dynamics in the
+    defects) or ``"implicit"`` (the generalized accelerations are variables at every
+    grid point, bounded by ``ACCELERATION_BOUNDS`` as Moco's, and the equations of
+    motion a residual there: the stage's own rows). Where the problem prescribes the
+    kinematics, the auxiliary states' dynamics are in the defects and the equations of
+    motion a residual at every grid point, in either mode.
 
-    The dynamics are explicit (forward dynamics in the defects), or, where the problem
-    prescribes the kinematics, the auxiliary states' in the defects and the equations
-    of motion as a residual at every grid point (the stage's own rows).
-
-    Each grid point's variables are ``[y, c]``; a stage holds its mesh point's, then
-    (Hermite–Simpson) its interval's midpoint's.
+    Each grid point's variables are ``[y, c]`` (implicit: ``[y, c, udot]``); a stage
+    holds its mesh point's, then (Hermite–Simpson) its interval's midpoint's.
 
     **Returns:** ``(nlp, z0, g0, unpack)``: ``unpack(solution) -> (time, states,
     controls)``.
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme {scheme!r}: choose one of {SCHEMES}")
+    if dynamics_mode not in DYNAMICS_MODES:
+        raise ValueError(f"dynamics_mode {dynamics_mode!r}: choose one of {DYNAMICS_MODES}")
     system = problem.system
     tau = jnp.asarray(_mesh(mesh))
     K = tau.shape[0]
     ny, nc = len(problem.state_names), len(problem.control_names)
     hs = scheme == "hermite-simpson"
-    P = ny + nc  # one grid point's variables
+    implicit = dynamics_mode == "implicit" and problem.kinematics is None
+    na = system.topology.tree.nu if implicit else 0  # accelerations per grid point
+    P = ny + nc + na  # one grid point's variables
     dtype = jnp.result_type(float)
     integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
     endpoints = [g for g in problem.goals if g.endpoint(problem, 0.0, 1.0) is not None]
@@ -167,32 +195,37 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     if problem.kinematics is not None:
         theta["kinematics"] = _prescribed(problem, tau, hs)
     index = {id(g): i for i, g in enumerate(problem.goals)}
-    dynamics = _point_dynamics(problem)
-    nr = 0 if problem.kinematics is None else system.topology.tree.nu  # residual rows per grid point
+    dynamics = _point_dynamics(problem, implicit)
+    # residual rows per grid point
+    nr = system.topology.tree.nu if implicit or problem.kinematics is not None else 0
 
     def running(theta, t, y, c):
         w = theta["weights"]
         return sum((w[index[id(g)]] * g.integrand(problem, t, y, c) for g in integrands), jnp.zeros((), dtype))
 
     def point(p):
-        return p[:ny], p[ny:ny + nc]
+        return p[:ny], p[ny:ny + nc], p[ny + nc:P]
 
     def split(z):
-        """``(y, c, y_mid, c_mid)`` of a stage (the midpoint's ``None`` for
-        trapezoidal)."""
-        return point(z[:P]) + (point(z[P:]) if hs else (None, None))
+        """``(y, c, udot, y_mid, c_mid, udot_mid)`` of a stage (``udot`` empty unless
+        implicit; the midpoint's ``None`` for trapezoidal)."""
+        return point(z[:P]) + (point(z[P:]) if hs else (None, None, None))
 
     def times(k, g):
         t0, tf = g[0], g[1]
         tk, tn = t0 + tau[k] * (tf - t0), t0 + tau[jnp.minimum(k + 1, K - 1)] * (tf - t0)
         return tk, tn, tn - tk
 
-    def kinematics(theta, k, where):
+    def extra(theta, k, where, udot):
+        """What the dynamics need beside ``(t, y, c)``: the prescribed kinematics, the
+        accelerations (implicit) or nothing."""
         kin = theta.get("kinematics")
-        return None if kin is None else tuple(x[k] for x in kin[where])
+        if kin is not None:
+            return tuple(x[k] for x in kin[where])
+        return udot if implicit else None
 
     def cost(k, z, zn, g, theta):
-        (y, c, ym, cm), (yn, cn, *_) = split(z), split(zn)
+        (y, c, _, ym, cm, _), (yn, cn, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
         if not integrands:
             return jnp.zeros((), dtype)
@@ -204,15 +237,15 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     def constraints(k, z, zn, g, theta):
         """The linking rows (defects, interpolated controls), then the stage's own
         (residuals at the mesh point and midpoint, initial conditions)."""
-        (y, c, ym, cm), (yn, cn, *_) = split(z), split(zn)
+        (y, c, a, ym, cm, am), (yn, cn, an, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
         system = theta["system"]
         kn = jnp.minimum(k + 1, K - 1)
         # (the points in one vmapped evaluation: one copy of the model in the program,
         # not one a point, and as many fewer for XLA to compile)
-        points = [(tk, y, c, kinematics(theta, k, "mesh")), (tn, yn, cn, kinematics(theta, kn, "mesh"))]
+        points = [(tk, y, c, extra(theta, k, "mesh", a)), (tn, yn, cn, extra(theta, kn, "mesh", an))]
         if hs:
-            points.append((0.5 * (tk + tn), ym, cm, kinematics(theta, k, "mid")))
+            points.append((0.5 * (tk + tn), ym, cm, extra(theta, k, "mid", am)))
         F, R = jax.vmap(lambda t, y, c, kin: dynamics(system, t, y, c, kin))(*_stacked(points))
         f, fn, res = F[0], F[1], R[0]
         own = [res]
@@ -234,8 +267,9 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
 
     # -- bounds ---------------------------------------------------------------------------
     ylo, yhi, clo, chi = problem.path_bounds()
-    lo = np.tile(np.concatenate([ylo, clo] * (2 if hs else 1)), (K, 1))
-    hi = np.tile(np.concatenate([yhi, chi] * (2 if hs else 1)), (K, 1))
+    alo, ahi = np.full(na, ACCELERATION_BOUNDS[0]), np.full(na, ACCELERATION_BOUNDS[1])
+    lo = np.tile(np.concatenate([ylo, clo, alo] * (2 if hs else 1)), (K, 1))
+    hi = np.tile(np.concatenate([yhi, chi, ahi] * (2 if hs else 1)), (K, 1))
     (lo[0, :ny], hi[0, :ny]), (lo[-1, :ny], hi[-1, :ny]) = problem.end_bounds("initial"), problem.end_bounds("final")
     if hs:  # the last stage has no interval: its midpoint variables are fixed (inside their bounds)
         with np.errstate(invalid="ignore"):
@@ -279,11 +313,12 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
 
 
 def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: ipm.Options | None = None,
-          guess: OptimalTrajectory | None = None, interpolate_controls: bool = True) -> OptimalTrajectory:
+          guess: OptimalTrajectory | None = None, interpolate_controls: bool = True,
+          dynamics_mode: str = "explicit") -> OptimalTrajectory:
     """Solve a problem by direct collocation.
 
-    **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``: as
-    ``transcribe``; ``options``:
+    **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``,
+    ``dynamics_mode``: as ``transcribe``; ``options``:
     the solver's (``ipm.Options``; default tolerances 1e-8); ``guess``: a solution of
     the same problem and mesh to start from (a warm start).
 
@@ -298,11 +333,15 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     """
     from ..compiling import _at_top_level
 
-    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls)
+    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode)
     # (the tolerances as arrays: other values, the same compiled solver)
     options = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
     multipliers = None
     if guess is not None:
+        if np.shape(guess.nlp.z) != np.shape(z0):
+            raise ValueError(f"guess: its variables have shape {np.shape(guess.nlp.z)}, this problem's on this mesh "
+                             f"and dynamics_mode={dynamics_mode!r} {np.shape(z0)}: a guess must come from the same "
+                             "transcription")
         z0, g0 = guess.nlp.z, guess.nlp.g
         if guess.nlp.multipliers is not None:
             multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
@@ -315,7 +354,8 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
 
 
 def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, scheme: str = "hermite-simpson",
-                options: ipm.Options | None = None, interpolate_controls: bool = True) -> OptimalTrajectory:
+                options: ipm.Options | None = None, interpolate_controls: bool = True,
+                dynamics_mode: str = "explicit") -> OptimalTrajectory:
     """Solve a batch of variants of one problem at once: one compiled solver,
     ``vmap``-ed over the variants (on a GPU, side by side). Each variant ends with its
     own status; one that fails leaves the others' solutions intact.
@@ -325,12 +365,12 @@ def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, sche
     ``problem.system`` and that variant's slice of ``values`` (e.g. ``eqx.tree_at`` of a
     property); ``None``: the system is not varied; ``weights (B, n_goals)``: the goals'
     weights per variant, in ``problem.goals`` order (default: the problem's);
-    ``mesh``, ``scheme``, ``interpolate_controls``: as ``transcribe``; ``options``: as
-    ``solve``.
+    ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``: as ``transcribe``;
+    ``options``: as ``solve``.
 
     **Returns:** an ``OptimalTrajectory`` whose arrays have a leading axis ``B``.
     """
-    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls)
+    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode)
     options = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
     if weights is not None:
@@ -379,12 +419,13 @@ def _recent(cache: list, objects: tuple, key, build, size: int = 4):
 _TRANSCRIBED: list = []
 
 
-def _transcribed(problem, mesh, scheme, interpolate_controls):
+def _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode):
     """``transcribe``'s result, the same objects for the same problem (the same object)
     and settings: solving it again (other tolerances, a warm start) reuses the compiled
     solver."""
-    key = (tuple(np.ravel(np.asarray(mesh, float))), scheme, bool(interpolate_controls))
-    return _recent(_TRANSCRIBED, (problem,), key, lambda: transcribe(problem, mesh, scheme, interpolate_controls))
+    key = (tuple(np.ravel(np.asarray(mesh, float))), scheme, bool(interpolate_controls), dynamics_mode)
+    return _recent(_TRANSCRIBED, (problem,), key,
+                   lambda: transcribe(problem, mesh, scheme, interpolate_controls, dynamics_mode))
 
 
 @eqx.filter_jit

@@ -72,7 +72,7 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
 - the solver (``MocoCasADiSolver``): ``num_mesh_intervals`` or ``mesh``,
   ``transcription_scheme`` (``trapezoidal``, ``hermite-simpson``),
   ``interpolate_control_mesh_interior_points``, ``multibody_dynamics_mode``
-  (``explicit``), ``optim_convergence_tolerance`` / ``optim_constraint_tolerance`` /
+  (``explicit``, ``implicit`` with Moco's default acceleration bounds), ``optim_convergence_tolerance`` / ``optim_constraint_tolerance`` /
   ``optim_max_iterations`` (``ipm.Options``' ``tol``, ``constraint_tol``, ``max_iter``;
   -1, Moco's default, is IPOPT's default: 1e-8, 1e-4, 3000), ``guess_file``
   (``files.guess_from_table``), ``verbosity`` (0 silent, 1 a summary, 2 also the
@@ -81,8 +81,8 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
 
 Unsupported content is reported as the ``.osim`` reader reports it, each item once
 with its line, element and value: what would change the answer (another goal, a goal's
-``mode``, ``divide_by_*`` or ``scale_factors``, Legendre–Gauss transcriptions, implicit
-multibody dynamics, parameters, path constraints, initial or final bounds on controls,
+``mode``, ``divide_by_*`` or ``scale_factors``, Legendre–Gauss transcriptions, other
+acceleration bounds or minimized accelerations in implicit mode, parameters, path constraints, initial or final bounds on controls,
 a model operator simjax lacks, a model with controllers, an unknown element) is a
 ``StudyError`` listing all of it; what cannot (solver options such as
 ``optim_sparsity_detection``, ``parallel``, ``scale_variables_using_bounds``, the
@@ -107,6 +107,8 @@ import warnings
 from typing import Any
 
 import numpy as np
+
+from .collocation import ACCELERATION_BOUNDS
 
 __all__ = ["MODEL_OPERATORS", "Study", "StudyError", "StudyWarning", "read_study", "run_study", "solve_study"]
 
@@ -161,8 +163,6 @@ _SOLVER_IGNORED = {
     "state_projection_distance_weight": "kinematic constraints",
     "projection_slack_variable_bounds": "kinematic constraints",
     "enforce_path_constraint_mesh_interior_points": "path constraints",
-    "implicit_multibody_acceleration_bounds": "implicit multibody dynamics",
-    "minimize_implicit_multibody_accelerations": "implicit multibody dynamics",
     "implicit_multibody_accelerations_weight": "implicit multibody dynamics",
     "implicit_auxiliary_derivative_bounds": "implicit auxiliary dynamics",
     "minimize_implicit_auxiliary_derivatives": "implicit auxiliary dynamics",
@@ -200,6 +200,7 @@ class Study:
     **Fields:** ``file``; ``name`` (the study's; ``""`` if none); ``problem`` (a
     ``Problem``); ``goal_names``: Moco's name of each of ``problem.goals``;
     ``mesh`` (intervals, or the normalized mesh); ``scheme``; ``interpolate_controls``;
+    ``dynamics_mode`` (``"explicit"`` or ``"implicit"``);
     ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
     ``verbosity``; ``output``: where ``run_study`` writes the solution by default;
     ``ignored``: the unsupported settings ignored (as the warning listed them).
@@ -217,13 +218,15 @@ class Study:
     verbosity: int
     output: str
     ignored: tuple = ()
+    dynamics_mode: str = "explicit"
 
     @property
     def settings(self) -> dict:
         """``collocation.solve``'s keyword arguments: ``mesh``, ``scheme``, ``options``,
-        ``interpolate_controls`` (``solve(study.problem, **study.settings)``)."""
+        ``interpolate_controls``, ``dynamics_mode`` (``solve(study.problem,
+        **study.settings)``)."""
         return {"mesh": self.mesh, "scheme": self.scheme, "options": self.options,
-                "interpolate_controls": self.interpolate_controls}
+                "interpolate_controls": self.interpolate_controls, "dynamics_mode": self.dynamics_mode}
 
 
 # -- reading helpers --------------------------------------------------------------------------
@@ -693,7 +696,8 @@ def _phase(r: _Reader, node, version: str, strict: bool):
 def _solver(r: _Reader, node) -> dict:
     from . import ipm
 
-    out = {"mesh": 100, "scheme": "hermite-simpson", "interpolate_controls": True, "guess_file": None, "verbosity": 2}
+    out = {"mesh": 100, "scheme": "hermite-simpson", "interpolate_controls": True, "guess_file": None, "verbosity": 2,
+           "dynamics_mode": "explicit"}
     tol, constraint_tol, max_iter = -1.0, -1.0, -1
     node_children = [] if node is None else node.children
     if node is not None and node.tag != "MocoCasADiSolver":
@@ -722,8 +726,20 @@ def _solver(r: _Reader, node) -> dict:
         elif tag == "interpolate_control_mesh_interior_points":
             out["interpolate_controls"] = r.flag(child, where)
         elif tag == "multibody_dynamics_mode":
-            if text != "explicit":
-                r.error(child, where, "simjax's collocation uses explicit multibody dynamics only", text)
+            if text not in ("explicit", "implicit"):
+                r.error(child, where, "expected explicit or implicit", text)
+            out["dynamics_mode"] = text
+        elif tag == "implicit_multibody_acceleration_bounds":
+            try:
+                bounds = tuple(float(w) for w in text.strip("()[] ").split())
+            except ValueError:
+                bounds = None
+            if bounds not in ((), ACCELERATION_BOUNDS):
+                r.error(child, where, f"simjax bounds the accelerations by Moco's default {ACCELERATION_BOUNDS} only",
+                        text)
+        elif tag == "minimize_implicit_multibody_accelerations":
+            if r.flag(child, where):
+                r.error(child, where, "simjax does not minimize the implicit accelerations", text)
         elif tag == "optim_convergence_tolerance":
             tol = r.number(child, where)
         elif tag == "optim_constraint_tolerance":
@@ -827,7 +843,7 @@ def read_study(path: str | os.PathLike, strict: bool = True) -> Study:
     return Study(file=file, name=name, problem=problem, goal_names=goal_names, mesh=solver["mesh"],
                  scheme=solver["scheme"], interpolate_controls=solver["interpolate_controls"],
                  options=solver["options"], guess_file=solver["guess_file"], verbosity=solver["verbosity"],
-                 output=output, ignored=ignored)
+                 output=output, ignored=ignored, dynamics_mode=solver["dynamics_mode"])
 
 
 def solve_study(study: Study):
@@ -847,8 +863,12 @@ def solve_study(study: Study):
                            "first (the simjax command line does)")
     guess = None
     if study.guess_file is not None:
+        if study.dynamics_mode != "explicit":
+            raise ValueError(f"{study.file}: a guess_file with multibody_dynamics_mode {study.dynamics_mode!r} is not "
+                             "supported yet (guesses are read for explicit dynamics)")
         guess = guess_from_table(study.problem, study.guess_file, study.mesh, study.scheme)
-    return solve(study.problem, study.mesh, study.scheme, study.options, guess, study.interpolate_controls)
+    return solve(study.problem, study.mesh, study.scheme, study.options, guess, study.interpolate_controls,
+                 study.dynamics_mode)
 
 
 def run_study(path: str | os.PathLike, output: str | os.PathLike | None = None, strict: bool = True):
