@@ -459,6 +459,34 @@ def add_goals(study, specs) -> None:
         prob.addGoal(goal)
 
 
+def moco_track_pendulum(folder, tolerance: float = 1e-6) -> dict:
+    """Moco's ``MocoTrack`` of ``pendulum_osim(folder)`` following
+    ``pendulum_reference_sto(folder)`` (value and speed columns): MocoTrack's defaults
+    (tracking weight 1, control effort 0.001, mesh interval 0.02 over the reference's
+    0-1 s, explicit Hermite-Simpson, the bounds' midpoints as the guess) except the
+    tolerances, which MocoTrack sets to 1e-2 and this sets to ``tolerance`` on the
+    solver after ``initialize()``. Returns ``solve``'s dict plus ``model_path`` and
+    ``reference`` (the .sto path)."""
+    osim = _opensim()
+    model_path, reference = pendulum_osim(folder), pendulum_reference_sto(folder)
+    track = osim.MocoTrack()
+    track.setName("pendulum_track")
+    track.setModel(osim.ModelProcessor(model_path))
+    track.setStatesReference(osim.TableProcessor(reference))
+    old = os.getcwd()
+    os.chdir(str(folder))  # (MocoTrack writes <name>_tracked_states.sto in the working directory)
+    try:
+        study = track.initialize()
+    finally:
+        os.chdir(old)
+    solver = osim.MocoCasADiSolver.safeDownCast(study.updSolver())
+    solver.set_optim_convergence_tolerance(float(tolerance))
+    solver.set_optim_constraint_tolerance(float(tolerance))
+    out = solve(study, Path(folder) / "pendulum_track_solution.sto")
+    out.update(model_path=str(model_path), reference=str(reference))
+    return out
+
+
 def moco_pendulum_tracking(folder, transcription="hermite-simpson", num_mesh_intervals=30,
                            **kw) -> dict:
     """``PENDULUM_TRACKING_PROBLEM`` solved by Moco on ``pendulum_osim(folder)``, the

@@ -90,3 +90,19 @@ def test_pendulum_swing_up_in_implicit_mode_matches_moco(tmp_path):
     assert states < 1e-5 and controls < 1e-4, (states, controls)
     with pytest.raises(ValueError, match="dynamics_mode 'semi'"):
         optimize.transcribe(problem, 30, dynamics_mode="semi")
+
+
+def test_track_poses_and_solves_moco_track(tmp_path):
+    # MocoTrack's defaults (tracking weight 1, effort 0.001, mesh interval 0.02), both
+    # solvers converged to 1e-6 (MocoTrack's own 1e-2 stops far from the optimum)
+    ref = _moco.moco_track_pendulum(tmp_path, tolerance=1e-6)
+    assert ref["settings"]["num_mesh_intervals"] == 50 and ref["settings"]["multibody_dynamics_mode"] == "explicit"
+    system = sj.load_osim(ref["model_path"]).build()
+    solution = optimize.track(system, ref["reference"], convergence_tolerance=1e-6, constraint_tolerance=1e-6)
+    assert int(solution.status) == 0
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-5 * abs(ref["objective"]), \
+        (float(solution.objective), ref["objective"])
+    states, controls = _compare(solution, ref, system)
+    assert states < 1e-3, states
+    with pytest.raises(ValueError, match=r"track: the time window 0.0..2.0 s is outside the reference's"):
+        optimize.track_problem(system, ref["reference"], final_time=2.0)

@@ -30,7 +30,7 @@ from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp,
 from .collocation import OptimalTrajectory, solve, solve_batch, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
 from .goals import OutputIntegral, StateTracking
-from .moco_tools import SumSquaredStates, inverse, inverse_problem
+from .moco_tools import SumSquaredStates, inverse, inverse_problem, track, track_problem
 from .ipm import STATUS, Options, Solution, print_log
 from .model_edits import (
     ModelProcessor, add_external_loads, add_reserves, add_residuals, fiber_damping, ignore_activation_dynamics,
@@ -44,7 +44,7 @@ __all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "mod
            "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking",
            "OutputIntegral", "solve_batch",
            "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
-           "OptimalTrajectory", "inverse", "inverse_problem", "Options", "Solution", "STATUS", "print_log",
+           "OptimalTrajectory", "inverse", "inverse_problem", "track", "track_problem", "Options", "Solution", "STATUS", "print_log",
            "StagedNLP", "dense_nlp", "ModelProcessor", "add_external_loads", "add_reserves", "add_residuals",
            "fiber_damping", "ignore_activation_dynamics", "ignore_passive_fiber_forces", "ignore_tendon_compliance",
            "passive_fiber_strain_at_one_norm_force", "remove_muscles", "replace_muscles_with_degroote",
