@@ -459,6 +459,17 @@ def add_goals(study, specs) -> None:
         prob.addGoal(goal)
 
 
+@contextlib.contextmanager
+def cwd(folder):
+    """Run the block with ``folder`` as the working directory."""
+    old = os.getcwd()
+    os.chdir(str(folder))
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def moco_track_pendulum(folder, tolerance: float = 1e-6) -> dict:
     """Moco's ``MocoTrack`` of ``pendulum_osim(folder)`` following
     ``pendulum_reference_sto(folder)`` (value and speed columns): MocoTrack's defaults
@@ -473,12 +484,8 @@ def moco_track_pendulum(folder, tolerance: float = 1e-6) -> dict:
     track.setName("pendulum_track")
     track.setModel(osim.ModelProcessor(model_path))
     track.setStatesReference(osim.TableProcessor(reference))
-    old = os.getcwd()
-    os.chdir(str(folder))  # (MocoTrack writes <name>_tracked_states.sto in the working directory)
-    try:
+    with cwd(folder):  # (MocoTrack writes <name>_tracked_states.sto in the working directory)
         study = track.initialize()
-    finally:
-        os.chdir(old)
     solver = osim.MocoCasADiSolver.safeDownCast(study.updSolver())
     solver.set_optim_convergence_tolerance(float(tolerance))
     solver.set_optim_constraint_tolerance(float(tolerance))

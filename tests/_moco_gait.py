@@ -377,16 +377,6 @@ def _c_output_to(path, *, echo: bool):
             print(Path(path).read_text(errors="replace"))
 
 
-@contextlib.contextmanager
-def _cwd(folder):
-    old = os.getcwd()
-    os.chdir(str(folder))
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def _apply_overrides(tool, overrides: dict) -> tuple[dict, dict]:
     """Split ``overrides`` into the tool's properties (``set_<key>`` exists on the
     tool) and the solver's (applied later); returns ``(tool_part, solver_part)``."""
@@ -418,7 +408,7 @@ def _solve_study(study, folder, stem, solver_part, quiet) -> dict:
     log_path = folder / f"{stem}_ipopt.log"
     # in ``folder``: Moco creates (and, unless killed, removes) a
     # ``delete_this_to_stop_optimization_*.txt`` file in the working directory while it solves
-    with _cwd(folder), _c_output_to(log_path, echo=not quiet):
+    with _moco.cwd(folder), _c_output_to(log_path, echo=not quiet):
         t0 = _time.perf_counter()
         sol = study.solve()
         seconds = _time.perf_counter() - t0
@@ -591,7 +581,7 @@ def moco_track_gait(folder, mesh_interval=0.02, time=(0.6, 1.4), *, quiet: bool 
     track.set_final_time(float(time[1]))
     track.set_mesh_interval(float(mesh_interval))
     tool_part, solver_part = _apply_overrides(track, overrides)
-    with _cwd(folder):  # MocoTrack writes <name>_tracked_states.sto in the working directory
+    with _moco.cwd(folder):  # MocoTrack writes <name>_tracked_states.sto in the working directory
         t0 = _time.perf_counter()
         study = track.initialize()
         init_seconds = _time.perf_counter() - t0

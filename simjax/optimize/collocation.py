@@ -334,8 +334,7 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     from ..compiling import _at_top_level
 
     nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode)
-    # (the tolerances as arrays: other values, the same compiled solver)
-    options = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
+    options = _as_arrays(options)
     multipliers = None
     if guess is not None:
         if np.shape(guess.nlp.z) != np.shape(z0):
@@ -347,10 +346,7 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
             multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
     # (at top level nothing can ask for derivatives)
     sol = _solve(nlp, z0, g0, options, multipliers, not _at_top_level())
-    t, y, c = unpack(sol)
-    return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
-                             iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
-                             control_names=problem.control_names)
+    return _trajectory(problem, unpack, sol)
 
 
 def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, scheme: str = "hermite-simpson",
@@ -371,7 +367,7 @@ def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, sche
     **Returns:** an ``OptimalTrajectory`` whose arrays have a leading axis ``B``.
     """
     nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode)
-    options = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
+    options = _as_arrays(options)
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
     if weights is not None:
         weights = jnp.asarray(weights, nlp.theta["weights"].dtype)
@@ -382,6 +378,17 @@ def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, sche
     if len(sizes) != 1:
         raise ValueError(f"solve_batch: the batch axes of values and weights differ or are missing: {sorted(sizes)}")
     sol = _solve_batch(nlp, z0, g0, options, values, weights, edit)
+    return _trajectory(problem, unpack, sol)
+
+
+def _as_arrays(options):
+    """The solver's options (default ``ipm.Options()``) with the tolerances as arrays:
+    other values, the same compiled solver."""
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
+
+
+def _trajectory(problem, unpack, sol) -> OptimalTrajectory:
+    """The ``OptimalTrajectory`` of a solver's ``Solution`` (one, or a batch)."""
     t, y, c = unpack(sol)
     return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
                              iterations=sol.iterations, nlp=sol, state_names=problem.state_names,

@@ -72,7 +72,8 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
 - the solver (``MocoCasADiSolver``): ``num_mesh_intervals`` or ``mesh``,
   ``transcription_scheme`` (``trapezoidal``, ``hermite-simpson``),
   ``interpolate_control_mesh_interior_points``, ``multibody_dynamics_mode``
-  (``explicit``, ``implicit`` with Moco's default acceleration bounds), ``optim_convergence_tolerance`` / ``optim_constraint_tolerance`` /
+  (``explicit``, or ``implicit`` with Moco's default acceleration bounds),
+  ``optim_convergence_tolerance`` / ``optim_constraint_tolerance`` /
   ``optim_max_iterations`` (``ipm.Options``' ``tol``, ``constraint_tol``, ``max_iter``;
   -1, Moco's default, is IPOPT's default: 1e-8, 1e-4, 3000), ``guess_file``
   (``files.guess_from_table``), ``verbosity`` (0 silent, 1 a summary, 2 also the
@@ -82,12 +83,12 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
 Unsupported content is reported as the ``.osim`` reader reports it, each item once
 with its line, element and value: what would change the answer (another goal, a goal's
 ``mode``, ``divide_by_*`` or ``scale_factors``, Legendre–Gauss transcriptions, other
-acceleration bounds or minimized accelerations in implicit mode, parameters, path constraints, initial or final bounds on controls,
-a model operator simjax lacks, a model with controllers, an unknown element) is a
-``StudyError`` listing all of it; what cannot (solver options such as
-``optim_sparsity_detection``, ``parallel``, ``scale_variables_using_bounds``, the
-settings of kinematic constraints and implicit dynamics, ...) is ignored with one
-``StudyWarning`` listing it.
+acceleration bounds or minimized accelerations in implicit mode, parameters, path
+constraints, initial or final bounds on controls, a model operator simjax lacks, a
+model with controllers, an unknown element) is a ``StudyError`` listing all of it;
+what cannot (solver options such as ``optim_sparsity_detection``, ``parallel``,
+``scale_variables_using_bounds``, the settings of kinematic constraints and implicit
+dynamics, ...) is ignored with one ``StudyWarning`` listing it.
 
 Paths. Moco 4.6's ``MocoStudy`` reads its files (the model, a reference, the guess)
 relative to the working directory; here a relative path is looked for next to the
