@@ -552,3 +552,132 @@ def simjax_problem(spec: dict, system, tracking=None):
     for goal in spec.get("tracking_goals", ()):
         problem = problem.goal(tracking(goal))
     return problem
+
+
+# ----------------------------------------------------------------------------- parameters, ends, path constraints
+
+
+#: A 2 kg mass on a spring (rest at x = 0) released at rest from x = 0.1 m, at x = 0
+#: after exactly 0.5 s: a quarter period, so the spring's stiffness is a parameter
+#: (MocoParameter, bounds [1, 100] N/m) with one value inside its bounds that needs no
+#: force, k = m (pi / (2 T))^2 = 2 pi^2 = 19.74 N/m; minimum effort.
+SPRING_MASS_PROBLEM = {
+    "name": "spring_mass",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (0.5, 0.5),
+    "states": {
+        "/jointset/slider/x/value": ((-10.0, 10.0), 0.1, 0.0),
+        "/jointset/slider/x/speed": ((-50.0, 50.0), 0.0, None),
+    },
+    "controls": {"/forceset/actuator": ((-50.0, 50.0), None, None)},
+    "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 1.0, "exponent": 2}],
+    "parameter": ("stiffness", "/forceset/spring", "stiffness", (1.0, 100.0)),
+}
+
+
+def spring_mass_osim(folder) -> str:
+    """Write ``spring_mass.osim`` in ``folder`` and return its path:
+    ``sliding_mass_osim``'s 2 kg body and slider with a SpringGeneralizedForce
+    ``/forceset/spring`` on ``x`` (stiffness 50 N/m, rest length 0, no viscosity)."""
+    osim = _opensim()
+    model = osim.Model(sliding_mass_osim(folder))
+    model.setName("spring_mass")
+    spring = osim.SpringGeneralizedForce("x")
+    spring.setName("spring")
+    spring.setStiffness(50.0)
+    spring.setRestLength(0.0)
+    spring.setViscosity(0.0)
+    model.addForce(spring)
+    model.finalizeConnections()
+    path = Path(folder) / "spring_mass.osim"
+    model.printToXML(str(path))
+    return str(path)
+
+
+def moco_spring_mass(folder, transcription="hermite-simpson", num_mesh_intervals=20, **kw) -> dict:
+    """``SPRING_MASS_PROBLEM`` solved by Moco on ``spring_mass_osim(folder)``, the
+    stiffness a MocoParameter (``parameters_require_initsystem`` off: the spring reads
+    its stiffness when it applies its force). Returns ``solve``'s dict
+    (``parameters``: ``{"stiffness": N/m}``) plus ``problem`` and ``model_path``."""
+    osim = _opensim()
+    problem = SPRING_MASS_PROBLEM
+    model_path = spring_mass_osim(folder)
+    study = study_from_problem(model_path, problem, transcription=transcription,
+                               num_mesh_intervals=num_mesh_intervals, parameters_require_initsystem=False, **kw)
+    name, path, prop, (lo, hi) = problem["parameter"]
+    study.updProblem().addParameter(osim.MocoParameter(name, path, prop, osim.MocoBounds(lo, hi)))
+    out = solve(study, Path(folder) / "spring_mass_solution.sto")
+    out["problem"] = copy.deepcopy(problem)
+    out["model_path"] = model_path
+    return out
+
+
+#: A 2 kg mass slides from rest at x = 0 for exactly 1 s, forward (it ends at x >= 0.5
+#: m), with least effort, subject to MocoAverageSpeedGoal (0.8 m/s, an endpoint
+#: constraint) and MocoPeriodicityGoal (the speed, and the force negated: F(0) =
+#: -F(1)). The optimum is rest to rest over 0.8 m: F = 9.6 (1 - 2 t) N, effort 12 m^2
+#: d^2 / T^3 = 30.72 N^2 s.
+CRUISE_PROBLEM = {
+    "name": "cruise",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (1.0, 1.0),
+    "states": {
+        "/jointset/slider/x/value": ((-10.0, 10.0), 0.0, (0.5, 10.0)),
+        "/jointset/slider/x/speed": ((-50.0, 50.0), 0.0, None),
+    },
+    "controls": {"/forceset/actuator": ((-50.0, 50.0), None, None)},
+    "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 1.0, "exponent": 2}],
+    "average_speed": 0.8,
+    "periodic_states": ["/jointset/slider/x/speed"],
+    "negated_periodic_controls": ["/forceset/actuator"],
+}
+
+#: The same slide, rest to rest over 0.8 m in 1 s, with the body's speed along x
+#: (``/bodyset/body|velocity`` element 3; MocoOutputBoundConstraint) at most 1 m/s:
+#: the unconstrained optimum peaks at 1.2 m/s, so the bound is active mid-motion.
+SPEED_LIMIT_PROBLEM = {
+    **{k: v for k, v in CRUISE_PROBLEM.items() if k not in ("average_speed", "periodic_states",
+                                                           "negated_periodic_controls")},
+    "name": "speed_limit",
+    "states": {
+        "/jointset/slider/x/value": ((-10.0, 10.0), 0.0, 0.8),
+        "/jointset/slider/x/speed": ((-50.0, 50.0), 0.0, 0.0),
+    },
+    "speed_bound": ("/bodyset/body|velocity", 3, 1.0),
+}
+
+
+def moco_cruise(folder, problem=CRUISE_PROBLEM, transcription="hermite-simpson", num_mesh_intervals=20,
+                **kw) -> dict:
+    """``CRUISE_PROBLEM`` or ``SPEED_LIMIT_PROBLEM`` solved by Moco on
+    ``sliding_mass_osim(folder)``: the goals and path constraint the dict names
+    (``average_speed``, ``periodic_states``, ``negated_periodic_controls``,
+    ``speed_bound``). Returns ``solve``'s dict plus ``problem`` and ``model_path``."""
+    osim = _opensim()
+    model_path = sliding_mass_osim(folder)
+    study = study_from_problem(model_path, problem, transcription=transcription,
+                               num_mesh_intervals=num_mesh_intervals, **kw)
+    prob = study.updProblem()
+    if "average_speed" in problem:
+        speed = osim.MocoAverageSpeedGoal("speed")
+        speed.set_desired_average_speed(problem["average_speed"])
+        prob.addGoal(speed)
+    if "periodic_states" in problem:
+        periodic = osim.MocoPeriodicityGoal("periodic")
+        for name in problem["periodic_states"]:
+            periodic.addStatePair(osim.MocoPeriodicityGoalPair(name))
+        for name in problem["negated_periodic_controls"]:
+            periodic.addNegatedControlPair(osim.MocoPeriodicityGoalPair(name))
+        prob.addGoal(periodic)
+    if "speed_bound" in problem:
+        output, index, upper = problem["speed_bound"]
+        bound = osim.MocoOutputBoundConstraint()
+        bound.setName("speed_limit")
+        bound.setOutputPath(output)
+        bound.setOutputIndex(index)
+        bound.setUpperBound(osim.Constant(upper))
+        prob.addPathConstraint(bound)
+    out = solve(study, Path(folder) / f"{problem['name']}_solution.sto")
+    out["problem"] = copy.deepcopy(problem)
+    out["model_path"] = model_path
+    return out

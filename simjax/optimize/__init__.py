@@ -3,10 +3,13 @@ Moco poses them and solved by direct collocation with a JAX-native interior-poin
 method.
 
 - ``problem``: ``Problem`` (one phase: time bounds, bounds on states and controls by
-  OpenSim name, initial and final bounds, prescribed kinematics) and its goals
-  (``ControlEffort``, ``FinalTime``, ``InitialActivation``);
-- ``goals``: goals on data and outputs (``StateTracking``: Moco's
-  ``MocoStateTrackingGoal``; ``OutputIntegral``: ``MocoOutputGoal``);
+  OpenSim name, initial and final bounds, prescribed kinematics, ``Parameter``s: model
+  properties as variables, path constraints) and its goals (``ControlEffort``,
+  ``FinalTime``, ``InitialActivation``);
+- ``goals``: goals on data, outputs and the phase's ends (``StateTracking``: Moco's
+  ``MocoStateTrackingGoal``; ``OutputIntegral``: ``MocoOutputGoal``; ``Periodicity``;
+  ``AverageSpeed``) and path constraints on outputs (``OutputBound``:
+  ``MocoOutputBoundConstraint``);
 - ``collocation``: the trapezoidal and Hermite–Simpson transcriptions (explicit or
   implicit multibody dynamics), ``solve`` and ``solve_batch``
   (derivatives of the solution with respect to the model and the goals' weights, by
@@ -29,7 +32,7 @@ method.
 from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, problem, study
 from .collocation import OptimalTrajectory, solve, solve_batch, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
-from .goals import OutputIntegral, StateTracking
+from .goals import AverageSpeed, OutputBound, OutputIntegral, Periodicity, StateTracking
 from .moco_tools import SumSquaredStates, inverse, inverse_problem, track, track_problem
 from .ipm import STATUS, Options, Solution, print_log
 from .model_edits import (
@@ -38,11 +41,13 @@ from .model_edits import (
     replace_muscles_with_degroote, replace_muscles_with_path_actuators, scale_active_fiber_force_curve_width,
     scale_max_isometric_force, tendon_compliance_dynamics_mode)
 from .nlp import StagedNLP, dense_nlp
-from .problem import ControlEffort, FinalTime, Goal, InitialActivation, Kinematics, Problem
+from .problem import (
+    ControlEffort, Ends, FinalTime, Goal, InitialActivation, Kinematics, Parameter, PathConstraint, Problem)
 
 __all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "study",
            "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking",
-           "OutputIntegral", "solve_batch",
+           "OutputIntegral", "OutputBound", "Periodicity", "AverageSpeed", "Parameter", "PathConstraint", "Ends",
+           "solve_batch",
            "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
            "OptimalTrajectory", "inverse", "inverse_problem", "track", "track_problem", "Options", "Solution",
            "STATUS", "print_log",

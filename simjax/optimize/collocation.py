@@ -27,7 +27,7 @@ import numpy as np
 from ..simulate import rhs
 from . import ipm
 from .nlp import StagedNLP
-from .problem import Problem
+from .problem import Ends, Problem
 
 __all__ = ["solve", "solve_batch", "transcribe", "OptimalTrajectory", "SCHEMES"]
 
@@ -39,19 +39,22 @@ class OptimalTrajectory(eqx.Module):
 
     **Fields:** ``time (n,)`` (s): mesh points (and, with Hermite–Simpson, the
     midpoints between them: ``n = 2 N + 1``); ``states (n, ny)``, ``controls (n, nc)``
-    in ``state_names``/``control_names`` order; ``objective``; ``status`` (see
+    in ``state_names``/``control_names`` order; ``parameters (n_parameters,)`` in
+    ``parameter_names`` order (the problem's ``Parameter``s); ``objective``; ``status`` (see
     ``ipm.STATUS``); ``iterations``; ``nlp``: the solver's ``Solution``.
     """
 
     time: jax.Array
     states: jax.Array
     controls: jax.Array
+    parameters: jax.Array
     objective: jax.Array
     status: jax.Array
     iterations: jax.Array
     nlp: ipm.Solution
     state_names: tuple = eqx.field(static=True)
     control_names: tuple = eqx.field(static=True)
+    parameter_names: tuple = eqx.field(static=True, default=())
 
     def state(self, name: str):
         """The column of state ``name``."""
@@ -60,6 +63,10 @@ class OptimalTrajectory(eqx.Module):
     def control(self, name: str):
         """The column of control ``name`` (actuator path)."""
         return self.controls[..., self.control_names.index(name)]
+
+    def parameter(self, name: str):
+        """The optimal value of parameter ``name``."""
+        return self.parameters[..., self.parameter_names.index(name)]
 
 
 def _mesh(intervals) -> np.ndarray:
@@ -189,6 +196,15 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
     endpoints = [g for g in problem.goals if g.endpoint(problem, 0.0, 1.0) is not None]
     initial_rows = [g for g in problem.goals if hasattr(g, "initial_rows")]
+    at_ends = [g for g in problem.goals if hasattr(g, "endpoint_values")]
+    ends_constrained = [g for g in at_ends if g.mode == "endpoint_constraint"]
+    ends_costs = [g for g in at_ends if g.mode != "endpoint_constraint"]
+    npar = len(problem.parameters)
+    # the border: [t0, tf, parameters, then, where a goal needs the phase's ends, copies
+    # of the first and the last mesh point's states and controls] (a goal on both ends
+    # would otherwise couple the first stage with the last: the copies keep the KKT
+    # matrix block tridiagonal, with the coupling in its dense border)
+    ne = ny + nc if at_ends else 0
     # the data the solution may be differentiated with respect to: the system (every
     # model property), the goals' weights, and the prescribed kinematics
     theta = {"system": system, "weights": jnp.asarray([g.weight for g in problem.goals], dtype)}
@@ -198,10 +214,21 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     dynamics = _point_dynamics(problem, implicit)
     # residual rows per grid point
     nr = system.topology.tree.nu if implicit or problem.kinematics is not None else 0
+    path_bounds = [c.bounds(problem) for c in problem.path_constraints]
+    n_path = sum(len(lo) for lo, _ in path_bounds)
 
-    def running(theta, t, y, c):
+    def model(theta, g):
+        """The system, with the problem's parameters set from the border."""
+        return problem.with_parameters(theta["system"], g[2:2 + npar]) if npar else theta["system"]
+
+    def ends(g):
+        e0, ef = g[2 + npar:2 + npar + ne], g[2 + npar + ne:2 + npar + 2 * ne]
+        return Ends(g[0], e0[:ny], e0[ny:], g[1], ef[:ny], ef[ny:])
+
+    def running(theta, system, t, y, c):
         w = theta["weights"]
-        return sum((w[index[id(g)]] * g.integrand(problem, t, y, c) for g in integrands), jnp.zeros((), dtype))
+        return sum((w[index[id(g)]] * g.integrand(problem, t, y, c, system) for g in integrands),
+                   jnp.zeros((), dtype))
 
     def point(p):
         return p[:ny], p[ny:ny + nc], p[ny + nc:P]
@@ -229,17 +256,19 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         tk, tn, h = times(k, g)
         if not integrands:
             return jnp.zeros((), dtype)
+        system = model(theta, g)
         ts, ys, cs = _stacked([(tk, y, c), (tn, yn, cn)] + ([(0.5 * (tk + tn), ym, cm)] if hs else []))
-        values = jax.vmap(lambda t, y, c: running(theta, t, y, c))(ts, ys, cs)
+        values = jax.vmap(lambda t, y, c: running(theta, system, t, y, c))(ts, ys, cs)
         value = h / 6 * (values[0] + values[1] + 4 * values[2]) if hs else h / 2 * (values[0] + values[1])
         return jnp.where(k < K - 1, value, 0.0)
 
     def constraints(k, z, zn, g, theta):
         """The linking rows (defects, interpolated controls), then the stage's own
-        (residuals at the mesh point and midpoint, initial conditions)."""
+        (residuals at the mesh point and midpoint, path constraints, the copies of the
+        ends, initial conditions)."""
         (y, c, a, ym, cm, am), (yn, cn, an, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
-        system = theta["system"]
+        system = model(theta, g)
         kn = jnp.minimum(k + 1, K - 1)
         # (the points in one vmapped evaluation: one copy of the model in the program,
         # not one a point, and as many fewer for XLA to compile)
@@ -258,12 +287,28 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         else:
             links = [yn - y - h / 2 * (f + fn)]
         links = jnp.where(k < K - 1, jnp.concatenate(links), 0.0)
+        own += [jnp.asarray(pc.values(problem, system, tk, y, c), dtype) for pc in problem.path_constraints]
+        if ne:
+            e = ends(g)
+            own.append(jnp.concatenate([y, c]) - jnp.where(k == 0, jnp.concatenate([e.y0, e.c0]),
+                                                           jnp.concatenate([e.yf, e.cf])))
         own += [jnp.where(k == 0, g_.initial_rows(problem, y, c), 0.0) for g_ in initial_rows]
         return jnp.concatenate([links] + own)
 
     def border_cost(g, theta):
         w = theta["weights"]
-        return sum((w[index[id(gl)]] * gl.endpoint(problem, g[0], g[1]) for gl in endpoints), jnp.zeros((), dtype))
+        total = sum((w[index[id(gl)]] * gl.endpoint(problem, g[0], g[1]) for gl in endpoints), jnp.zeros((), dtype))
+        if ends_costs:
+            system, e = model(theta, g), ends(g)
+            total += sum(w[index[id(gl)]] * jnp.sum(gl.endpoint_values(problem, e, system) ** 2) for gl in ends_costs)
+        return total
+
+    def border_constraints(g, theta):
+        rows = [(g[1] - g[0])[None]]
+        if ends_constrained:
+            system, e = model(theta, g), ends(g)
+            rows += [jnp.asarray(gl.endpoint_values(problem, e, system), dtype) for gl in ends_constrained]
+        return jnp.concatenate(rows)
 
     # -- bounds ---------------------------------------------------------------------------
     ylo, yhi, clo, chi = problem.path_bounds()
@@ -276,23 +321,42 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
             lo[-1, P:] = hi[-1, P:] = _middle(lo[-1, P:], hi[-1, P:])
     n_links = (2 * ny + (nc if interpolate_controls else 0)) if hs else ny
     n_init = sum(len(g_.initial_rows(problem, jnp.zeros(ny), jnp.zeros(nc))) for g_ in initial_rows)
-    n_own = nr * (2 if hs else 1) + n_init
-    clo_rows = np.zeros((K, n_links + n_own))
-    clo_rows[-1, :n_links] = -np.inf  # (the last stage has no interval)
-    if hs:
-        clo_rows[-1, n_links + nr:n_links + 2 * nr] = -np.inf
-    clo_rows[1:, n_links + n_own - n_init:] = -np.inf  # (initial conditions: the first stage's)
-    chi_rows = -clo_rows
+    # each row block's bounds per stage, (K, rows) each: links, residuals, path
+    # constraints, the ends' copies (first and last stage), initial conditions (first)
+    inactive = np.full(K, -np.inf)[:, None]
+    mesh_only = np.where(np.arange(K) < K - 1, 0.0, -np.inf)[:, None]  # (rows of an interval)
+    first, ends_rows = np.arange(K) == 0, (np.arange(K) == 0) | (np.arange(K) == K - 1)
+    blocks_lo = [np.tile(mesh_only, n_links), np.zeros((K, nr))] + ([np.tile(mesh_only, nr)] if hs else [])
+    blocks_hi = [-b for b in blocks_lo]
+    for lo_, hi_ in path_bounds:
+        blocks_lo.append(np.tile(lo_, (K, 1)))
+        blocks_hi.append(np.tile(hi_, (K, 1)))
+    for rows, active in ((ne, ends_rows), (n_init, first)):
+        blocks_lo.append(np.where(active[:, None], 0.0, np.tile(inactive, rows)))
+        blocks_hi.append(-blocks_lo[-1])
+    clo_rows, chi_rows = np.concatenate(blocks_lo, axis=1), np.concatenate(blocks_hi, axis=1)
+    n_own = clo_rows.shape[1] - n_links
     (t0lo, t0hi), (tflo, tfhi) = problem.time_bounds()
+    plo = np.asarray([p.bounds[0] for p in problem.parameters], float)
+    phi = np.asarray([p.bounds[1] for p in problem.parameters], float)
+
+    def n_values(goal):
+        e = Ends(jnp.zeros(()), jnp.zeros(ny), jnp.zeros(nc), jnp.ones(()), jnp.zeros(ny), jnp.zeros(nc))
+        return int(np.prod(jax.eval_shape(lambda: goal.endpoint_values(problem, e, system)).shape))
+
+    n_end_rows = sum(n_values(gl) for gl in ends_constrained)
     with np.errstate(invalid="ignore"):
         z0 = _middle(lo, hi)
-        g0 = _middle(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi]))
+        g0 = np.concatenate([_middle(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi])), _middle(plo, phi),
+                             z0[0, :ne], z0[-1, :ne]])
     nlp = StagedNLP(cost=cost, constraints=constraints, border_cost=border_cost,
-                    border_constraints=lambda g, theta: (g[1] - g[0])[None],
+                    border_constraints=border_constraints,
                     z_lower=jnp.asarray(lo, dtype), z_upper=jnp.asarray(hi, dtype),
                     c_lower=jnp.asarray(clo_rows, dtype), c_upper=jnp.asarray(chi_rows, dtype),
-                    border_lower=jnp.asarray([t0lo, tflo], dtype), border_upper=jnp.asarray([t0hi, tfhi], dtype),
-                    g_lower=jnp.zeros(1, dtype), g_upper=jnp.full(1, jnp.inf, dtype), theta=theta,
+                    border_lower=jnp.asarray(np.concatenate([[t0lo, tflo], plo, np.full(2 * ne, -np.inf)]), dtype),
+                    border_upper=jnp.asarray(np.concatenate([[t0hi, tfhi], phi, np.full(2 * ne, np.inf)]), dtype),
+                    g_lower=jnp.zeros(1 + n_end_rows, dtype),
+                    g_upper=jnp.asarray(np.concatenate([[np.inf], np.zeros(n_end_rows)]), dtype), theta=theta,
                     local_rows=n_own)
 
     def unpack(sol):
@@ -390,9 +454,11 @@ def _as_arrays(options):
 def _trajectory(problem, unpack, sol) -> OptimalTrajectory:
     """The ``OptimalTrajectory`` of a solver's ``Solution`` (one, or a batch)."""
     t, y, c = unpack(sol)
-    return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
-                             iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
-                             control_names=problem.control_names)
+    npar = len(problem.parameters)
+    return OptimalTrajectory(time=t, states=y, controls=c, parameters=sol.g[..., 2:2 + npar],
+                             objective=sol.objective, status=sol.status, iterations=sol.iterations, nlp=sol,
+                             state_names=problem.state_names, control_names=problem.control_names,
+                             parameter_names=problem.parameter_names)
 
 
 @eqx.filter_jit

@@ -40,7 +40,7 @@ import numpy as np
 from ..io.tables import TimeSeriesTable, read_table, write_table
 from ..mechanics.joints import ROTATIONAL
 from . import ipm
-from .collocation import OptimalTrajectory, transcribe
+from .collocation import OptimalTrajectory, _trajectory, transcribe
 
 __all__ = ["write_trajectory", "read_trajectory", "guess_from_table", "trajectory_table", "objective_terms",
            "TrajectoryWarning", "MOCO_STATUS"]
@@ -110,9 +110,13 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
     ``goal_names``: one name per goal (default: each goal's ``name`` if it has one,
     else its class's name in snake case, ``control_effort``, ``final_time``).
     """
+    from .problem import Ends
+
     names = _goal_names(problem, goal_names)
     t = np.asarray(solution.time, float)
     y, c = jnp.asarray(solution.states), jnp.asarray(solution.controls)
+    system = problem.with_parameters(problem.system, jnp.asarray(solution.parameters)) if problem.parameters \
+        else problem.system
     hs = _is_hermite_simpson(solution)
     out = {}
     for name, goal in zip(names, problem.goals):
@@ -120,9 +124,12 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
         end = goal.endpoint(problem, t[0], t[-1])
         if end is not None:
             value += goal.weight * float(end)
+        if getattr(goal, "mode", "cost") == "cost" and hasattr(goal, "endpoint_values"):
+            ends = Ends(jnp.asarray(t[0]), y[0], c[0], jnp.asarray(t[-1]), y[-1], c[-1])
+            value += goal.weight * float(jnp.sum(goal.endpoint_values(problem, ends, system) ** 2))
         if goal.integrand(problem, t[0], y[0], c[0]) is not None:
-            f = np.asarray(jax.vmap(lambda ti, yi, ci: goal.integrand(problem, ti, yi, ci))(jnp.asarray(t), y, c),
-                           float)
+            f = np.asarray(jax.vmap(lambda ti, yi, ci: goal.integrand(problem, ti, yi, ci, system))(
+                jnp.asarray(t), y, c), float)
             if hs:
                 h = t[2::2] - t[:-2:2]
                 integral = float(np.sum(h / 6.0 * (f[:-2:2] + 4.0 * f[1::2] + f[2::2])))
@@ -149,9 +156,11 @@ def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None)
     if states.shape[1] != len(solution.state_names) or controls.shape[1] != len(solution.control_names):
         raise ValueError(f"states {states.shape} and controls {controls.shape} do not match "
                          f"{len(solution.state_names)} state and {len(solution.control_names)} control names")
+    parameters = np.asarray(solution.parameters, float)
+    names += list(solution.parameter_names)
     meta = {"inDegrees": "no", "num_states": str(states.shape[1]), "num_controls": str(controls.shape[1]),
             "num_input_controls": "0", "num_multipliers": "0", "num_derivatives": "0", "num_slacks": "0",
-            "num_parameters": "0"}
+            "num_parameters": str(len(parameters))}
     status = int(np.asarray(solution.status))
     if status >= 0:  # a solution (a guess, status -1, is a plain MocoTrajectory)
         meta["success"] = "true" if status == 0 else "false"
@@ -166,7 +175,10 @@ def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None)
                 meta[f"objective_{name}"] = repr(float(value))
     meta = dict(sorted(meta.items()))  # (Moco's metadata is a std::map)
     try:
-        return TimeSeriesTable(time, np.concatenate([states, controls], axis=1), names, meta)
+        # (a parameter's column: its value in the first row, NaN below, as Moco's)
+        columns = np.full((len(time), len(parameters)), np.nan)
+        columns[:1] = parameters
+        return TimeSeriesTable(time, np.concatenate([states, controls, columns], axis=1), names, meta)
     except ValueError as exc:
         raise ValueError(f"the solution cannot be written as a table: {exc}") from None
 
@@ -371,6 +383,8 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
     found: dict[tuple[str, int], int] = {}
     unknown, repeated = [], []
     for j, label in enumerate(table.labels):
+        if label in problem.parameter_names:
+            continue
         key = names.get(label if label.startswith("/") else "/" + label)
         if key is None or (moco is not None and label not in moco):
             unknown.append(label)
@@ -392,9 +406,9 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
     # -- the grid ------------------------------------------------------------------------------
     times = np.asarray(table.times, float)
     lower, upper = np.asarray(nlp.border_lower, float), np.asarray(nlp.border_upper, float)
-    g = np.clip(np.asarray([times[0], times[-1]]), lower, upper)
+    g = np.clip(np.asarray([times[0], times[-1]]), lower[:2], upper[:2])
     if not g[1] > g[0]:  # (a one-row table, or one outside the time bounds)
-        g = np.asarray(g0, float)
+        g = np.asarray(g0, float)[:2]
     grid = np.asarray(unpack(_Point(z0, jnp.asarray(g, z0.dtype)))[0], float)
     if grid[0] < times[0] - 1e-12 * max(1.0, abs(times[0])) or \
             grid[-1] > times[-1] + 1e-12 * max(1.0, abs(times[-1])):
@@ -417,16 +431,24 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
         else:
             Z[:, col] = v
     Z = np.clip(Z, np.asarray(nlp.z_lower, float), np.asarray(nlp.z_upper, float))
+    # the border beyond the times: the parameters (a column named as one: its first
+    # value), then the copies of the ends (the grid's first and last point)
+    npar = len(problem.parameters)
+    g = np.concatenate([g, np.asarray(g0, float)[2:]])
+    for i, param in enumerate(problem.parameters):
+        if param.name in table.labels:
+            g[2 + i] = values[0, table.labels.index(param.name)]
+    g[2:2 + npar] = np.clip(g[2:2 + npar], lower[2:2 + npar], upper[2:2 + npar])
+    ne = (ng - 2 - npar) // 2
+    if ne:
+        g[2 + npar:] = np.concatenate([Z[0, :ne], Z[-1, :ne]])
 
     dtype = z0.dtype
     sol = ipm.Solution(z=jnp.asarray(Z, dtype), g=jnp.asarray(g, dtype), multipliers=jnp.zeros((K, m), dtype),
                        border_multipliers=jnp.zeros(mg, dtype), objective=jnp.asarray(jnp.nan, dtype),
                        status=jnp.asarray(-1), iterations=jnp.asarray(0), bad_stage=jnp.asarray(-1),
                        constraint_violation=jnp.asarray(jnp.nan, dtype), log=jnp.zeros((0, 7), dtype))
-    t, y, c = unpack(sol)
-    return OptimalTrajectory(time=t, states=y, controls=c, objective=sol.objective, status=sol.status,
-                             iterations=sol.iterations, nlp=sol, state_names=problem.state_names,
-                             control_names=problem.control_names)
+    return _trajectory(problem, unpack, sol)
 
 
 class _Point:

@@ -1,10 +1,14 @@
-"""More of Moco's goals: ``StateTracking`` (``MocoStateTrackingGoal``) and
-``OutputIntegral`` (``MocoOutputGoal``).
+"""More of Moco's goals and constraints: ``StateTracking`` (``MocoStateTrackingGoal``),
+``OutputIntegral`` (``MocoOutputGoal``), ``Periodicity`` (``MocoPeriodicityGoal``),
+``AverageSpeed`` (``MocoAverageSpeedGoal``) and the path constraint ``OutputBound``
+(``MocoOutputBoundConstraint``).
 
-Both follow the ``Goal`` interface of ``problem``: ``weight`` times an integral over
-the phase of ``integrand(problem, t, y, controls)``, a pure JAX expression at one
-grid point (``t`` may be traced, e.g. with a free final time), integrated by the
-transcription's quadrature as Moco integrates (``collocation``).
+They follow the interfaces of ``problem``: a ``Goal`` is ``weight`` times an integral
+over the phase of ``integrand(problem, t, y, controls, system)``, a pure JAX expression
+at one grid point (``t`` may be traced, e.g. with a free final time), integrated by the
+transcription's quadrature as Moco integrates (``collocation``), or a function of the
+phase's ends (``endpoint_values``); a ``PathConstraint`` bounds values at every mesh
+point.
 
 Everything a goal needs from the model (which states it tracks, their weights, the
 reference splines) is resolved once per system, eagerly, on the first call (the
@@ -25,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .problem import Goal
+from .problem import Goal, PathConstraint
 
-__all__ = ["StateTracking", "OutputIntegral"]
+__all__ = ["StateTracking", "OutputIntegral", "OutputBound", "Periodicity", "AverageSpeed"]
 
 
 def _cached(goal, problem, build):
@@ -202,7 +206,7 @@ class StateTracking(Goal):
             return jnp.zeros((0,))
         return jax.vmap(lambda pp: pp(t))(prep["pp"])
 
-    def integrand(self, problem, t, y, controls):
+    def integrand(self, problem, t, y, controls, system=None):
         prep = _cached(self, problem, self._prepare)
         if prep is None:  # (Moco tracks nothing, and integrates zero)
             return jnp.zeros((), jnp.result_type(y, float))
@@ -258,6 +262,9 @@ class OutputIntegral(Goal):
             raise ValueError(f"OutputIntegral: invalid output index {self.index}")
         if "|" not in self.output:
             raise ValueError(f"OutputIntegral: output {self.output!r}: expected 'component path|output name'")
+        if problem.kinematics is not None:  # (the grid's states are the auxiliary ones alone)
+            raise ValueError(f"OutputIntegral: output {self.output!r}: outputs of a problem whose kinematics are "
+                             "prescribed are not supported yet")
         system = problem.system
         s = system.default_state()
         value = jax.eval_shape(lambda c: output(system, State(t=s.t, q=s.q, u=s.u, z=s.z, d=s.d), self.output, c),
@@ -279,13 +286,14 @@ class OutputIntegral(Goal):
                              "or SpatialVec is)")
         return shape
 
-    def value(self, problem, t, y, controls):
-        """The output's scalar value ``v`` at one grid point (before the exponent)."""
+    def value(self, problem, t, y, controls, system=None):
+        """The output's scalar value ``v`` at one grid point (before the exponent);
+        ``system``: the system to evaluate it with (default ``problem.system``)."""
         from ..api import output
         from ..state import State
 
         shape = _cached(self, problem, self._check)
-        system = problem.system
+        system = problem.system if system is None else system
         tree = system.topology.tree
         nq, nu = tree.nq, tree.nu
         d = system.default_state().d
@@ -299,10 +307,156 @@ class OutputIntegral(Goal):
             return jnp.where(positive, jnp.sqrt(jnp.where(positive, sq, 1.0)), 0.0)
         return v[self.index]
 
-    def integrand(self, problem, t, y, controls):
-        v = self.value(problem, t, y, controls)
-        if self.exponent == 1:
-            return v
-        if self.exponent == 2:
-            return v * v
-        return jnp.abs(v) ** self.exponent
+    def integrand(self, problem, t, y, controls, system=None):
+        return _power(self.value(problem, t, y, controls, system), self.exponent)
+
+
+def _power(v, exponent: int):
+    """Moco's power of an output value: ``v`` for exponent 1, ``v * v`` for 2,
+    ``|v| ** exponent`` above."""
+    if exponent == 1:
+        return v
+    if exponent == 2:
+        return v * v
+    return jnp.abs(v) ** exponent
+
+
+# -- OutputBound -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputBound(PathConstraint):
+    """Moco's ``MocoOutputBoundConstraint``: ``lower(t) <= v(t) ** exponent <=
+    upper(t)`` at every mesh point, ``v`` a model output's value as
+    ``OutputIntegral`` takes it (a scalar, a vector's norm or one component).
+
+    **Fields:** ``output``: ``"component path|output name"``; ``lower``, ``upper``: a
+    number, a function of time ``t`` (s; traceable), or ``None`` (no bound on that
+    side); ``exponent``, ``index``: as ``OutputIntegral``; ``equality_with_lower``:
+    ``v ** exponent = lower(t)`` (``upper`` must be ``None``).
+
+    As Moco's, each bound is a row ``v ** exponent - bound(t)``, so the bounds may
+    depend on time even where the final time is free. Moco's composite outputs
+    (``second_output_path``, ``operation``) are not supported.
+    """
+
+    output: str
+    lower: Any = None
+    upper: Any = None
+    exponent: int = 1
+    index: int = -1
+    equality_with_lower: bool = False
+
+    def _sides(self):
+        if self.lower is None and self.upper is None:
+            raise ValueError(f"OutputBound {self.output!r}: give a lower or an upper bound")
+        if self.equality_with_lower and (self.lower is None or self.upper is not None):
+            raise ValueError(f"OutputBound {self.output!r}: equality_with_lower needs a lower bound and no upper")
+        return [b for b in (self.lower, self.upper) if b is not None]
+
+    def values(self, problem, system, t, y, controls):
+        goal = OutputIntegral(self.output, exponent=self.exponent, index=self.index)
+        v = goal.integrand(problem, t, y, controls, system)
+        return jnp.stack([v - (b(t) if callable(b) else b) for b in self._sides()])
+
+    def bounds(self, problem):
+        lo, hi = [], []
+        if self.lower is not None:
+            lo.append(0.0)
+            hi.append(0.0 if self.equality_with_lower else np.inf)
+        if self.upper is not None:
+            lo.append(-np.inf)
+            hi.append(0.0)
+        self._sides()
+        return np.asarray(lo, float), np.asarray(hi, float)
+
+
+# -- endpoint goals --------------------------------------------------------------------
+
+
+def _check_mode(goal) -> None:
+    if goal.mode not in ("endpoint_constraint", "cost"):
+        raise ValueError(f"{type(goal).__name__}: mode {goal.mode!r}: choose 'endpoint_constraint' or 'cost'")
+
+
+@dataclasses.dataclass(frozen=True)
+class Periodicity(Goal):
+    """Moco's ``MocoPeriodicityGoal``: for each pair, ``sign * initial value - final
+    value``, ``sign = -1`` where the pair says ``negate``.
+
+    **Fields:** ``states``, ``controls``: the pairs, each a name (the same variable at
+    both ends), ``(initial name, final name)`` or ``(initial name, final name,
+    negate)``; states by path, controls by actuator path or name; ``mode``:
+    ``"endpoint_constraint"`` (Moco's default: each value zero) or ``"cost"``
+    (``weight`` times the sum of their squares); ``weight``.
+
+    **Raises** (on ``transcribe``): ``KeyError`` naming a state or control the model
+    does not have.
+    """
+
+    states: tuple = ()
+    controls: tuple = ()
+    mode: str = "endpoint_constraint"
+    weight: float = 1.0
+
+    @staticmethod
+    def _pairs(pairs):
+        out = []
+        for pair in pairs:
+            if isinstance(pair, str):
+                pair = (pair, pair)
+            initial, final, *negate = pair
+            out.append((initial, final, -1.0 if negate and negate[0] else 1.0))
+        return out
+
+    def endpoint_values(self, problem, ends, system=None):
+        _check_mode(self)
+        values = []
+        for pairs, kind, first, last in ((self.states, "state", ends.y0, ends.yf),
+                                         (self.controls, "control", ends.c0, ends.cf)):
+            for initial, final, sign in self._pairs(pairs):
+                i, j = (_index(problem, name, kind) for name in (initial, final))
+                values.append(sign * first[i] - last[j])
+        return jnp.stack(values) if values else jnp.zeros(0, jnp.result_type(ends.y0))
+
+
+def _index(problem, name: str, kind: str) -> int:
+    found, i = problem._key(name)
+    if found != kind:
+        raise KeyError(f"{name!r} is a {found}, not a {kind}")
+    return i
+
+
+@dataclasses.dataclass(frozen=True)
+class AverageSpeed(Goal):
+    """Moco's ``MocoAverageSpeedGoal``: ``desired_average_speed - |r(tf) - r(t0)| /
+    (tf - t0)``, ``r`` the whole model's mass center (m; speeds in m/s).
+
+    **Fields:** ``desired_average_speed`` (m/s); ``mode``: ``"endpoint_constraint"``
+    (Moco's default) or ``"cost"`` (``weight`` times its square); ``weight``.
+    """
+
+    desired_average_speed: float = 0.0
+    mode: str = "endpoint_constraint"
+    weight: float = 1.0
+
+    def endpoint_values(self, problem, ends, system=None):
+        from ..api import mass_center
+        from ..state import State
+
+        _check_mode(self)
+        if problem.kinematics is not None:
+            raise ValueError("AverageSpeed: the mass center needs the coordinates as states; this problem "
+                             "prescribes them")
+        system = problem.system if system is None else system
+        tree = system.topology.tree
+        nq, nu = tree.nq, tree.nu
+        d = system.default_state().d
+
+        def center(t, y):
+            return mass_center(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d))[1]
+
+        step = center(ends.tf, ends.yf) - center(ends.t0, ends.y0)
+        sq = jnp.sum(step * step)
+        distance = jnp.where(sq > 0, jnp.sqrt(jnp.where(sq > 0, sq, 1.0)), 0.0)
+        return jnp.reshape(self.desired_average_speed - distance / (ends.tf - ends.t0), (1,))

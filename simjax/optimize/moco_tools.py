@@ -55,7 +55,7 @@ class SumSquaredStates(Goal):
     weight: float = 1.0
     pattern: str = ".*"
 
-    def integrand(self, problem, t, y, controls):
+    def integrand(self, problem, t, y, controls, system=None):
         idx = [i for i, n in enumerate(problem.state_names) if re.fullmatch(self.pattern, n)]
         if not idx:
             raise ValueError(f"SumSquaredStates: no state matches {self.pattern!r}")

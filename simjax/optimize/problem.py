@@ -23,11 +23,13 @@ motion become a residual the controls must zero at every grid point.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Problem", "ControlEffort", "FinalTime", "Goal", "InitialActivation", "Kinematics"]
+__all__ = ["Problem", "ControlEffort", "FinalTime", "Goal", "InitialActivation", "Kinematics", "Parameter",
+           "PathConstraint", "Ends"]
 
 
 def _interval(value, what: str) -> tuple[float, float]:
@@ -43,13 +45,21 @@ def _interval(value, what: str) -> tuple[float, float]:
 
 class Goal:
     """A term of the objective: ``weight`` times an integral over the phase
-    (``integrand``) or an endpoint value (``endpoint``)."""
+    (``integrand``) or an endpoint value (``endpoint``).
+
+    A goal on the phase's initial and final states (Moco's ``GoalInput``) defines
+    ``endpoint_values(problem, ends, system) -> (n,)`` instead, and a ``mode``:
+    ``"endpoint_constraint"`` (the values must be zero) or ``"cost"`` (``weight`` times
+    the sum of their squares), as Moco's ``MocoGoal`` modes.
+    """
 
     weight: float = 1.0
 
-    def integrand(self, problem, t, y, controls):  # pragma: no cover - interface
+    def integrand(self, problem, t, y, controls, system=None):  # pragma: no cover - interface
         """The integrand at one time ``t`` (s), state ``y`` and ``controls``, or
-        ``None`` where the goal has no integral."""
+        ``None`` where the goal has no integral. ``system``: the system to evaluate the
+        model with (default ``problem.system``; the transcription passes it with the
+        problem's parameters set, and traced for derivatives)."""
         return None
 
     def endpoint(self, problem, t0, tf):
@@ -70,7 +80,7 @@ class ControlEffort(Goal):
     exponent: float = 2.0
     weights: Any = None
 
-    def integrand(self, problem, t, y, controls):
+    def integrand(self, problem, t, y, controls, system=None):
         import jax.numpy as jnp
 
         w = np.ones(len(problem.control_names))
@@ -107,6 +117,99 @@ class InitialActivation(Goal):
             return jnp.zeros(0)
         states, controls_ = (np.asarray(i, int) for i in zip(*pairs))
         return y[states] - controls[controls_]
+
+
+class Ends(typing.NamedTuple):
+    """The phase's ends, as an endpoint goal sees them: ``t0``, ``tf`` (s); ``y0``,
+    ``yf``: the states in ``problem.state_names`` order; ``c0``, ``cf``: the controls."""
+
+    t0: Any
+    y0: Any
+    c0: Any
+    tf: Any
+    yf: Any
+    cf: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """Moco's ``MocoParameter``: a model property as an optimisation variable, one
+    value for the whole phase, within ``bounds``.
+
+    **Fields:** ``name``; ``paths``: the component path, or several (each gets the same
+    value, as Moco's ``component_paths``); ``property``: the property's name (a numeric
+    field of those components: ``mass``, ``stiffness``, ``max_isometric_force``, ...);
+    ``bounds``: ``(lower, upper)`` in the property's units; ``element``: for a
+    vector property (``mass_center``, ``location``), the element the parameter sets
+    (Moco's ``property_element``).
+    """
+
+    name: str
+    paths: tuple
+    property: str
+    bounds: tuple
+    element: int | None = None
+
+    def check(self, system) -> None:
+        """Raise ``ValueError`` naming the component path and property if a path names
+        no component, the component has no such numeric property, or a vector
+        property has no ``element`` (or one out of range)."""
+        for path in self.paths:
+            try:
+                comp = system.find(path)
+            except Exception as exc:  # (the model's own error names what is missing)
+                raise ValueError(f"Parameter {self.name!r}: {path!r} names no component of the model: {exc}") \
+                    from None
+            if not hasattr(comp, self.property):
+                raise ValueError(f"Parameter {self.name!r}: {type(comp).__name__} {path!r} has no property "
+                                 f"{self.property!r}")
+            value = getattr(comp, self.property)
+            try:
+                shape = np.shape(np.asarray(value, float))
+            except (TypeError, ValueError):
+                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} is not "
+                                 f"numeric ({value!r})") from None
+            if shape == () and self.element is not None:
+                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} is a scalar, "
+                                 f"but element={self.element} was given")
+            if len(shape) == 1 and (self.element is None or not 0 <= self.element < shape[0]):
+                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} has "
+                                 f"{shape[0]} elements: give element=0..{shape[0] - 1}, got {self.element!r}")
+            if len(shape) > 1:
+                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} has shape "
+                                 f"{shape}: only scalar and vector properties can be parameters")
+
+    def apply(self, system, value):
+        """``system`` with the property set to ``value`` (traceable) on every path."""
+        import equinox as eqx
+        import jax.numpy as jnp
+
+        def where(s):
+            return [getattr(s.find(p), self.property) for p in self.paths]
+
+        old = where(system)
+        new = []
+        for leaf in old:
+            leaf = jnp.asarray(leaf, jnp.result_type(float))
+            new.append(jnp.asarray(value, leaf.dtype) if self.element is None else leaf.at[self.element].set(value))
+        return eqx.tree_at(where, system, new)
+
+
+class PathConstraint:
+    """A constraint at every mesh point (Moco's ``MocoPathConstraint``):
+    ``lower <= values(problem, system, t, y, controls) <= upper``, each ``(n,)``.
+
+    As Moco's default (``enforce_path_constraint_midpoints`` false), it holds at the
+    mesh points, not at Hermite–Simpson's midpoints.
+    """
+
+    def values(self, problem, system, t, y, controls):  # pragma: no cover - interface
+        """The constrained values at one mesh point, ``(n,)``."""
+        raise NotImplementedError
+
+    def bounds(self, problem) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - interface
+        """``(lower, upper)``, each ``(n,)``."""
+        raise NotImplementedError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +264,8 @@ class Problem:
     final: tuple = ()
     goals: tuple = ()
     kinematics: Any = None
+    parameters: tuple = ()
+    path_constraints: tuple = ()
 
     # -- building ------------------------------------------------------------------------
 
@@ -187,6 +292,39 @@ class Problem:
     def goal(self, goal: Goal) -> Problem:
         """A new problem with ``goal`` added to the objective."""
         return dataclasses.replace(self, goals=self.goals + (goal,))
+
+    def parameter(self, name: str, paths, property: str, bounds, element: int | None = None) -> Problem:
+        """A new problem with a model property as an optimisation variable (Moco's
+        ``MocoParameter``; see ``Parameter``).
+
+        **Arguments:** ``name``; ``paths``: a component path or a list of them;
+        ``property``: the property's name; ``bounds``: ``(lower, upper)``;
+        ``element``: the element of a vector property.
+
+        **Raises:** ``ValueError`` naming the parameter, the component path and the
+        property when one is missing or not numeric, or the name is taken.
+        """
+        paths = (paths,) if isinstance(paths, str) else tuple(paths)
+        if any(p.name == name for p in self.parameters):
+            raise ValueError(f"parameter {name!r} is already in the problem")
+        param = Parameter(name, paths, property, _interval(bounds, f"parameter {name!r}"), element)
+        param.check(self.system)
+        return dataclasses.replace(self, parameters=self.parameters + (param,))
+
+    def constrain(self, constraint: PathConstraint) -> Problem:
+        """A new problem with a path constraint (e.g. ``goals.OutputBound``)."""
+        return dataclasses.replace(self, path_constraints=self.path_constraints + (constraint,))
+
+    def with_parameters(self, system, values):
+        """``system`` with the parameters set to ``values (n_parameters,)`` (traceable)."""
+        for i, param in enumerate(self.parameters):
+            system = param.apply(system, values[i])
+        return system
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """The parameters' names, in the order they were added."""
+        return tuple(p.name for p in self.parameters)
 
     def prescribe(self, table, allow_extra_columns: bool = False) -> Problem:
         """A new problem whose coordinates follow a motion (Moco's ``PositionMotion``).
