@@ -72,4 +72,12 @@ if opensim is not None:
     print("OpenSim read", table.getNumRows(), "rows and", table.getNumColumns(), "columns")
     assert table.getNumRows() == 51
 
+# The simulation in 3D with the model's bones (`simjax.view`; the meshes ship with simjax),
+# the muscles coloured by activation (blue 0 to red 1): a self-contained page, shown inline.
+
+scene = sj.view.load_scene(sj.models.path("gait10dof18musc"))
+frames = scene.frames(traj, color_by="activation")
+sj.view.write_html("gait10dof18musc.html", scene, frames, follow="/bodyset/pelvis")
+sj.view.notebook_html(scene, frames, height=480)
+
 plt.show()

@@ -124,6 +124,16 @@ if ik_ref is not None:
     print(f"largest difference from OpenSim's angles: {worst:.1e} deg")
     assert worst < 0.1
 
+# The inverse-kinematics motion in 3D on the subject's scaled model, with the trial's
+# markers (blue) beside the model's (pink), the camera following the pelvis: a self-contained
+# page (`simjax.view`), shown inline.
+
+scene = sj.view.load_scene(os.path.join(ours, "subject01.osim"))
+frames = scene.frames(os.path.join(ours, "IK", "subject01_walk_IK.mot"),
+                      markers=os.path.join(ours, "ExperimentalData", "subject01_walk.trc"))
+sj.view.write_html("gait_ik.html", scene, frames, follow="/bodyset/pelvis")
+sj.view.notebook_html(scene, frames, height=480)
+
 # ## Inverse dynamics
 #
 # `ID/walk_Setup_ID.xml`: the angles low-pass filtered at 6 Hz and fitted with OpenSim's

@@ -92,6 +92,14 @@ fig.tight_layout()'''),
     ("code", '''from IPython.display import HTML
 anim = plot.animate(traj, plane="xy", stride=4 if CI else 2)
 HTML(anim.to_jshtml())'''),
+    ("md", """The same motion in 3D (`simjax.view`): a self-contained page holding every frame,
+played inline with no server (drag to turn, wheel to zoom; time slider, speed, layers).
+`sj.view.write_html` writes the same page to a file that opens in any browser; the model,
+built in code, has no meshes attached, so its bodies show as a skeleton of sticks."""),
+    ("code", '''scene = sj.view.load_scene(system)
+frames = scene.frames(traj)
+sj.view.write_html("bicep_curl.html", scene, frames)
+sj.view.notebook_html(scene, frames, height=420)'''),
 ]
 
 OPENSIM_MODELS = [
@@ -142,6 +150,12 @@ if opensim is not None:
     table = opensim.TimeSeriesTable("gait_states.sto")
     print("OpenSim read", table.getNumRows(), "rows and", table.getNumColumns(), "columns")
     assert table.getNumRows() == 51'''),
+    ("md", """The simulation in 3D with the model's bones (`simjax.view`; the meshes ship with simjax),
+the muscles coloured by activation (blue 0 to red 1): a self-contained page, shown inline."""),
+    ("code", '''scene = sj.view.load_scene(sj.models.path("gait10dof18musc"))
+frames = scene.frames(traj, color_by="activation")
+sj.view.write_html("gait10dof18musc.html", scene, frames, follow="/bodyset/pelvis")
+sj.view.notebook_html(scene, frames, height=480)'''),
 ]
 
 BATCHED = [
@@ -557,6 +571,14 @@ fig.tight_layout()
 if ik_ref is not None:
     print(f"largest difference from OpenSim's angles: {worst:.1e} deg")
     assert worst < 0.1'''),
+    ("md", """The inverse-kinematics motion in 3D on the subject's scaled model, with the trial's
+markers (blue) beside the model's (pink), the camera following the pelvis: a self-contained
+page (`simjax.view`), shown inline."""),
+    ("code", '''scene = sj.view.load_scene(os.path.join(ours, "subject01.osim"))
+frames = scene.frames(os.path.join(ours, "IK", "subject01_walk_IK.mot"),
+                      markers=os.path.join(ours, "ExperimentalData", "subject01_walk.trc"))
+sj.view.write_html("gait_ik.html", scene, frames, follow="/bodyset/pelvis")
+sj.view.notebook_html(scene, frames, height=480)'''),
     ("md", """## Inverse dynamics
 
 `ID/walk_Setup_ID.xml`: the angles low-pass filtered at 6 Hz and fitted with OpenSim's

@@ -94,3 +94,8 @@ from .control.metabolics import (Umberger2010MuscleMetabolicsProbe,  # noqa: E40
                                  Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter)
 
 __all__ += ["Probe", "Umberger2010MuscleMetabolicsProbe", "Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter"]
+
+# 3D views: scenes, playback, HTML and video (issue 41); VTK and viser are imported on use
+from . import view  # noqa: E402
+
+__all__ += ["view"]

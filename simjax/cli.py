@@ -321,6 +321,69 @@ register_subcommand("validate", "compare simjax with OpenSim on a model at rando
                     _configure_validate, _validate)
 
 
+# -- view --------------------------------------------------------------------------------------------
+
+
+def _view(args: argparse.Namespace) -> int:
+    from .view import MotionError, ViewWarning, load_scene, write_animation, write_html
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ViewWarning)
+        scene = load_scene(args.model, geometry_path=tuple(args.geometry_path or ()))
+    follow = args.follow
+    if follow is not None and follow not in scene.frame_paths:
+        hits = [p for p in scene.frame_paths if p.rsplit("/", 1)[-1] == follow]
+        if len(hits) != 1:
+            print(f"simjax view: --follow {follow!r} names no frame of the model; its bodies are "
+                  f"{', '.join(scene.body_paths)}", file=sys.stderr)
+            return 2
+        follow = hits[0]
+    try:
+        tracks = [scene.frames(args.motion, rate=args.rate, color_by=args.color_by, markers=args.markers)]
+        if args.overlay:
+            tracks.append(scene.frames(args.overlay, times=tracks[0].times, color_by=args.color_by))
+    except MotionError as e:
+        print(f"simjax view: {e}", file=sys.stderr)
+        return 1
+    if args.html:
+        write_html(args.html, scene, *tracks, follow=follow)
+        print(f"HTML: {args.html} ({len(tracks[0])} frames)")
+    if args.gif:
+        n = write_animation(args.gif, scene, *tracks, follow=follow, stride=args.stride, fps=args.fps)
+        print(f"animation: {args.gif} ({n} frames)")
+    if args.live or not (args.html or args.gif):
+        from .view import Viewer
+
+        viewer = Viewer(scene, *tracks, host=args.host, port=args.port, follow=follow, play=True)
+        print(f"live viewer at {viewer.url} (Ctrl-C to stop)", flush=True)
+        viewer.serve_forever()
+    return 0
+
+
+def _configure_view(parser: argparse.ArgumentParser) -> None:
+    _model_argument(parser)
+    parser.add_argument("--motion", help="a Trajectory states file (.sto) or a coordinates motion (.mot, .sto) to "
+                        "play (default: the model's default pose)")
+    parser.add_argument("--overlay", help="a second motion drawn over the first, translucent (e.g. a reference)")
+    parser.add_argument("--markers", help="experimental markers to show (.trc)")
+    parser.add_argument("--html", help="write a self-contained HTML page (opens offline in any browser)")
+    parser.add_argument("--gif", help="write an animated .gif (or .mp4 with ffmpeg)")
+    parser.add_argument("--live", action="store_true", help="start the live viewer (the default without --html/--gif)")
+    parser.add_argument("--follow", help="a body (name or path) for the camera to follow")
+    parser.add_argument("--rate", type=float, help="resample the motion to this many frames per second")
+    parser.add_argument("--color-by", default="activation", choices=("activation", "tension", "none"),
+                        help="what colours the muscles (default activation)")
+    parser.add_argument("--geometry-path", action="append", help="a folder to search for mesh files (repeatable)")
+    parser.add_argument("--stride", type=int, default=1, help="use every n-th frame in the animation (default 1)")
+    parser.add_argument("--fps", type=float, default=20.0, help="frames per second of the animation (default 20)")
+    parser.add_argument("--host", default="127.0.0.1", help="the live viewer's address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="the live viewer's port (default: a free one)")
+
+
+register_subcommand("view", "show a model in 3D, playing a motion: live in the browser, as HTML, or as a GIF/MP4",
+                    _configure_view, _view)
+
+
 # -- entry point -----------------------------------------------------------------------------------
 
 

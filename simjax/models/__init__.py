@@ -43,8 +43,8 @@ def path(name: str) -> str:
 def load(name: str, strict: bool = True):
     """``load_osim(path(name), strict)``: the shipped model as a ``Model``.
 
-    The display meshes the files name are not shipped, so the warning about them
-    is not issued.
+    The display meshes the files name are shipped in ``Geometry/`` (for
+    ``simjax.view``); the reader's warning about missing meshes is not issued.
     """
     from ..io.osim import OsimWarning, load_osim
 

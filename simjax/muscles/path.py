@@ -62,7 +62,7 @@ from ..groups import Forces, point_force_on_bodies
 
 __all__ = ["AbstractPathPoint", "PathPoint", "ConditionalPathPoint", "MovingPathPoint", "GeometryPath",
            "PathActuator", "PathTopology", "Segments", "path_topology", "path_topology_of", "path_geometry",
-           "path_lengths", "path_speeds", "path_forces", "straight_segments"]
+           "path_lengths", "path_speeds", "path_forces", "path_polylines", "straight_segments"]
 
 
 # SimTK::SignificantReal and SimTK::Eps
@@ -684,6 +684,49 @@ def path_geometry(ctx) -> PathGeometry:
     if "geometry" not in cache:
         cache["geometry"] = _geometry(ctx, path_topology_of(ctx.topology))
     return cache["geometry"]
+
+
+def path_polylines(ctx):
+    """The current path of every GeometryPath as a polyline (OpenSim
+    ``GeometryPath::getCurrentPath``): its active points in order and, on wrapped paths,
+    the wrap points of the wraps taken, all in Ground.
+
+    One gather over all paths (and one over the wrapped ones): no loop over paths or
+    points, so it vmaps over the frames of a motion.
+
+    **Arguments:** ``ctx``: a ``simjax.forward.Context``.
+
+    **Returns:** ``(points, count)``: ``points (n_paths, L, 3)`` (m), rows in
+    ``PathTopology.paths`` order, each padded after its last point by repeating it (so
+    the padding draws as zero-length segments); ``count (n_paths,)``: the number of
+    points on each path.
+    """
+    geo = path_geometry(ctx)
+    topo = geo.topology
+    P = topo.n_points
+    starts = np.searchsorted(topo.path_id, np.arange(topo.n_paths))  # (a path's points are consecutive)
+    sizes = np.diff(np.append(starts, P))
+    width = int(sizes.max(initial=1))
+    wrapped = None
+    if geo.segments.tangent is not None:
+        from ..wrapping import paths as wrapping  # (imported late: wrapping imports this module)
+
+        wrapped = wrapping.current_paths(ctx, topo.wrap, geo.points, geo.segments.tangent)
+        width = max(width, wrapped[1].shape[1])
+    k = np.arange(width)
+    idx = np.where(k[None] < sizes[:, None], starts[:, None] + k[None], P)
+    pts_ext = jnp.concatenate([geo.points, jnp.zeros((1, 3), geo.points.dtype)])
+    keep = jnp.concatenate([jnp.asarray(geo.active, bool), jnp.zeros(1, bool)])[idx]
+    order = jnp.argsort(~keep, axis=-1, stable=True)  # active points first, in path order
+    points = jnp.take_along_axis(pts_ext[idx], order[..., None], 1)
+    count = jnp.sum(keep, -1)
+    if wrapped is not None:
+        rows, nodes, n_nodes = wrapped
+        nodes = jnp.concatenate([nodes, jnp.repeat(nodes[:, -1:], width - nodes.shape[1], 1)], 1)
+        points = points.at[rows].set(nodes)
+        count = count.at[rows].set(n_nodes)
+    last = jnp.minimum(k[None, :], jnp.maximum(count, 1)[:, None] - 1)
+    return jnp.take_along_axis(points, last[..., None], 1), count
 
 
 def path_lengths(ctx):

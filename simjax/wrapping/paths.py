@@ -88,8 +88,8 @@ from ._ellipsoid import wrap_ellipsoid_status
 from .objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapObject, WrapSphere, WrapTorus, parse_method, \
     parse_quadrant, wrap_frame_path
 
-__all__ = ["compile_wrapping", "wrap_segments", "WrapStatic", "TangentPoints", "SPHERE", "CYLINDER", "ELLIPSOID",
-           "TORUS"]
+__all__ = ["compile_wrapping", "wrap_segments", "current_paths", "WrapStatic", "TangentPoints", "SPHERE", "CYLINDER",
+           "ELLIPSOID", "TORUS"]
 
 SPHERE, CYLINDER, ELLIPSOID, TORUS = 0, 1, 2, 3
 _KINDS = ((WrapSphere, SPHERE), (WrapCylinder, CYLINDER), (WrapEllipsoid, ELLIPSOID), (WrapTorus, TORUS))
@@ -1138,3 +1138,26 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
                             row=np.repeat(batch.rows, mob.shape[1]))
     return Segments(length=length, dir_start=dir_start, dir_end=dir_end, applies=applies, applies_end=applies_end,
                     tangent=tangent)
+
+
+def current_paths(ctx, static: WrapStatic, points, tangent: TangentPoints):
+    """The current paths of the wrapped paths (OpenSim ``GeometryPath::getCurrentPath``):
+    their active points with the two wrap points of each wrap taken, in path order.
+
+    Call after ``wrap_segments`` has run in ``ctx`` (``simjax.muscles.path.path_geometry``
+    does): the order comes from its passes (the context's search ``"wrap_passes"``).
+
+    **Arguments:** ``ctx``: the ``Context``; ``static``: from ``compile_wrapping``;
+    ``points (P, 3)``: every path point in Ground (m); ``tangent``: the
+    ``TangentPoints`` that ``wrap_segments`` returned.
+
+    **Returns:** ``(rows, nodes, count)``: ``rows (G,)`` (static numpy) the wrapped
+    paths' rows in the ``PathTopology``; ``nodes (G, N + 2W, 3)`` each current path's
+    points in Ground (m), padded at the end; ``count (G,)`` how many are on the path.
+    """
+    batch = static.batch
+    Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
+    seq = ctx.searches()["wrap_passes"][0]
+    wrap_points = tangent.points.reshape(Gn, -1, 3)[:, :2 * W]  # (smoothing appends its blend points after these)
+    nodes = jnp.concatenate([_path_points(batch, points), wrap_points], 1)
+    return batch.rows, _gather_nodes(nodes, seq), jnp.sum(seq >= 0, -1)

@@ -41,10 +41,15 @@ _DEFAULT_AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)) * 2
 # -- display content ---------------------------------------------------------------------
 
 
+#: the meshes shipped with simjax (OpenSim's search ends in its installation's geometry folder)
+_SHIPPED_GEOMETRY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                 "models", "Geometry")
+
+
 def _mesh_found(rc: ReadContext, name: str) -> bool:
     if rc.base_dir is None:
         return True
-    for d in (rc.base_dir, os.path.join(rc.base_dir, "Geometry")):
+    for d in (rc.base_dir, os.path.join(rc.base_dir, "Geometry"), _SHIPPED_GEOMETRY):
         if os.path.isfile(os.path.join(d, name)):
             return True
     return False
