@@ -325,15 +325,22 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     # constraints, the ends' copies (first and last stage), initial conditions (first)
     inactive = np.full(K, -np.inf)[:, None]
     mesh_only = np.where(np.arange(K) < K - 1, 0.0, -np.inf)[:, None]  # (rows of an interval)
-    first, ends_rows = np.arange(K) == 0, (np.arange(K) == 0) | (np.arange(K) == K - 1)
+    first = np.arange(K) == 0
     blocks_lo = [np.tile(mesh_only, n_links), np.zeros((K, nr))] + ([np.tile(mesh_only, nr)] if hs else [])
     blocks_hi = [-b for b in blocks_lo]
     for lo_, hi_ in path_bounds:
         blocks_lo.append(np.tile(lo_, (K, 1)))
         blocks_hi.append(np.tile(hi_, (K, 1)))
-    for rows, active in ((ne, ends_rows), (n_init, first)):
-        blocks_lo.append(np.where(active[:, None], 0.0, np.tile(inactive, rows)))
-        blocks_hi.append(-blocks_lo[-1])
+    # the ends' copies: a row at the first and the last stage for each variable free
+    # there; a variable fixed at an end fixes its copy instead (a row without a free
+    # variable of its stage would leave the stage's pivot block singular)
+    fixed_first, fixed_last = lo[0, :ne] == hi[0, :ne], lo[-1, :ne] == hi[-1, :ne]
+    copies = np.zeros((K, ne), bool)
+    copies[0], copies[-1] = ~fixed_first, ~fixed_last
+    blocks_lo.append(np.where(copies, 0.0, -np.inf))
+    blocks_hi.append(-blocks_lo[-1])
+    blocks_lo.append(np.where(first[:, None], 0.0, np.tile(inactive, n_init)))
+    blocks_hi.append(-blocks_lo[-1])
     clo_rows, chi_rows = np.concatenate(blocks_lo, axis=1), np.concatenate(blocks_hi, axis=1)
     n_own = clo_rows.shape[1] - n_links
     (t0lo, t0hi), (tflo, tfhi) = problem.time_bounds()
@@ -345,6 +352,9 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         return int(np.prod(jax.eval_shape(lambda: goal.endpoint_values(problem, e, system)).shape))
 
     n_end_rows = sum(n_values(gl) for gl in ends_constrained)
+    fixed_ends = np.concatenate([fixed_first, fixed_last])
+    copies_lo = np.where(fixed_ends, np.concatenate([lo[0, :ne], lo[-1, :ne]]), -np.inf)
+    copies_hi = np.where(fixed_ends, copies_lo, np.inf)
     with np.errstate(invalid="ignore"):
         z0 = _middle(lo, hi)
         g0 = np.concatenate([_middle(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi])), _middle(plo, phi),
@@ -353,8 +363,8 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
                     border_constraints=border_constraints,
                     z_lower=jnp.asarray(lo, dtype), z_upper=jnp.asarray(hi, dtype),
                     c_lower=jnp.asarray(clo_rows, dtype), c_upper=jnp.asarray(chi_rows, dtype),
-                    border_lower=jnp.asarray(np.concatenate([[t0lo, tflo], plo, np.full(2 * ne, -np.inf)]), dtype),
-                    border_upper=jnp.asarray(np.concatenate([[t0hi, tfhi], phi, np.full(2 * ne, np.inf)]), dtype),
+                    border_lower=jnp.asarray(np.concatenate([[t0lo, tflo], plo, copies_lo]), dtype),
+                    border_upper=jnp.asarray(np.concatenate([[t0hi, tfhi], phi, copies_hi]), dtype),
                     g_lower=jnp.zeros(1 + n_end_rows, dtype),
                     g_upper=jnp.asarray(np.concatenate([[np.inf], np.zeros(n_end_rows)]), dtype), theta=theta,
                     local_rows=n_own)

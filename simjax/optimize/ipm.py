@@ -22,7 +22,6 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from . import kkt
 from .nlp import StagedNLP
@@ -113,41 +112,51 @@ class _Problem:
         self.K, self.nz, self.m, self.ng, self.mg = nlp.shape
         self.ml = self.m - nlp.local_rows
         self.ks = jnp.arange(self.K)
-        # rows with bounds on neither side ask nothing: with every other row an equality
-        # the stages' slacks are all fixed or idle, and the KKT blocks leave them out
+        # rows with bounds on neither side ask nothing: their slacks are idle, their
+        # multipliers zero, and the KKT blocks hold placeholders for them
         self.active = ~(jnp.isinf(nlp.c_lower) & jnp.isinf(nlp.c_upper) & (nlp.c_lower < nlp.c_upper))
-        self.slacks = not _equalities_only(nlp)
 
     def _widths(self):
-        """``(ml, wl, nz, mo, wo)``: a block's parts (``wl``, ``wo``: the slacks')."""
-        ml, mo = self.ml, self.m - self.ml
-        return ml, ml if self.slacks else 0, self.nz, mo, mo if self.slacks else 0
+        """``(ml, nz, mo)``: a block's parts (the stages' slacks are condensed out of the
+        KKT blocks, see ``condensed``)."""
+        return self.ml, self.nz, self.m - self.ml
+
+    def condensed(self, sigma_s, free_s, dw):
+        """How the stages' slacks leave the KKT matrix: ``(inverse, decoupled)``, each
+        ``(K, m)``. A free slack's row ``J dx - ds - dc dy = -r`` and its own ``(Sigma +
+        dw) ds - dy = -g_s`` give ``ds = (dy - g_s) / (Sigma + dw)`` and the row ``J dx -
+        (dc + inverse) dy = -r - inverse g_s``, ``inverse = 1 / (Sigma + dw)``. (Held in
+        the matrix, the pair's small eigenvalue near an active bound, ``-1 / Sigma``, is
+        below the rounding of the block's eigendecomposition, whose largest is
+        ``Sigma``.) A free slack without barrier or regularization (``Sigma + dw = 0``)
+        leaves its row ``decoupled``: ``dy = g_s``."""
+        free_s = free_s & self.active
+        total = sigma_s + dw
+        inverse = jnp.where(free_s & (total > 0), 1.0 / jnp.where(total > 0, total, 1.0), 0.0)
+        return inverse, free_s & (total <= 0)
 
     def to_stages(self, V, Y, placeholder=0):
         """Variables and multipliers in ``_assemble``'s blocks: ``((K + 1, b),
         (nb,))``; ``placeholder``: the placeholders' value (``None``: the multipliers'
         ``Y`` extended over them, the variables' ``V``, for a fill pattern)."""
-        ml, wl, _, _, wo = self._widths()
-        Z, S, G, SG = V
+        ml = self.ml
+        Z, _, G, SG = V
         Yr = Y[0]
 
         def pad(x, before):
             edge = x[:1] if placeholder is None else jnp.full_like(x[:1], placeholder)
             return jnp.concatenate([edge, x] if before else [x, edge])
 
-        blocks = jnp.concatenate([pad(Yr[:, :ml], True), pad(S[:, :wl], True), pad(Z, False),
-                                  pad(Yr[:, ml:], False), pad(S[:, ml:ml + wo], False)], axis=1)
+        blocks = jnp.concatenate([pad(Yr[:, :ml], True), pad(Z, False), pad(Yr[:, ml:], False)], axis=1)
         return blocks, jnp.concatenate([G, SG, Y[1]])
 
     def from_stages(self, xs, xb):
-        """``to_stages``' inverse: ``(V, Y)``."""
+        """``to_stages``' inverse: ``(V, Y)``, the stages' slacks zero (``condensed``)."""
         ng, mg = self.ng, self.mg
-        ml, wl, nz, mo, wo = self._widths()
-        o = ml + wl + nz
+        ml, nz, mo = self._widths()
+        o = ml + nz
         Y = jnp.concatenate([xs[1:, :ml], xs[:-1, o:o + mo]], axis=1)
-        S = jnp.concatenate([xs[1:, ml:ml + wl], xs[:-1, o + mo:]], axis=1) if self.slacks else \
-            jnp.zeros_like(Y)
-        return (xs[:-1, ml + wl:o], S, xb[:ng], xb[ng:ng + mg]), (Y, xb[ng + mg:])
+        return (xs[:-1, ml:o], jnp.zeros_like(Y), xb[:ng], xb[ng:ng + mg]), (Y, xb[ng + mg:])
 
     def _next(self, Z):
         # (the last stage's successor: a copy of itself, values a model accepts; no
@@ -169,10 +178,8 @@ class _Problem:
         return f, (self._residual(self.rs * c, S), self.bs * self.nlp.border_constraints(G, th) - SG), costs
 
     def _residual(self, c, S):
-        """The stages' ``c - s`` (``c`` scaled; without slacks in the KKT blocks, zero
-        for the rows that ask nothing)."""
-        r = c - S
-        return r if self.slacks else jnp.where(self.active, r, 0.0)
+        """The stages' ``c - s`` (``c`` scaled; zero for the rows that ask nothing)."""
+        return jnp.where(self.active, c - S, 0.0)
 
     def evaluate(self, V, Y):
         """Everything an iteration needs at ``V`` with multipliers ``Y``, each model
@@ -226,15 +233,6 @@ class _Problem:
                 jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(V[2]))
 
 
-def _equalities_only(nlp: StagedNLP) -> bool:
-    """Whether every stage row is an equality or asks nothing (bounds known now)."""
-    try:
-        lo, hi = np.asarray(nlp.c_lower), np.asarray(nlp.c_upper)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return False
-    return bool(np.all((lo == hi) | (np.isinf(lo) & np.isinf(hi) & (lo < hi))))
-
-
 def _bounds(nlp: StagedNLP, rs, bs):
     lo = (nlp.z_lower, rs * nlp.c_lower, nlp.border_lower, bs * nlp.g_lower)
     hi = (nlp.z_upper, rs * nlp.c_upper, nlp.border_upper, bs * nlp.g_upper)
@@ -242,32 +240,30 @@ def _bounds(nlp: StagedNLP, rs, bs):
 
 
 def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
-    """The primal-dual matrix in ``K + 1`` blocks ``[yl_{j-1}, sl_{j-1}, z_j, yo_j,
-    so_j]``: stage ``j - 1``'s linking rows (multipliers and slacks), stage ``j``'s
-    variables, then stage ``j``'s own rows (``StagedNLP.local_rows``); border ``[g,
-    sg, yg]``. (A linking row grouped with the *next* stage's variables keeps the pivot
-    blocks nonsingular where a stage's own variables are fixed, e.g. the initial
-    states: the rows' Jacobian in the next stage holds an identity; an own row, whose
-    Jacobian is in its stage's variables, keeps the pivot nonsingular beside them; and
-    each slack sits with its row.) Block 0's linking rows and block ``K``'s variables
-    and own rows are placeholders (``-1`` for multipliers and ``+1`` on the diagonal
-    otherwise)."""
+    """The primal-dual matrix in ``K + 1`` blocks ``[yl_{j-1}, z_j, yo_j]``: stage
+    ``j - 1``'s linking rows' multipliers, stage ``j``'s variables, then stage ``j``'s
+    own rows' (``StagedNLP.local_rows``); border ``[g, sg, yg]``. The stages' slacks are
+    condensed into their rows (``_Problem.condensed``). (A linking row grouped with the
+    *next* stage's variables keeps the pivot blocks nonsingular where a stage's own
+    variables are fixed, e.g. the initial states: the rows' Jacobian in the next stage
+    holds an identity; an own row, whose Jacobian is in its stage's variables, keeps
+    the pivot nonsingular beside them.) Block 0's linking rows and block ``K``'s
+    variables and own rows are placeholders, as are the rows that ask nothing and the
+    decoupled ones (``-1`` for multipliers and ``+1`` on the diagonal otherwise)."""
     K, nz, m, ng, mg = P.K, P.nz, P.m, P.ng, P.mg
-    ml, wl, _, mo, wo = P._widths()
+    ml, _, mo = P._widths()
     dtype = H.dtype
-    b, nb = ml + wl + nz + mo + wo, ng + 2 * mg
-    yl, sl, z_ = slice(0, ml), slice(ml, ml + wl), slice(ml + wl, ml + wl + nz)
-    yo, so = slice(ml + wl + nz, ml + wl + nz + mo), slice(ml + wl + nz + mo, b)
+    b, nb = ml + nz + mo, ng + 2 * mg
+    yl, z_, yo = slice(0, ml), slice(ml, ml + nz), slice(ml + nz, b)
     Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz:2 * nz], J[:, :, 2 * nz:]
     Wzz = _with_previous(H[:, :nz, :nz], H[:, nz:2 * nz, nz:2 * nz])
     T = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
+    inverse, decoupled = P.condensed(sigma[1], free[1], dw)
+    row_diag = -(dc + inverse)  # (K, m)
     D = jnp.zeros((K + 1, b, b), dtype)
     D = D.at[:, yl, yl].set(-dc * jnp.eye(ml, dtype=dtype)).at[:, yo, yo].set(-dc * jnp.eye(mo, dtype=dtype))
-    if P.slacks:
-        D = D.at[1:, yl, sl].set(-jnp.eye(ml, dtype=dtype)).at[1:, sl, yl].set(-jnp.eye(ml, dtype=dtype))
-        D = D.at[:K, yo, so].set(-jnp.eye(mo, dtype=dtype)).at[:K, so, yo].set(-jnp.eye(mo, dtype=dtype))
-        D = D.at[1:, sl, sl].set(jax.vmap(jnp.diag)(sigma[1][:, :ml] + dw))
-        D = D.at[:K, so, so].set(jax.vmap(jnp.diag)(sigma[1][:, ml:] + dw))
+    D = D.at[1:, yl, yl].set(jax.vmap(jnp.diag)(row_diag[:, :ml]))
+    D = D.at[:K, yo, yo].set(jax.vmap(jnp.diag)(row_diag[:, ml:]))
     D = D.at[1:, yl, z_].set(Jn[:, :ml]).at[1:, z_, yl].set(T(Jn[:, :ml]))
     D = D.at[:K, yo, z_].set(Jz[:, ml:]).at[:K, z_, yo].set(T(Jz[:, ml:]))
     D = D.at[:K, z_, z_].set(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw))
@@ -287,7 +283,7 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     C = C.at[ng + mg:, ng + mg:].set(-dc * eye_g)
     # fixed variables and placeholders: rows and columns replaced by the identity's (+1
     # for variables, -1 for multipliers)
-    rows = jnp.ones((K, m), bool) if P.slacks else P.active
+    rows = P.active & ~decoupled
     keep, _ = P.to_stages((free[0], free[1], free[2], free[3]), (rows, jnp.ones(mg, bool)))
     keep = keep.astype(dtype)
     fill, _ = P.to_stages((jnp.ones((K, nz)), jnp.ones((K, m)), jnp.ones(ng), jnp.ones(mg)),
@@ -342,7 +338,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     has_lo = _map(lambda a, f: jnp.isfinite(a) & f, lo, free)
     has_hi = _map(lambda a, f: jnp.isfinite(a) & f, hi, free)
     # (with _assemble's placeholders: block K's variables, block 0's multipliers)
-    expected = jnp.asarray([(K + 1) * (nz + (m if P.slacks else 0)) + ng + mg, (K + 1) * m + mg, 0])
+    expected = jnp.asarray([(K + 1) * nz + ng + mg, (K + 1) * m + mg, 0])
 
     def push(x, l, u, hl, hu, fx):
         """IPOPT's bound push: strictly inside the bounds."""
@@ -436,18 +432,22 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
 
         F, dw, _, _ = jax.lax.while_loop(cond, body, (F, jnp.zeros((), dtype), dc, jnp.zeros((), jnp.int32)))
         ok = jnp.all(F.inertia == expected)
-        return F, jnp.where(good, 0.0, dw), ok
+        dw = jnp.where(good, 0.0, dw)
+        return F, dw, ok, P.condensed(sigma[1], free[1], dw)[0]
 
-    def direction(V, ZL, ZU, gL, r, mu, F, gauss_newton):
+    def direction(V, ZL, ZU, gL, r, mu, F, gauss_newton, inverse):
+        """The Newton step from ``factor_corrected``'s ``F`` and the slacks' ``inverse``."""
         dl, du = dists(V)
         grad_b = _map(lambda g, d1, d2, h1, h2, y: g - jnp.where(h1, mu / d1, 0.0) + jnp.where(h2, mu / d2, 0.0),
                       gL, dl, du, has_lo, has_hi, V)
         if gauss_newton:  # the feasibility problem |r|^2 / 2 alone (Sigma keeps the step inside)
             grad_b = _map(jnp.zeros_like, grad_b)
         grad_b = _map(lambda g, f: jnp.where(f, g, 0.0), grad_b, free)
-        rs_, rb_ = to_stages(grad_b, r)
+        gs = grad_b[1]
+        rs_, rb_ = to_stages(grad_b, (r[0] + inverse * gs, r[1]))
         dxs, dxb = kkt.solve(F, -rs_, -rb_)
         dV, dY = from_stages(dxs, dxb)
+        dV = (dV[0], inverse * (dY[0] - gs), dV[2], dV[3])
         dV = _map(lambda d, f: jnp.where(f, d, 0.0), dV, free)
         dZL = _map(lambda z, d, dx, h: jnp.where(h, mu / d - z - z / d * dx, 0.0), ZL, dl, dV, has_lo)
         dZU = _map(lambda z, d, dx, h: jnp.where(h, mu / d - z + z / d * dx, 0.0), ZU, du, dV, has_hi)
@@ -551,7 +551,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         H0 = jnp.zeros((K, 2 * nz + ng, 2 * nz + ng), dtype)
         F = kkt.factor(_assemble(P, H0, J, jnp.zeros((ng, ng), dtype), JB, zero, free, 1.0, _DC))
         rhs = _map(lambda g, zl, zu, f: jnp.where(f, -(g - zl + zu), 0.0), gf, ZL, ZU, free)
-        rs_, rb_ = to_stages(rhs, (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)))
+        inverse, _ = P.condensed(zero[1], free[1], 1.0)
+        rs_, rb_ = to_stages(rhs, (inverse * rhs[1], jnp.zeros(mg, dtype)))
         _, Y = from_stages(*kkt.solve(F, rs_, rb_))
         ok = (_max_abs(Y) <= 1e3) & jnp.all(jnp.isfinite(Y[0])) & jnp.all(jnp.isfinite(Y[1]))
         return _map(lambda y: jnp.where(ok, y, 0.0), Y)
@@ -593,8 +594,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         HB, JB = jnp.where(finite, HB, 0.0), jnp.where(finite, JB, 0.0)
         # (in a batch, a problem that has finished waits for the others: no loops for it)
         running = s["status"] < 0
-        F, dw, inertia_ok = factor_corrected(H, J, HB, JB, sigma, mu, s["dw"], False, running)
-        dV, dY, dZL, dZU, slope, _ = direction(V, ZL, ZU, gL, r, mu, F, False)
+        F, dw, inertia_ok, inverse = factor_corrected(H, J, HB, JB, sigma, mu, s["dw"], False, running)
+        dV, dY, dZL, dZU, slope, _ = direction(V, ZL, ZU, gL, r, mu, F, False, inverse)
         tau = jnp.maximum(0.99, 1.0 - mu)
         amax, az = fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau)
         theta, phi = infeasibility(r), barrier(V, f, mu)
@@ -604,8 +605,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
 
         def restoration(_):
             """A Gauss-Newton step on the constraints alone."""
-            Fr, _, _ = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True, restoring)
-            dVr, _, dZLr, dZUr, _, _ = direction(V, ZL, ZU, gL, r, mu, Fr, True)
+            Fr, _, _, inverse_r = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True, restoring)
+            dVr, _, dZLr, dZUr, _, _ = direction(V, ZL, ZU, gL, r, mu, Fr, True, inverse_r)
             amax_r, az_r = fraction_to_boundary(V, dVr, ZL, ZU, dZLr, dZUr, tau)
             ar, restored = restoration_search(V, dVr, amax_r, _sum(_map(jnp.square, r)), restoring)
             return dVr, dZLr, dZUr, az_r, ar, restored
@@ -697,6 +698,9 @@ def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_s
 
     g, r = kkt_residual(V, Y)
     g = _map(lambda a, k: jnp.where(k, a, 0.0), g, kept)
+    # (an inactive inequality's row is decoupled: its multiplier stays zero)
+    _, decoupled = P.condensed(zero[1], kept[1], 0.0)
+    r = (jnp.where(decoupled, jax.lax.stop_gradient(r[0]), r[0]), r[1])
     rhs_s, rhs_b = to_stages(_map(lambda a: a - jax.lax.stop_gradient(a), g),
                              _map(lambda a: a - jax.lax.stop_gradient(a), r))
     dV, dY = from_stages(*kkt.solve(F, rhs_s, rhs_b))
