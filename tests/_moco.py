@@ -614,9 +614,11 @@ def moco_spring_mass(folder, transcription="hermite-simpson", num_mesh_intervals
 
 #: A 2 kg mass slides from rest at x = 0 for exactly 1 s, forward (it ends at x >= 0.5
 #: m), with least effort, subject to MocoAverageSpeedGoal (0.8 m/s, an endpoint
-#: constraint) and MocoPeriodicityGoal (the speed, and the force negated: F(0) =
-#: -F(1)). The optimum is rest to rest over 0.8 m: F = 9.6 (1 - 2 t) N, effort 12 m^2
-#: d^2 / T^3 = 30.72 N^2 s.
+#: constraint), MocoPeriodicityGoal (the speed, and the force negated: F(0) = -F(1))
+#: and MocoOutputBoundConstraint (the body's speed along x, ``/bodyset/body|velocity``
+#: element 3, at most 1 m/s). Without the bound the optimum is rest to rest over 0.8 m,
+#: F = 9.6 (1 - 2 t) N, effort 12 m^2 d^2 / T^3 = 30.72 N^2 s, peaking at 1.2 m/s: the
+#: bound is active mid-motion.
 CRUISE_PROBLEM = {
     "name": "cruise",
     "time_initial_bounds": (0.0, 0.0),
@@ -630,26 +632,13 @@ CRUISE_PROBLEM = {
     "average_speed": 0.8,
     "periodic_states": ["/jointset/slider/x/speed"],
     "negated_periodic_controls": ["/forceset/actuator"],
-}
-
-#: The same slide, rest to rest over 0.8 m in 1 s, with the body's speed along x
-#: (``/bodyset/body|velocity`` element 3; MocoOutputBoundConstraint) at most 1 m/s:
-#: the unconstrained optimum peaks at 1.2 m/s, so the bound is active mid-motion.
-SPEED_LIMIT_PROBLEM = {
-    **{k: v for k, v in CRUISE_PROBLEM.items() if k not in ("average_speed", "periodic_states",
-                                                           "negated_periodic_controls")},
-    "name": "speed_limit",
-    "states": {
-        "/jointset/slider/x/value": ((-10.0, 10.0), 0.0, 0.8),
-        "/jointset/slider/x/speed": ((-50.0, 50.0), 0.0, 0.0),
-    },
     "speed_bound": ("/bodyset/body|velocity", 3, 1.0),
 }
 
 
 def moco_cruise(folder, problem=CRUISE_PROBLEM, transcription="hermite-simpson", num_mesh_intervals=20,
                 **kw) -> dict:
-    """``CRUISE_PROBLEM`` or ``SPEED_LIMIT_PROBLEM`` solved by Moco on
+    """``CRUISE_PROBLEM`` (or a variant of it) solved by Moco on
     ``sliding_mass_osim(folder)``: the goals and path constraint the dict names
     (``average_speed``, ``periodic_states``, ``negated_periodic_controls``,
     ``speed_bound``). Returns ``solve``'s dict plus ``problem`` and ``model_path``."""
@@ -679,5 +668,79 @@ def moco_cruise(folder, problem=CRUISE_PROBLEM, transcription="hermite-simpson",
         prob.addPathConstraint(bound)
     out = solve(study, Path(folder) / f"{problem['name']}_solution.sto")
     out["problem"] = copy.deepcopy(problem)
+    out["model_path"] = model_path
+    return out
+
+
+# ----------------------------------------------------------------------------- marker tracking
+
+
+def pendulum_marker_osim(folder) -> str:
+    """Write ``pendulum_marker.osim`` in ``folder`` and return its path:
+    ``pendulum_osim``'s pendulum with a Marker ``/markerset/tip`` on its body at (0.1,
+    0, 0), which sits at ``(sin q + 0.1 cos q, 0.1 sin q - cos q, 0)`` in Ground."""
+    osim = _opensim()
+    model = osim.Model(pendulum_osim(folder))
+    model.setName("pendulum_marker")
+    model.addMarker(osim.Marker("tip", model.getBodySet().get("body"), osim.Vec3(0.1, 0, 0)))
+    model.finalizeConnections()
+    path = Path(folder) / "pendulum_marker.osim"
+    model.printToXML(str(path))
+    return str(path)
+
+
+def pendulum_markers_trc(folder, num_rows: int = 51) -> str:
+    """Write ``pendulum_markers.trc`` in ``folder`` with OpenSim's TRCFileAdapter, in
+    millimetres: ``tip`` where ``pendulum_marker_osim``'s marker is along
+    ``pendulum_reference``, and ``elsewhere``, a marker the model does not have.
+    Returns its path."""
+    osim = _opensim()
+    t = np.linspace(0.0, 1.0, num_rows)
+    q, _ = pendulum_reference(t)
+    tip = np.stack([np.sin(q) + 0.1 * np.cos(q), 0.1 * np.sin(q) - np.cos(q), np.zeros_like(q)], 1) * 1000.0
+    table = osim.TimeSeriesTableVec3()
+    table.setColumnLabels(["tip", "elsewhere"])
+    for i, ti in enumerate(t):
+        row = osim.RowVectorVec3([osim.Vec3(*tip[i]), osim.Vec3(0.0, 0.0, 1000.0)])
+        table.appendRow(float(ti), row)
+    rate = str((num_rows - 1) / (t[-1] - t[0]))
+    for key, value in (("DataRate", rate), ("CameraRate", rate), ("OrigDataRate", rate), ("Units", "mm"),
+                       ("NumFrames", str(num_rows)), ("NumMarkers", "2"), ("OrigDataStartFrame", "1"),
+                       ("OrigNumFrames", str(num_rows))):
+        table.addTableMetaDataString(key, value)
+    path = Path(folder) / "pendulum_markers.trc"
+    osim.TRCFileAdapter.write(table, str(path))
+    return str(path)
+
+
+#: ``PENDULUM_TRACKING_PROBLEM`` with MocoMarkerTrackingGoal (weight 10; marker
+#: ``tip`` weighted 2, ``elsewhere`` unused) in place of the state tracking.
+PENDULUM_MARKER_PROBLEM = {
+    **{k: v for k, v in PENDULUM_TRACKING_PROBLEM.items() if k != "tracking_goals"},
+    "name": "pendulum_marker_tracking",
+    "marker_goal": {"weight": 10.0, "marker_weights": {"tip": 2.0}},
+}
+
+
+def moco_pendulum_marker_tracking(folder, transcription="hermite-simpson", num_mesh_intervals=20, **kw) -> dict:
+    """``PENDULUM_MARKER_PROBLEM`` solved by Moco on ``pendulum_marker_osim(folder)``
+    with ``pendulum_markers_trc(folder)``. Returns ``solve``'s dict plus ``problem``
+    (``"markers"``: the .trc path), ``model_path``."""
+    osim = _opensim()
+    problem = copy.deepcopy(PENDULUM_MARKER_PROBLEM)
+    problem["markers"] = pendulum_markers_trc(folder)
+    model_path = pendulum_marker_osim(folder)
+    study = study_from_problem(model_path, problem, transcription=transcription,
+                               num_mesh_intervals=num_mesh_intervals, **kw)
+    spec = problem["marker_goal"]
+    weights = osim.SetMarkerWeights()
+    for name, w in spec["marker_weights"].items():
+        weights.cloneAndAppend(osim.MarkerWeight(name, w))
+    goal = osim.MocoMarkerTrackingGoal("markers", spec["weight"])
+    goal.setMarkersReference(osim.MarkersReference(problem["markers"], weights))
+    goal.setAllowUnusedReferences(True)
+    study.updProblem().addGoal(goal)
+    out = solve(study, Path(folder) / f"{problem['name']}_solution.sto")
+    out["problem"] = problem
     out["model_path"] = model_path
     return out

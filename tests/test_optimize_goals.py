@@ -1,6 +1,7 @@
 """Goals of simjax.optimize.goals (``StateTracking`` = MocoStateTrackingGoal,
-``OutputIntegral`` = MocoOutputGoal) against OpenSim Moco 4.6 run live on the same
-model and reference files (tests/_moco.py), and their checks of a problem."""
+``MarkerTracking`` = MocoMarkerTrackingGoal, ``OutputIntegral`` = MocoOutputGoal)
+against OpenSim Moco 4.6 run live on the same model and reference files
+(tests/_moco.py), and their checks of a problem."""
 
 import math
 
@@ -52,6 +53,31 @@ def test_state_tracking_matches_moco(tmp_path):
     states = np.abs(np.asarray(solution.states) - _moco.states_in_system_order(ref, system)).max()
     controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
     assert states < 1e-5 and controls < 1e-4, (states, controls)
+
+
+def test_marker_tracking_matches_moco(tmp_path):
+    """The pendulum tracking a marker read from a .trc in millimetres (a marker weight,
+    an unused reference marker), Hermite-Simpson, 20 intervals: the same optimum."""
+    pytest.importorskip("opensim")
+    ref = _moco.moco_pendulum_marker_tracking(tmp_path, num_mesh_intervals=20)
+    assert ref["success"], ref["status"]
+    system = sj.load_osim(ref["model_path"]).build()
+    spec = ref["problem"]
+    goal = optimize.MarkerTracking(spec["markers"], spec["marker_goal"]["weight"],
+                                   weights=spec["marker_goal"]["marker_weights"], allow_unused_references=True)
+    problem = _moco.simjax_problem(spec, system).goal(goal)
+    assert goal.tracked(problem) == {"/markerset/tip": 2.0}
+    tol = ref["settings"]["optim_convergence_tolerance"]
+    solution = optimize.solve(problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol))
+    assert int(solution.status) == 0
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-8 * abs(ref["objective"])
+    terms = optimize.files.objective_terms(solution, problem, ["effort", "markers"])
+    assert abs(terms["markers"] - ref["objective_terms"]["markers"]) < 1e-5 * ref["objective_terms"]["markers"]
+    states = np.abs(np.asarray(solution.states) - _moco.states_in_system_order(ref, system)).max()
+    controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
+    assert states < 1e-5 and controls < 1e-3, (states, controls)
+    with pytest.raises(ValueError, match="marker 'elsewhere' of the reference is not in the model"):
+        optimize.MarkerTracking(spec["markers"]).tracked(problem)
 
 
 def test_goals_match_moco_at_a_given_trajectory(tmp_path):

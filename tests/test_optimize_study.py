@@ -131,17 +131,17 @@ def test_study_file_read_into_a_problem(tmp_path):
 
 
 def test_unsupported_goals_and_transcription_are_errors_naming_them(tmp_path):
-    marker = osim.MocoMarkerTrackingGoal("markers")
-    periodic = osim.MocoPeriodicityGoal("periodic")
-    path = _pendulum_study(tmp_path, extra_goals=(marker, periodic), transcription="legendre-gauss-3")
+    translation = osim.MocoTranslationTrackingGoal("translation")
+    reaction = osim.MocoJointReactionGoal("reaction")
+    path = _pendulum_study(tmp_path, extra_goals=(translation, reaction), transcription="legendre-gauss-3")
     with pytest.raises(study.StudyError) as info:
         study.read_study(path)
     message = str(info.value)
     assert message.startswith(f"{path}: 3 setting(s)")
-    assert '<MocoMarkerTrackingGoal name="markers">' in message
-    assert '<MocoPeriodicityGoal name="periodic">' in message
+    assert '<MocoTranslationTrackingGoal name="translation">' in message
+    assert '<MocoJointReactionGoal name="reaction">' in message
     assert "<transcription_scheme> = 'legendre-gauss-3'" in message
-    assert all(re.search(rf"line \d+: .*{k}", message) for k in ("markers", "periodic", "legendre"))
+    assert all(re.search(rf"line \d+: .*{k}", message) for k in ("translation", "reaction", "legendre"))
     # the command line says the same and fails
     assert cli.main(["moco", str(path)]) == 1
     # a goal property that changes the answer is an error too
@@ -153,6 +153,56 @@ def test_unsupported_goals_and_transcription_are_errors_naming_them(tmp_path):
     with pytest.raises(study.StudyError, match=r"<MocoOutputGoal name=\"speed\">/<divide_by_duration> = 'true'"):
         study.read_study(bad)
 
+
+
+def test_parameters_endpoint_goals_marker_tracking_and_output_bounds_are_read(tmp_path):
+    from simjax.optimize.goals import AverageSpeed, MarkerTracking, OutputBound, Periodicity
+    from simjax.optimize.problem import Parameter
+
+    moco = _moco.study_from_problem(_moco.spring_mass_osim(tmp_path), _moco.SPRING_MASS_PROBLEM,
+                                    num_mesh_intervals=20, parameters_require_initsystem=False)
+    prob = moco.updProblem()
+    prob.addParameter(osim.MocoParameter("stiffness", "/forceset/spring", "stiffness", osim.MocoBounds(1, 100)))
+    speed = osim.MocoAverageSpeedGoal("speed")
+    speed.set_desired_average_speed(0.3)
+    speed.setMode("cost")
+    prob.addGoal(speed)
+    periodic = osim.MocoPeriodicityGoal("periodic")
+    periodic.addStatePair(osim.MocoPeriodicityGoalPair("/jointset/slider/x/speed"))
+    periodic.addNegatedControlPair(osim.MocoPeriodicityGoalPair("/forceset/actuator"))
+    prob.addGoal(periodic)
+    bound = osim.MocoOutputBoundConstraint()
+    bound.setName("limit")
+    bound.setOutputPath("/bodyset/body|velocity")
+    bound.setOutputIndex(3)
+    bound.setUpperBound(osim.Constant(1.0))
+    prob.addPathConstraint(bound)
+    weights = osim.SetMarkerWeights()
+    weights.cloneAndAppend(osim.MarkerWeight("tip", 2.0))
+    trc = _moco.pendulum_markers_trc(tmp_path)
+    markers = osim.MocoMarkerTrackingGoal("markers", 10.0)
+    markers.setMarkersReference(osim.MarkersReference(trc, weights))
+    markers.setAllowUnusedReferences(True)
+    prob.addGoal(markers)
+    path = tmp_path / "all.omoco"
+    moco.printToXML(str(path))
+    with pytest.warns(study.StudyWarning, match="parameters_require_initsystem"):
+        read = study.read_study(path)
+    problem = read.problem
+    assert problem.parameters == (Parameter("stiffness", ("/forceset/spring",), "stiffness", (1.0, 100.0)),)
+    assert problem.path_constraints == (OutputBound("/bodyset/body|velocity", upper=1.0, index=3),)
+    assert read.goal_names == ("effort", "speed", "periodic", "markers")
+    assert problem.goals[1:] == (
+        AverageSpeed(0.3, "cost"),
+        Periodicity((("/jointset/slider/x/speed", "/jointset/slider/x/speed", False),),
+                    (("/forceset/actuator", "/forceset/actuator", True),)),
+        MarkerTracking(trc, 10.0, {"tip": 2.0}, True))
+    # a bound that is not a Constant is an error naming it
+    bad = tmp_path / "bad.omoco"
+    bad.write_text(path.read_text().replace("<Constant>\n", "<LinearFunction>\n").replace(
+        "</Constant>", "</LinearFunction>"))
+    with pytest.raises(study.StudyError, match=r"<upper_bound>/<LinearFunction>.*only a Constant bound"):
+        study.read_study(bad)
 
 
 def test_implicit_multibody_dynamics_is_read_with_moco_s_acceleration_bounds_only(tmp_path):

@@ -7,7 +7,7 @@ method.
   properties as variables, path constraints) and its goals (``ControlEffort``,
   ``FinalTime``, ``InitialActivation``);
 - ``goals``: goals on data, outputs and the phase's ends (``StateTracking``: Moco's
-  ``MocoStateTrackingGoal``; ``OutputIntegral``: ``MocoOutputGoal``; ``Periodicity``;
+  ``MocoStateTrackingGoal``; ``MarkerTracking``; ``OutputIntegral``: ``MocoOutputGoal``; ``Periodicity``;
   ``AverageSpeed``) and path constraints on outputs (``OutputBound``:
   ``MocoOutputBoundConstraint``);
 - ``collocation``: the trapezoidal and Hermite–Simpson transcriptions (explicit or
@@ -32,7 +32,7 @@ method.
 from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, problem, study
 from .collocation import OptimalTrajectory, solve, solve_batch, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
-from .goals import AverageSpeed, OutputBound, OutputIntegral, Periodicity, StateTracking
+from .goals import AverageSpeed, MarkerTracking, OutputBound, OutputIntegral, Periodicity, StateTracking
 from .moco_tools import SumSquaredStates, inverse, inverse_problem, track, track_problem
 from .ipm import STATUS, Options, Solution, print_log
 from .model_edits import (
@@ -46,8 +46,8 @@ from .problem import (
 
 __all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "study",
            "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking",
-           "OutputIntegral", "OutputBound", "Periodicity", "AverageSpeed", "Parameter", "PathConstraint", "Ends",
-           "solve_batch",
+           "OutputIntegral", "MarkerTracking", "OutputBound", "Periodicity", "AverageSpeed", "Parameter",
+           "PathConstraint", "Ends", "solve_batch",
            "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
            "OptimalTrajectory", "inverse", "inverse_problem", "track", "track_problem", "Options", "Solution",
            "STATUS", "print_log",

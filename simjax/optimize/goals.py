@@ -1,7 +1,7 @@
 """More of Moco's goals and constraints: ``StateTracking`` (``MocoStateTrackingGoal``),
-``OutputIntegral`` (``MocoOutputGoal``), ``Periodicity`` (``MocoPeriodicityGoal``),
-``AverageSpeed`` (``MocoAverageSpeedGoal``) and the path constraint ``OutputBound``
-(``MocoOutputBoundConstraint``).
+``MarkerTracking`` (``MocoMarkerTrackingGoal``), ``OutputIntegral`` (``MocoOutputGoal``),
+``Periodicity`` (``MocoPeriodicityGoal``), ``AverageSpeed`` (``MocoAverageSpeedGoal``) and
+the path constraint ``OutputBound`` (``MocoOutputBoundConstraint``).
 
 They follow the interfaces of ``problem``: a ``Goal`` is ``weight`` times an integral
 over the phase of ``integrand(problem, t, y, controls, system)``, a pure JAX expression
@@ -31,7 +31,7 @@ import numpy as np
 
 from .problem import Goal, PathConstraint
 
-__all__ = ["StateTracking", "OutputIntegral", "OutputBound", "Periodicity", "AverageSpeed"]
+__all__ = ["StateTracking", "MarkerTracking", "OutputIntegral", "OutputBound", "Periodicity", "AverageSpeed"]
 
 
 def _cached(goal, problem, build):
@@ -49,9 +49,9 @@ def _cached(goal, problem, build):
 # -- StateTracking ---------------------------------------------------------------------
 
 
-def _reference_table(reference):
+def _reference_table(reference, goal: str = "StateTracking"):
     """The reference as a ``TimeSeriesTable``: a table as is, or a file read with
-    simjax's table readers (``.sto``, ``.mot``, ``.csv``, ...), as Moco's
+    simjax's table readers (``.sto``, ``.mot``, ``.trc``, ``.csv``, ...), as Moco's
     ``TableProcessor(filepath)`` reads it (relative to the working directory)."""
     from ..io.tables import TimeSeriesTable, read_table
 
@@ -60,10 +60,9 @@ def _reference_table(reference):
     if isinstance(reference, (str, os.PathLike)):
         path = os.fspath(reference)
         if not os.path.exists(path):
-            raise FileNotFoundError(f"StateTracking: reference file {path!r} does not exist")
+            raise FileNotFoundError(f"{goal}: reference file {path!r} does not exist")
         return read_table(path)
-    raise TypeError(f"StateTracking: reference must be a TimeSeriesTable or a file path, got "
-                    f"{type(reference).__name__}")
+    raise TypeError(f"{goal}: reference must be a TimeSeriesTable or a file path, got {type(reference).__name__}")
 
 
 def _in_degrees(table) -> bool:
@@ -212,6 +211,94 @@ class StateTracking(Goal):
             return jnp.zeros((), jnp.result_type(y, float))
         error = y[prep["index"]] - self.reference_at(problem, t)
         return jnp.sum(jnp.asarray(prep["weights"]) * error * error)
+
+
+# -- MarkerTracking --------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkerTracking(Goal):
+    """Moco's ``MocoMarkerTrackingGoal``: ``weight * integral of sum_i w_i |p_i(q) -
+    ref_i(t)| ** 2 dt`` over the reference's markers ``i``, ``p_i`` the model marker's
+    position in Ground (m).
+
+    As Moco 4.6 (``MocoMarkerTrackingGoal.cpp``, ``MarkersReference``): the reference
+    is a marker table (a ``.trc`` file or a table of ``Vec3`` columns), converted to
+    meters from its ``Units`` metadata (meters without it); each coordinate of each
+    marker is splined by a quintic ``GCVSpline`` with error variance 0 (as
+    ``GCVSplineSet(table.flatten())``); a reference marker names a model marker by
+    path or by name; one the model lacks is an error unless
+    ``allow_unused_references``, which drops it; ``w_i`` is ``weights[name]`` or 1.
+
+    **Fields:** ``reference``: a ``TimeSeriesTable`` or a file path; ``weight``;
+    ``weights``: ``{marker name: w}``; ``allow_unused_references``.
+
+    Moco's ``MocoScaleFactor``s on markers are not supported.
+    """
+
+    reference: Any
+    weight: float = 1.0
+    weights: Any = None
+    allow_unused_references: bool = False
+    _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def _prepare(self, problem):
+        from ..functions import GCVSpline, stack_pp
+        from ..tools.kinematics import _model_marker_paths, _units_factor
+
+        if problem.kinematics is not None:
+            raise ValueError("MarkerTracking: the markers need the coordinates as states; this problem prescribes "
+                             "them")
+        table = _reference_table(self.reference, "MarkerTracking")
+        if table.vec_size != 3:
+            raise ValueError(f"MarkerTracking: the reference must be a marker table (Vec3 columns, e.g. a .trc "
+                             f"file), not {table.data_type}")
+        if len(set(table.labels)) != len(table.labels):
+            raise ValueError(f"MarkerTracking: the reference repeats a marker: {', '.join(table.labels)}")
+        values = np.asarray(table.values, float) * _units_factor(table, "MarkerTracking reference")
+        times = np.asarray(table.times, float)
+        known = _model_marker_paths(problem.system)
+        paths_known = set(known.values())
+        weights = dict(self.weights or {})
+        for name in weights:
+            if name not in table.labels:
+                raise ValueError(f"MarkerTracking: a weight is given for {name!r}, which the reference does not have "
+                                 f"(its markers: {', '.join(table.labels)})")
+        paths, w, pps = [], [], []
+        for j, label in enumerate(table.labels):
+            path = label if label in paths_known else known.get(label)
+            if path is None:
+                if self.allow_unused_references:
+                    continue
+                raise ValueError(f"MarkerTracking: marker {label!r} of the reference is not in the model (its "
+                                 f"markers: {', '.join(sorted(known))}; allow_unused_references=True drops it)")
+            if not np.all(np.isfinite(values[:, j])):
+                raise ValueError(f"MarkerTracking: marker {label!r} of the reference has missing (NaN) values")
+            paths.append(path)
+            w.append(float(weights.get(label, 1.0)))
+            pps += [GCVSpline.from_degree(5, times, values[:, j, d], name=f"{label}_{d}").to_pp() for d in range(3)]
+        if not paths:
+            return None
+        pp = jax.tree.map(lambda a: np.asarray(a) if isinstance(a, jax.Array) else a, stack_pp(pps))
+        return dict(paths=tuple(paths), weights=np.asarray(w, float), pp=pp)
+
+    def tracked(self, problem) -> dict:
+        """The tracked model markers and their weights, ``{marker path: w_i}``."""
+        prep = _cached(self, problem, self._prepare)
+        return {} if prep is None else dict(zip(prep["paths"], prep["weights"].tolist()))
+
+    def integrand(self, problem, t, y, controls, system=None):
+        from ..tools.kinematics import _marker_positions
+
+        prep = _cached(self, problem, self._prepare)
+        if prep is None:
+            return jnp.zeros((), jnp.result_type(y, float))
+        system = problem.system if system is None else system
+        base = system.default_state()
+        positions = _marker_positions(system, prep["paths"], y[:base.q.shape[0]].astype(base.q.dtype), base)
+        reference = jax.vmap(lambda pp: pp(t))(prep["pp"]).reshape(-1, 3)
+        error = positions - reference
+        return jnp.sum(jnp.asarray(prep["weights"]) * jnp.sum(error * error, axis=-1))
 
 
 # -- OutputIntegral --------------------------------------------------------------------

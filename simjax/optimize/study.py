@@ -68,7 +68,13 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
   (``reference`` file, ``state_weights``, ``pattern``, ``allow_unused_references``,
   ``scale_weights_with_range``), ``MocoOutputGoal`` → ``OutputIntegral``
   (``output_path``, ``exponent``, ``output_index``), ``MocoInitialActivationGoal`` →
-  ``InitialActivation`` (an endpoint constraint, as in Moco);
+  ``InitialActivation`` (an endpoint constraint, as in Moco), ``MocoMarkerTrackingGoal``
+  → ``MarkerTracking`` (``marker_file``, ``marker_weights``,
+  ``allow_unused_references``), ``MocoPeriodicityGoal`` → ``Periodicity`` and
+  ``MocoAverageSpeedGoal`` → ``AverageSpeed`` (either ``mode``);
+- ``MocoParameter``s → ``Problem.parameter`` (``component_paths``, ``property_name``,
+  ``property_element``); ``MocoOutputBoundConstraint`` path constraints →
+  ``OutputBound`` (``Constant`` bounds);
 - the solver (``MocoCasADiSolver``): ``num_mesh_intervals`` or ``mesh``,
   ``transcription_scheme`` (``trapezoidal``, ``hermite-simpson``),
   ``interpolate_control_mesh_interior_points``, ``multibody_dynamics_mode``
@@ -154,7 +160,7 @@ _SOLVER_IGNORED = {
     "parallel": "simjax evaluates the grid points vectorized",
     "output_interval": "IPOPT's intermediate output",
     "scale_variables_using_bounds": "simjax scales by gradients, as IPOPT does",
-    "parameters_require_initsystem": "no parameters",
+    "parameters_require_initsystem": "simjax sets parameters without re-initializing the model",
     "enforce_constraint_derivatives": "kinematic constraints",
     "kinematic_constraint_method": "kinematic constraints",
     "velocity_correction_bounds": "kinematic constraints",
@@ -179,7 +185,12 @@ _GOALS = {
                                "scale_weights_with_range"), "cost"),
     "MocoOutputGoal": (("output_path", "second_output_path", "operation", "exponent", "output_index"), "cost"),
     "MocoInitialActivationGoal": ((), "endpoint_constraint"),
+    "MocoMarkerTrackingGoal": (("markers_reference", "allow_unused_references"), "cost"),
+    "MocoPeriodicityGoal": (("state_pairs", "control_pairs"), "endpoint_constraint"),
+    "MocoAverageSpeedGoal": (("desired_average_speed",), "endpoint_constraint"),
 }
+#: goals whose mode may be either
+_BOTH_MODES = ("MocoPeriodicityGoal", "MocoAverageSpeedGoal")
 _GOAL_BASE = ("enabled", "weight", "mode", "MocoConstraintInfo", "scale_factors", "divide_by_displacement",
               "divide_by_duration", "divide_by_mass")
 
@@ -505,7 +516,7 @@ def _resolve_infos(r: _Reader, named, patterns, names, kind: str) -> dict[str, t
 
 def _goal(r: _Reader, node, problem):
     """A goal element as a simjax goal, ``None`` where it is dropped or unsupported."""
-    from .goals import OutputIntegral, StateTracking
+    from .goals import AverageSpeed, MarkerTracking, OutputIntegral, Periodicity, StateTracking
     from .problem import ControlEffort, FinalTime, InitialActivation
 
     trail = f"<goals>/{_label(node)}"
@@ -526,7 +537,10 @@ def _goal(r: _Reader, node, problem):
     if "enabled" in props and not r.flag(props["enabled"], f"{trail}/<enabled>"):
         return None
     weight = r.number(props["weight"], f"{trail}/<weight>") if "weight" in props else 1.0
-    if "mode" in props and props["mode"].text.strip() not in ("", default_mode):
+    mode = props["mode"].text.strip() if "mode" in props and props["mode"].text.strip() else default_mode
+    if node.tag in _BOTH_MODES and mode not in ("cost", "endpoint_constraint"):
+        r.error(props["mode"], f"{trail}/<mode>", "expected cost or endpoint_constraint", mode)
+    elif node.tag not in _BOTH_MODES and mode != default_mode:
         r.error(props["mode"], f"{trail}/<mode>", f"only the goal's default mode ({default_mode}) is supported",
                 props["mode"].text.strip())
     for flag in ("divide_by_displacement", "divide_by_duration", "divide_by_mass"):
@@ -570,6 +584,58 @@ def _goal(r: _Reader, node, problem):
         flag("ignore_input_controls")  # (simjax has no Input controls)
         flag("ignore_controlled_actuators")  # (a model with controllers is refused anyway)
         return ControlEffort(weight, float(exponent), weights or None)
+    if node.tag == "MocoPeriodicityGoal":
+        pairs = {}
+        for prop in ("state_pairs", "control_pairs"):
+            pairs[prop] = []
+            for pair in props[prop].children if prop in props else ():
+                where = f"{trail}/<{prop}>/{_label(pair)}"
+                values = {c.tag: c for c in pair.children}
+                for tag in set(values) - {"initial_variable", "final_variable", "negate"}:
+                    r.error(values[tag], f"{where}/<{tag}>", "unknown property")
+                initial = values["initial_variable"].text.strip() if "initial_variable" in values else ""
+                final = values["final_variable"].text.strip() if "final_variable" in values else ""
+                negate = r.flag(values["negate"], f"{where}/<negate>") if "negate" in values else False
+                kind = "state" if prop == "state_pairs" else "control"
+                for name in (initial, final):
+                    try:
+                        found = problem._key(name)[0]
+                    except KeyError:
+                        found = None
+                    if found != kind:
+                        r.error(pair, where, f"could not find {kind} {name!r}", name)
+                pairs[prop].append((initial, final, negate))
+        return Periodicity(tuple(pairs["state_pairs"]), tuple(pairs["control_pairs"]), mode, weight)
+    if node.tag == "MocoAverageSpeedGoal":
+        speed = r.number(props["desired_average_speed"], f"{trail}/<desired_average_speed>") \
+            if "desired_average_speed" in props else 0.0
+        return AverageSpeed(speed, mode, weight)
+    if node.tag == "MocoMarkerTrackingGoal":
+        ref = props.get("markers_reference")
+        where = f"{trail}/<MarkersReference name=\"markers_reference\">"
+        filepath, weights = None, {}
+        for child in ref.children if ref is not None else ():
+            if child.tag == "marker_file":
+                filepath = child
+            elif _key(child) == "marker_weights":
+                for w in child.find("objects").children if child.find("objects") is not None else ():
+                    value = w.find("weight")
+                    weights[w.attrib.get("name", "")] = \
+                        r.number(value, f"{where}/<marker_weights>/{_label(w)}/<weight>") if value is not None else 1.0
+            elif child.tag == "default_weight":
+                if r.number(child, f"{where}/<default_weight>") != 1.0:
+                    r.error(child, f"{where}/<default_weight>", "only the default weight 1 is supported",
+                            child.text.strip())
+            else:
+                r.error(child, f"{where}/{_label(child)}", "unknown property")
+        if filepath is None or not filepath.text.strip():
+            r.error(ref if ref is not None else node, where, "the reference names no marker file (a table set in "
+                    "memory is not written to the study)")
+            return None
+        reference = r.path(filepath.text.strip(), filepath, f"{where}/<marker_file>")
+        if reference is None:
+            return None
+        return MarkerTracking(reference, weight, weights or None, flag("allow_unused_references"))
     if node.tag == "MocoStateTrackingGoal":
         ref = props.get("reference")
         where = f"{trail}/<TableProcessor name=\"reference\">"
@@ -607,6 +673,78 @@ def _goal(r: _Reader, node, problem):
     return OutputIntegral(output, weight, exponent, integer("output_index", -1))
 
 
+def _parameter(r: _Reader, node, problem):
+    """A ``MocoParameter`` added to ``problem`` (unchanged where it is in error)."""
+    trail = f"<parameters>/{_label(node)}"
+    if node.tag != "MocoParameter":
+        r.error(node, trail, "not supported")
+        return problem
+    props = {_key(c): c for c in node.children}
+    for key, child in props.items():
+        if key not in ("MocoBounds", "component_paths", "property_name", "property_element"):
+            r.error(child, f"{trail}/{_label(child)}", "unknown property")
+    bounds = r.object_bounds(props.get("MocoBounds"), f"{trail}/<MocoBounds>")
+    paths = props["component_paths"].text.split() if "component_paths" in props else []
+    name = props["property_name"].text.strip() if "property_name" in props else ""
+    element = r.integer(props["property_element"], f"{trail}/<property_element>") \
+        if "property_element" in props else -1
+    if bounds is None or not paths or not name:
+        r.error(node, trail, "a parameter needs bounds, component_paths and a property_name")
+        return problem
+    try:
+        return problem.parameter(node.attrib.get("name", name), paths, name, bounds,
+                                 None if element < 0 else element)
+    except ValueError as exc:
+        r.error(node, trail, str(exc))
+        return problem
+
+
+def _path_constraint(r: _Reader, node, problem):
+    """A ``MocoOutputBoundConstraint`` added to ``problem``."""
+    from .goals import OutputBound
+
+    trail = f"<path_constraints>/{_label(node)}"
+    if node.tag != "MocoOutputBoundConstraint":
+        r.error(node, trail, "a path constraint simjax does not support (supported: MocoOutputBoundConstraint)")
+        return problem
+    props = {_key(c): c for c in node.children}
+    for key, child in props.items():
+        if key not in ("output_path", "second_output_path", "operation", "exponent", "output_index", "lower_bound",
+                       "upper_bound", "equality_with_lower", "MocoConstraintInfo"):
+            r.error(child, f"{trail}/{_label(child)}", "unknown property")
+    for key in ("second_output_path", "operation"):
+        if key in props and props[key].text.strip():
+            r.error(props[key], f"{trail}/<{key}>", "composite outputs are not supported", props[key].text.strip())
+    info = props.get("MocoConstraintInfo")
+    if info is not None and info.children:
+        r.error(info, f"{trail}/<MocoConstraintInfo>", "only the default constraint bounds are supported")
+
+    def constant(key):
+        node_ = props.get(key)
+        if node_ is None or not node_.children:
+            return None
+        function = node_.children[0]
+        value = function.find("value")
+        if function.tag != "Constant" or value is None:
+            r.error(function, f"{trail}/<{key}>/<{function.tag}>", "only a Constant bound is supported")
+            return None
+        return r.number(value, f"{trail}/<{key}>/<Constant>/<value>")
+
+    output = props["output_path"].text.strip() if "output_path" in props else ""
+    if not output:
+        r.error(node, trail, "no <output_path>")
+        return problem
+    exponent = r.integer(props["exponent"], f"{trail}/<exponent>") if "exponent" in props else 1
+    index = r.integer(props["output_index"], f"{trail}/<output_index>") if "output_index" in props else -1
+    equality = r.flag(props["equality_with_lower"], f"{trail}/<equality_with_lower>") \
+        if "equality_with_lower" in props else False
+    lower, upper = constant("lower_bound"), constant("upper_bound")
+    if lower is None and upper is None:
+        r.error(node, trail, "no bounds (Moco warns and leaves the output free)")
+        return problem
+    return problem.constrain(OutputBound(output, lower, upper, exponent, index, equality))
+
+
 def _phase(r: _Reader, node, version: str, strict: bool):
     """The ``MocoPhase``: ``(problem, goal names)``."""
     from ..control.controllers import Controller
@@ -634,9 +772,10 @@ def _phase(r: _Reader, node, version: str, strict: bool):
     tf = r.object_bounds(props.get("time_final_bounds"), "<MocoFinalBounds name=\"time_final_bounds\">")
     problem = Problem(system, initial_time=t0, final_time=tf)
 
-    for key in ("parameters", "path_constraints"):
-        if key in props and props[key].children:
-            r.error(props[key], f"<{key}>", "not supported: " + ", ".join(_label(c) for c in props[key].children))
+    for param in props["parameters"].children if "parameters" in props else ():
+        problem = _parameter(r, param, problem)
+    for constraint in props["path_constraints"].children if "path_constraints" in props else ():
+        problem = _path_constraint(r, constraint, problem)
     for key in ("input_control_infos", "input_control_infos_pattern"):
         if key in props and props[key].children:
             r.ignore(props[key], f"<{key}>", "simjax models have no Input controls")
