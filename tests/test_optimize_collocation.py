@@ -106,3 +106,23 @@ def test_track_poses_and_solves_moco_track(tmp_path):
     assert states < 1e-3, states
     with pytest.raises(ValueError, match=r"track: the time window 0.0..2.0 s is outside the reference's"):
         optimize.track_problem(system, ref["reference"], final_time=2.0)
+
+
+def test_the_minimum_time_s_derivative_with_respect_to_the_mass_at_a_bang_bang_optimum(tmp_path):
+    # t_f = 2 sqrt(m / 50): d t_f / d m = 1 / sqrt(50 m), 0.1 s/kg at 2 kg. At the optimum
+    # the force sits at a bound at every mesh point: holding the active bounds leaves the
+    # KKT matrix singular, and the derivative comes from the barrier problem's
+    import equinox as eqx
+    import jax
+
+    system = sj.load_osim(_moco.sliding_mass_osim(tmp_path)).build()
+    base = _moco.simjax_problem(_moco.SLIDING_MASS_PROBLEM, system)
+
+    def final_time(mass):
+        heavier = eqx.tree_at(lambda s: s.model.find("/bodyset/body").mass, system, mass)
+        problem = optimize.Problem(heavier, base.initial_time, base.final_time, base.bounds, base.initial,
+                                   base.final, base.goals)
+        return optimize.solve(problem, mesh=50, scheme="trapezoidal").time[-1]
+
+    value, slope = jax.value_and_grad(final_time)(2.0)
+    assert abs(float(value) - 0.4) < 1e-3 and abs(float(slope) - 0.1) < 1e-3, (float(value), float(slope))

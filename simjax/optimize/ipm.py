@@ -671,41 +671,57 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     V, Y = s["V"], s["Y"]
     if derivatives:
         V, Y = _implicit(P, _Problem(live, *jax.lax.stop_gradient((fs, rs, bs))), V, Y, s["ZL"], s["ZU"],
-                         s["last"], dists(V), free, has_lo, has_hi, to_stages, from_stages)
+                         s["last"], dists(V), free, has_lo, has_hi, to_stages, from_stages, expected)
     f, r, _ = P.primal(V) if not derivatives else _Problem(live, fs, rs, bs).primal(V)
     return Solution(z=V[0], g=V[2], multipliers=Y[0] * rs / fs, border_multipliers=Y[1] * bs / fs,
                     objective=f / fs, status=status, iterations=s["it"], bad_stage=s["bad"],
                     constraint_violation=violation(r), log=s["log"])
 
 
-def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_stages, from_stages):
+def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_stages, from_stages, expected):
     """``(V, Y)`` with the optimum's derivatives with respect to ``theta``: one Newton
     step on the KKT conditions ``F = (grad L, residuals)`` from the optimum, with the
-    matrix of the last iteration held constant and the active bounds' variables fixed:
-    ``x - K^{-1} (F(x, theta) - F(x, theta))``, whose value is ``x`` and whose
-    derivative is ``-K^{-1} dF/dtheta``."""
+    matrix ``K`` of the last iteration held constant: ``x - K^{-1} (F(x, theta) - F(x,
+    theta))``, whose value is ``x`` and whose derivative is ``-K^{-1} dF/dtheta``.
+
+    In ``K`` the active bounds (a multiplier above its distance) hold their variables
+    and the others are left out. Where that ``K`` is singular (the active bounds and
+    the equalities over-determine the variables, e.g. a bang-bang control), ``K`` is the
+    barrier problem's instead, as sIPOPT's: every bound through ``Sigma = z /
+    distance``."""
     V, Y = jax.lax.stop_gradient((V, Y))
     H, J, HB, JB = jax.lax.stop_gradient(last)
     dl, du = distances
     active = _map(lambda zl, zu, a, b, h1, h2: (h1 & (zl > a)) | (h2 & (zu > b)), ZL, ZU, dl, du, has_lo, has_hi)
     kept = _map(lambda f, a: f & ~a, free, active)
     zero = _map(jnp.zeros_like, V)
-    F = jax.lax.stop_gradient(kkt.factor(_assemble(P, H, J, HB, JB, zero, kept, 0.0, 0.0)))
+    barrier = _map(lambda zl, zu, a, b, h1, h2: jnp.where(h1, zl / a, 0.0) + jnp.where(h2, zu / b, 0.0),
+                   ZL, ZU, dl, du, has_lo, has_hi)
 
     def kkt_residual(V, Y):
         (_, (f_r)), g = jax.value_and_grad(lambda V: _lagrangian_and_residuals(live, V, Y), has_aux=True)(V)
         return g, f_r
 
     g, r = kkt_residual(V, Y)
-    g = _map(lambda a, k: jnp.where(k, a, 0.0), g, kept)
-    # (an inactive inequality's row is decoupled: its multiplier stays zero)
-    _, decoupled = P.condensed(zero[1], kept[1], 0.0)
-    r = (jnp.where(decoupled, jax.lax.stop_gradient(r[0]), r[0]), r[1])
-    rhs_s, rhs_b = to_stages(_map(lambda a: a - jax.lax.stop_gradient(a), g),
-                             _map(lambda a: a - jax.lax.stop_gradient(a), r))
-    dV, dY = from_stages(*kkt.solve(F, rhs_s, rhs_b))
-    V = _map(lambda x, d, k: x - jnp.where(k, d, 0.0), V, dV, kept)
-    return V, _map(lambda y, d: y - d, Y, dY)
+    g = _map(lambda a: a - jax.lax.stop_gradient(a), g)
+    r = _map(lambda a: a - jax.lax.stop_gradient(a), r)
+
+    def step(sigma, variables):
+        """``(dV, dY, nonsingular)`` of the Newton step with ``K`` from these bounds'
+        ``sigma`` and these free ``variables``."""
+        F = jax.lax.stop_gradient(kkt.factor(_assemble(P, H, J, HB, JB, sigma, variables, 0.0, 0.0)))
+        inverse, decoupled = P.condensed(sigma[1], variables[1], 0.0)
+        gv = _map(lambda a, k: jnp.where(k, a, 0.0), g, variables)
+        # (an inactive inequality's row is decoupled: its multiplier stays zero)
+        rhs_s, rhs_b = to_stages(gv, (jnp.where(decoupled, 0.0, r[0] + inverse * gv[1]), r[1]))
+        dV, dY = from_stages(*kkt.solve(F, rhs_s, rhs_b))
+        return _map(lambda d, k: jnp.where(k, d, 0.0), dV, variables), dY, jnp.all(F.inertia == expected)
+
+    dV_held, dY_held, held_ok = step(zero, kept)
+    dV_barrier, dY_barrier, _ = step(jax.lax.stop_gradient(barrier), free)
+    dV = _map(lambda a, b: jnp.where(held_ok, a, b), dV_held, dV_barrier)
+    dY = _map(lambda a, b: jnp.where(held_ok, a, b), dY_held, dY_barrier)
+    return _map(lambda x, d: x - d, V, dV), _map(lambda y, d: y - d, Y, dY)
 
 
 def _lagrangian_and_residuals(P: _Problem, V, Y):
