@@ -673,16 +673,23 @@ def _goal(r: _Reader, node, problem):
     return OutputIntegral(output, weight, exponent, integer("output_index", -1))
 
 
+def _known_props(r: _Reader, node, trail: str, known) -> dict:
+    """An object element's properties, ``{property: element}``; one not in ``known`` is
+    an error naming it."""
+    props = {_key(c): c for c in node.children}
+    for key, child in props.items():
+        if key not in known:
+            r.error(child, f"{trail}/{_label(child)}", "unknown property")
+    return props
+
+
 def _parameter(r: _Reader, node, problem):
     """A ``MocoParameter`` added to ``problem`` (unchanged where it is in error)."""
     trail = f"<parameters>/{_label(node)}"
     if node.tag != "MocoParameter":
         r.error(node, trail, "not supported")
         return problem
-    props = {_key(c): c for c in node.children}
-    for key, child in props.items():
-        if key not in ("MocoBounds", "component_paths", "property_name", "property_element"):
-            r.error(child, f"{trail}/{_label(child)}", "unknown property")
+    props = _known_props(r, node, trail, ("MocoBounds", "component_paths", "property_name", "property_element"))
     bounds = r.object_bounds(props.get("MocoBounds"), f"{trail}/<MocoBounds>")
     paths = props["component_paths"].text.split() if "component_paths" in props else []
     name = props["property_name"].text.strip() if "property_name" in props else ""
@@ -707,11 +714,9 @@ def _path_constraint(r: _Reader, node, problem):
     if node.tag != "MocoOutputBoundConstraint":
         r.error(node, trail, "a path constraint simjax does not support (supported: MocoOutputBoundConstraint)")
         return problem
-    props = {_key(c): c for c in node.children}
-    for key, child in props.items():
-        if key not in ("output_path", "second_output_path", "operation", "exponent", "output_index", "lower_bound",
-                       "upper_bound", "equality_with_lower", "MocoConstraintInfo"):
-            r.error(child, f"{trail}/{_label(child)}", "unknown property")
+    props = _known_props(r, node, trail, ("output_path", "second_output_path", "operation", "exponent",
+                                          "output_index", "lower_bound", "upper_bound", "equality_with_lower",
+                                          "MocoConstraintInfo"))
     for key in ("second_output_path", "operation"):
         if key in props and props[key].text.strip():
             r.error(props[key], f"{trail}/<{key}>", "composite outputs are not supported", props[key].text.strip())

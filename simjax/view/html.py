@@ -82,6 +82,24 @@ def _camera(scene: Scene, frames: SceneFrames) -> dict:
     return {"target": center.tolist(), "dist": 2.6 * radius, "yaw": 0.6, "pitch": 0.25}
 
 
+def shown_layers_and_tracks(scene, tracks, layers, caller: str):
+    """``(shown, tracks)``: the scene's layers with ``layers`` (``{name: bool}``)
+    applied, and the tracks, the overlays resampled at the first one's times.
+
+    **Raises:** ``ValueError`` naming ``caller`` without a track, or for an unknown
+    layer.
+    """
+    if not tracks:
+        raise ValueError(f"{caller} needs at least one SceneFrames (scene.frames(motion))")
+    shown = dict(scene.layers)
+    for k, v in (layers or {}).items():
+        if k not in shown:
+            raise ValueError(f"unknown layer {k!r}; the layers are {', '.join(shown)}")
+        shown[k] = bool(v)
+    first = tracks[0]
+    return shown, (first,) + tuple(align_frames(t, first.times) for t in tracks[1:])
+
+
 def scene_payload(scene: Scene, *tracks: SceneFrames, layers: dict | None = None, follow: str | None = None,
                   force_scale: float = 0.001, title: str | None = None) -> dict:
     """The data the HTML player draws (JSON-ready; arrays as base64).
@@ -96,15 +114,8 @@ def scene_payload(scene: Scene, *tracks: SceneFrames, layers: dict | None = None
 
     **Raises:** ``ValueError`` without a track, or for an unknown layer or ``follow``.
     """
-    if not tracks:
-        raise ValueError("scene_payload needs at least one SceneFrames (scene.frames(motion))")
-    shown = dict(scene.layers)
-    for k, v in (layers or {}).items():
-        if k not in shown:
-            raise ValueError(f"unknown layer {k!r}; the layers are {', '.join(shown)}")
-        shown[k] = bool(v)
+    shown, tracks = shown_layers_and_tracks(scene, tracks, layers, "scene_payload")
     first = tracks[0]
-    tracks = (first,) + tuple(align_frames(t, first.times) for t in tracks[1:])
     follow_paths = [p for p in scene.frame_paths if p != "/ground"]
     follow_default = -1
     if follow is not None:

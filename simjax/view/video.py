@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from .html import _camera, align_frames
+from .html import _camera, shown_layers_and_tracks
 from .meshes import decimate
 from .scene import Scene, SceneFrames, activation_colors
 
@@ -171,15 +171,8 @@ def write_animation(path: str | os.PathLike, scene: Scene, *tracks: SceneFrames,
     ext = os.path.splitext(os.fspath(path))[1].lower()
     if ext not in (".gif", ".mp4"):
         raise ValueError(f"{path}: write_animation writes .gif or .mp4 files, not {ext!r}")
-    if not tracks:
-        raise ValueError("write_animation needs at least one SceneFrames (scene.frames(motion))")
-    shown = dict(scene.layers)
-    for k, v in (layers or {}).items():
-        if k not in shown:
-            raise ValueError(f"unknown layer {k!r}; the layers are {', '.join(shown)}")
-        shown[k] = bool(v)
+    shown, tracks = shown_layers_and_tracks(scene, tracks, layers, "write_animation")
     first = tracks[0]
-    tracks = (first,) + tuple(align_frames(t, first.times) for t in tracks[1:])
     camera = _camera(scene, first)
     follow_index, offset = None, None
     if follow is not None:
