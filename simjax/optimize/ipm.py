@@ -685,10 +685,13 @@ def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_s
     theta))``, whose value is ``x`` and whose derivative is ``-K^{-1} dF/dtheta``.
 
     In ``K`` the active bounds (a multiplier above its distance) hold their variables
-    and the others are left out. Where that ``K`` is singular (the active bounds and
-    the equalities over-determine the variables, e.g. a bang-bang control), ``K`` is the
-    barrier problem's instead, as sIPOPT's: every bound through ``Sigma = z /
-    distance``."""
+    and the others are left out. Where that ``K`` is singular (its inertia says so: the
+    active bounds and the equalities over-determine the variables, e.g. a bang-bang
+    control, or a direction nothing determines), ``K`` is the barrier problem's instead,
+    as sIPOPT's (every bound through ``Sigma = z / distance``), solved without the
+    directions whose eigenvalues are below 1e-10 of their block's largest (an inactive
+    bound's ``Sigma`` is that small, and would blow up a direction nothing else
+    determines)."""
     V, Y = jax.lax.stop_gradient((V, Y))
     H, J, HB, JB = jax.lax.stop_gradient(last)
     dl, du = distances
@@ -706,10 +709,11 @@ def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_s
     g = _map(lambda a: a - jax.lax.stop_gradient(a), g)
     r = _map(lambda a: a - jax.lax.stop_gradient(a), r)
 
-    def step(sigma, variables):
+    def step(sigma, variables, truncate):
         """``(dV, dY, nonsingular)`` of the Newton step with ``K`` from these bounds'
         ``sigma`` and these free ``variables``."""
-        F = jax.lax.stop_gradient(kkt.factor(_assemble(P, H, J, HB, JB, sigma, variables, 0.0, 0.0)))
+        F = jax.lax.stop_gradient(kkt.factor(_assemble(P, H, J, HB, JB, sigma, variables, 0.0, 0.0),
+                                             truncate=truncate))
         inverse, decoupled = P.condensed(sigma[1], variables[1], 0.0)
         gv = _map(lambda a, k: jnp.where(k, a, 0.0), g, variables)
         # (an inactive inequality's row is decoupled: its multiplier stays zero)
@@ -717,8 +721,8 @@ def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_s
         dV, dY = from_stages(*kkt.solve(F, rhs_s, rhs_b))
         return _map(lambda d, k: jnp.where(k, d, 0.0), dV, variables), dY, jnp.all(F.inertia == expected)
 
-    dV_held, dY_held, held_ok = step(zero, kept)
-    dV_barrier, dY_barrier, _ = step(jax.lax.stop_gradient(barrier), free)
+    dV_held, dY_held, held_ok = step(zero, kept, 0.0)
+    dV_barrier, dY_barrier, _ = step(jax.lax.stop_gradient(barrier), free, 1e-10)
     dV = _map(lambda a, b: jnp.where(held_ok, a, b), dV_held, dV_barrier)
     dY = _map(lambda a, b: jnp.where(held_ok, a, b), dY_held, dY_barrier)
     return _map(lambda x, d: x - d, V, dV), _map(lambda y, d: y - d, Y, dY)

@@ -104,21 +104,28 @@ def _solve_tridiagonal(f: Factors, rhs):
     return _backward(f.vectors, f.values, f.lower, _forward(f.vectors, f.values, f.lower, rhs))
 
 
-def factor(K: Banded, zero_tol: float = 1e-15) -> Factors:
+def factor(K: Banded, zero_tol: float = 1e-15, truncate: float = 0.0) -> Factors:
     """Factor a ``Banded`` matrix and count its inertia.
 
     **Arguments:** ``K``; ``zero_tol``: an eigenvalue of a pivot block below this
     fraction of the block's largest counts as zero (a few rounding errors of
-    ``eigh``, whose error is about ``eps`` times the largest).
+    ``eigh``, whose error is about ``eps`` times the largest); ``truncate``: an
+    eigenvalue below this fraction of its block's largest is taken as zero in the
+    solves (a pseudo-inverse: for a singular matrix, the solution without its null
+    directions).
 
     **Returns:** ``Factors`` for ``solve``.
     """
+
+    def cut(w):
+        return jnp.where(jnp.abs(w) <= truncate * jnp.max(jnp.abs(w), initial=0.0), 0.0, w)
 
     def step(prev, k):
         V, w = prev
         S = K.diag[k] - jnp.where(k == 0, 0.0, K.lower[k] @ _apply_inverse(V, w, K.lower[k].T))
         # (a non-finite entry would stall LAPACK's eigensolver: zeroed, the caller sees it in its inputs)
         w, V = jnp.linalg.eigh(jnp.where(jnp.isfinite(S), 0.5 * (S + S.T), 0.0))
+        w = cut(w) if truncate else w
         return (V, w), (V, w)
 
     b = K.diag.shape[1]
@@ -130,6 +137,7 @@ def factor(K: Banded, zero_tol: float = 1e-15) -> Factors:
     tinv_border = _solve_tridiagonal(partial, K.border)
     schur = K.corner - jnp.einsum("kbi,kbj->ij", K.border, tinv_border)
     border_values, border_vectors = jnp.linalg.eigh(jnp.where(jnp.isfinite(schur), 0.5 * (schur + schur.T), 0.0))
+    border_values = cut(border_values) if truncate else border_values
     return Factors(vectors, values, K.lower, K.border, tinv_border, border_vectors, border_values,
                    inertia + _counts(border_values, zero_tol))
 
