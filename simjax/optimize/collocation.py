@@ -215,7 +215,6 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     # residual rows per grid point
     nr = system.topology.tree.nu if implicit or problem.kinematics is not None else 0
     path_bounds = [c.bounds(problem) for c in problem.path_constraints]
-    n_path = sum(len(lo) for lo, _ in path_bounds)
 
     def model(theta, g):
         """The system, with the problem's parameters set from the border."""

@@ -20,6 +20,7 @@ initializes the problem are raised then, by ``transcribe``/``solve``, or earlier
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import re
@@ -441,9 +442,13 @@ class OutputBound(PathConstraint):
             raise ValueError(f"OutputBound {self.output!r}: equality_with_lower needs a lower bound and no upper")
         return [b for b in (self.lower, self.upper) if b is not None]
 
+    @functools.cached_property
+    def _integral(self):
+        # (one goal for every evaluation: its checks of the output run once)
+        return OutputIntegral(self.output, exponent=self.exponent, index=self.index)
+
     def values(self, problem, system, t, y, controls):
-        goal = OutputIntegral(self.output, exponent=self.exponent, index=self.index)
-        v = goal.integrand(problem, t, y, controls, system)
+        v = self._integral.integrand(problem, t, y, controls, system)
         return jnp.stack([v - (b(t) if callable(b) else b) for b in self._sides()])
 
     def bounds(self, problem):

@@ -97,6 +97,13 @@ def _max_abs(tree):
     return jnp.max(jnp.stack([jnp.max(jnp.abs(x), initial=0.0) for x in jax.tree_util.tree_leaves(tree)]))
 
 
+def _sigma(ZL, ZU, dl, du, has_lo, has_hi):
+    """The barrier's ``Sigma = z / distance`` of every bounded variable (summed over its
+    two sides), a ``V``-shaped tree."""
+    return _map(lambda zl, zu, a, b, h1, h2: jnp.where(h1, zl / a, 0.0) + jnp.where(h2, zu / b, 0.0),
+                ZL, ZU, dl, du, has_lo, has_hi)
+
+
 def _with_previous(own, following):
     """Per stage ``k``: ``own[k] + following[k - 1]`` (stage ``k - 1``'s terms in its
     successor's variables belong to stage ``k``; nothing precedes stage 0)."""
@@ -587,8 +594,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         filt = jnp.where(lower_mu, filt0, s["filt"])
         n_filt = jnp.where(lower_mu, 0, s["n_filt"])
         dl, du = dists(V)
-        sigma = _map(lambda zl, zu, a, b, h1, h2: jnp.where(h1, zl / a, 0.0) + jnp.where(h2, zu / b, 0.0),
-                     ZL, ZU, dl, du, has_lo, has_hi)
+        sigma = _sigma(ZL, ZU, dl, du, has_lo, has_hi)
         H = jnp.where(finite, H, 0.0)
         J = jnp.where(finite, J, 0.0)
         HB, JB = jnp.where(finite, HB, 0.0), jnp.where(finite, JB, 0.0)
@@ -698,8 +704,7 @@ def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_s
     active = _map(lambda zl, zu, a, b, h1, h2: (h1 & (zl > a)) | (h2 & (zu > b)), ZL, ZU, dl, du, has_lo, has_hi)
     kept = _map(lambda f, a: f & ~a, free, active)
     zero = _map(jnp.zeros_like, V)
-    barrier = _map(lambda zl, zu, a, b, h1, h2: jnp.where(h1, zl / a, 0.0) + jnp.where(h2, zu / b, 0.0),
-                   ZL, ZU, dl, du, has_lo, has_hi)
+    barrier = _sigma(ZL, ZU, dl, du, has_lo, has_hi)
 
     def kkt_residual(V, Y):
         (_, (f_r)), g = jax.value_and_grad(lambda V: _lagrangian_and_residuals(live, V, Y), has_aux=True)(V)
