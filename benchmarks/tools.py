@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import json
 import os
+import platform
 import shutil
 import tempfile
 import time
@@ -51,13 +54,20 @@ def _in(folder: str):
         os.chdir(here)
 
 
-def measure(pipeline: str = PIPELINE) -> list[dict]:
-    """Time each tool in both engines. **Returns:** a row per tool (seconds)."""
-    import opensim
+def measure(pipeline: str = PIPELINE, reference: dict | None = None) -> list[dict]:
+    """Time each tool in both engines, or simjax alone against ``reference``.
 
+    **Arguments:** ``pipeline``: the folder; ``reference``: OpenSim's time per tool
+    (s, by tool name, as ``measure_reference`` records it), or ``None`` to run OpenSim here.
+
+    **Returns:** a row per tool (seconds).
+    """
     import simjax.tools
 
-    opensim.Logger.setLevelString("Error")
+    if reference is None:
+        import opensim
+
+        opensim.Logger.setLevelString("Error")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = os.path.join(tmp, "pipeline")
@@ -75,11 +85,13 @@ def measure(pipeline: str = PIPELINE) -> list[dict]:
                     warnings.simplefilter("ignore")
                     simjax.tools.run(setup)
 
-            theirs()  # first: OpenSim's IK output is the ID's input
+            if reference is None:
+                theirs()  # first: OpenSim's IK output is the ID's input (else simjax's own, same name)
             t = time.perf_counter()
             ours()
             first = time.perf_counter() - t
-            os_time, sj_time = suite.best(theirs), suite.best(ours)
+            os_time = suite.best(theirs) if reference is None else reference[name]
+            sj_time = suite.best(ours)
             rows.append({"tool": name, "setup": rel, "opensim": os_time, "simjax": sj_time,
                          "simjax_first_run": first, "ratio": sj_time / os_time, "goal": goal})
     return rows
@@ -96,12 +108,43 @@ def markdown(rows) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure_reference(path: str, pipeline: str = PIPELINE) -> dict:
+    """Measure OpenSim's time per tool here and record it as ``path``'s ``opensim_tools``
+    (the file's other entries are kept). **Returns:** the recorded entry."""
+    rows = measure(pipeline)
+    entry = {"machine": f"{platform.platform()}, {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} used",
+             "date": datetime.date.today().isoformat(), **{r["tool"]: r["opensim"] for r in rows}}
+    ref = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            ref = json.load(f)
+    ref["opensim_tools"] = entry
+    with open(path, "w") as f:
+        json.dump(ref, f, indent=1)
+    return entry
+
+
 def main(argv=None) -> None:
     """Measure and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pipeline", default=PIPELINE, help="a pipeline folder laid out as Gait10dof18musc's")
+    ap.add_argument("--reference", default=None, help="OpenSim's times from this file (no OpenSim needed)")
+    ap.add_argument("--measure-reference", metavar="FILE", default=None)
+    ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args(argv)
-    print(markdown(measure(args.pipeline)))
+    if args.measure_reference:
+        print(json.dumps(measure_reference(args.measure_reference, args.pipeline), indent=1))
+        return
+    reference = None
+    if args.reference:
+        with open(args.reference) as f:
+            reference = json.load(f)["opensim_tools"]
+        print(f"OpenSim's times: {reference['machine']}, {reference['date']}; simjax on {jax.devices()[0]}")
+    rows = measure(args.pipeline, reference)
+    print(markdown(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": str(jax.devices()[0]), "jax": jax.__version__, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
