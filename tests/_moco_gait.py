@@ -401,6 +401,11 @@ def _solve_study(study, folder, stem, solver_part, quiet) -> dict:
         if not hasattr(solver, f"set_{key}"):
             raise TypeError(f"unknown override {key!r}: neither the tool nor MocoCasADiSolver has set_{key}")
         getattr(solver, f"set_{key}")(value)
+    if "multibody_dynamics_mode" in solver_part and not hasattr(study, "_guess_file"):
+        # MocoTrack's guess from the bounds was made before the change: made again, with
+        # (or without) the accelerations
+        solver.resetProblem(study.getProblem())
+        solver.setGuess("bounds")
     solver.set_verbosity(2)           # IPOPT prints (Moco's own log goes to the Logger, which is off)
     solver.set_optim_ipopt_print_level(5)
     settings = solver_settings(study)

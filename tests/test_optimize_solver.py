@@ -56,15 +56,21 @@ def test_infeasible_problem_reports_infeasible():
     assert int(sol.iterations) < 100
 
 
-def test_iteration_limit_returns_the_last_iterate():
+def test_iteration_limit_returns_the_last_iterate(capsys):
     p = by_name("HS71")
-    sol = jax.jit(lambda n, x: ipm.solve(n, x, options=ipm.Options(max_iter=3)))(_nlp(p), jnp.asarray(p.x0)[None])
+    options = ipm.Options(max_iter=3, progress=True)
+    sol = jax.jit(lambda n, x: ipm.solve(n, x, options=options))(_nlp(p), jnp.asarray(p.x0)[None])
     assert ipm.STATUS[int(sol.status)] == "iteration limit" and int(sol.iterations) == 3
+    # the progress line, rewritten at each of the 3 iterations
+    shown = [line.strip() for line in capsys.readouterr().err.split("\r") if line.strip()]
+    assert [line.split()[1] for line in shown] == ["0/3", "1/3", "2/3", "2/3"]
+    assert all("objective" in line and "inf_pr" in line for line in shown)
+    assert shown[-1].endswith("iteration limit after 3 iterations")
     assert np.all(np.isfinite(np.asarray(sol.z))) and not np.allclose(sol.z[0], p.x0)
     assert np.isfinite(np.asarray(sol.log)[:3, 0]).all() and np.isnan(np.asarray(sol.log)[3:, 0]).all()
 
 
-def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions():
+def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions(capsys):
     # min sum |z_k - theta_k|^2 with |z_{k+1,0} - z_{k,0}| <= 1; a cost that is NaN at
     # stage 2 of the second problem
     import equinox as eqx
@@ -82,10 +88,24 @@ def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions():
                     theta=jnp.zeros((K, 2)))
     good = jnp.asarray(np.arange(2 * K, dtype=float).reshape(K, 2) * 0.3 + 1.0)
     thetas = jnp.stack([good, good.at[2, 0].set(-1.0), 2 * good])
-    options = ipm.Options(max_iter=50)
+    options = ipm.Options(max_iter=50, progress="batch")  # (as solve_batch shows its progress)
     sols = jax.jit(jax.vmap(lambda th: ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2)),
                                                  options=options)))(thetas)
     assert [ipm.STATUS[int(s)] for s in sols.status] == ["solved", "non-finite value", "solved"]
+    # the progress line follows the furthest problem and ends with the statuses
+    from simjax.optimize import progress
+    progress.finish_batch(np.asarray(sols.status))
+    line = capsys.readouterr().err.split("\r")[-1]
+    assert line.startswith(f"3 problems after {int(np.max(sols.iterations)) + 1} iterations: 2 solved, "
+                           "1 non-finite value") and line.endswith("\n")
+    # the log of each problem, or of one
+    ipm.print_log(sols)
+    out = capsys.readouterr().out
+    assert "problem 1 of 3:" in out and out.count("status: solved after") == 2
+    ipm.print_log(sols, problem=1)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("status: non-finite value after")
+    with pytest.raises(IndexError, match="problem 3 is outside the batch of 3"):
+        ipm.print_log(sols, problem=3)
     assert [int(b) for b in sols.bad_stage] == [-1, 2, -1]
     for i in (0, 2):  # each its own optimum: the second column tracked exactly, the first within the links
         z, th = np.asarray(sols.z[i]), np.asarray(thetas[i])

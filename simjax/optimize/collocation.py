@@ -19,13 +19,15 @@ The NLP is solved by ``ipm`` (the KKT matrix block tridiagonal over the mesh).
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..simulate import rhs
-from . import ipm
+from . import ipm, progress
 from .nlp import StagedNLP
 from .problem import Ends, Problem
 
@@ -450,7 +452,12 @@ def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, sche
         sizes.add(weights.shape[0])
     if len(sizes) != 1:
         raise ValueError(f"solve_batch: the batch axes of values and weights differ or are missing: {sorted(sizes)}")
+    shown = bool(options.progress)
+    if shown:
+        options = dataclasses.replace(options, progress="batch")
     sol = _solve_batch(nlp, z0, g0, options, values, weights, edit)
+    if shown:
+        progress.finish_batch(np.asarray(sol.status))
     return _trajectory(problem, unpack, sol)
 
 

@@ -19,11 +19,13 @@ runnable on any backend.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from . import kkt
+from . import kkt, progress
 from .nlp import StagedNLP
 
 __all__ = ["Options", "Solution", "solve", "STATUS", "print_log"]
@@ -40,7 +42,10 @@ class Options(eqx.Module):
     unscaled constraint violation accepted; ``max_iter``; ``mu_init``: the first barrier
     weight (small, e.g. ``1e-4``, for a warm start); ``bound_push``: how far inside its
     bounds a variable starts; ``scale``: gradient-based scaling; ``max_gradient``:
-    the scaling's target largest gradient entry; ``verbose``: print each iteration.
+    the scaling's target largest gradient entry; ``verbose``: print each iteration;
+    ``progress``: show a progress line on standard error (``progress.report``;
+    ``solve_batch`` sets ``"batch"``). Both call the host from the compiled solver,
+    which keeps it out of JAX's persistent compilation cache.
     """
 
     tol: float = 1e-8
@@ -51,6 +56,7 @@ class Options(eqx.Module):
     scale: bool = eqx.field(static=True, default=True)
     max_gradient: float = 100.0
     verbose: bool = eqx.field(static=True, default=False)
+    progress: bool | str = eqx.field(static=True, default=False)
 
 
 class Solution(eqx.Module):
@@ -662,6 +668,9 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         if options.verbose:
             jax.debug.print("{it:4d} {f: .8e} {pr:.2e} {du:.2e} {mu:5.1f} {a:.2e} {r}", it=s["it"], f=f_un,
                             pr=inf_pr, du=inf_du, mu=jnp.log10(mu), a=a_used, r=restoring)
+        if options.progress:
+            jax.debug.callback(functools.partial(progress.report, max_iter=options.max_iter),
+                               s["it"], done, f_un, inf_pr, inf_du)
         keep = lambda new, old: _map(lambda n, o: jnp.where(done, o, n), new, old)  # noqa: E731
         return dict(V=keep(Vn, V), Y=keep(Yn, Y), ZL=keep(ZLn, ZL), ZU=keep(ZUn, ZU), mu=mu, filt=filt,
                     n_filt=n_filt, it=s["it"] + jnp.where(done, 0, 1), status=status,
@@ -674,6 +683,8 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
 
     s = jax.lax.while_loop(cond, body, init)
     status = jnp.where(s["status"] < 0, 1, s["status"])
+    if options.progress and options.progress != "batch":
+        jax.debug.callback(progress.finish, status, s["it"])
     V, Y = s["V"], s["Y"]
     if derivatives:
         V, Y = _implicit(P, _Problem(live, *jax.lax.stop_gradient((fs, rs, bs))), V, Y, s["ZL"], s["ZU"],
@@ -738,16 +749,34 @@ def _lagrangian_and_residuals(P: _Problem, V, Y):
     return f + jnp.sum(Y[0] * r[0]) + jnp.sum(Y[1] * r[1]), r
 
 
-def print_log(solution: Solution, file=None) -> None:
-    """Print an IPOPT-like iteration log of one (not batched) solution."""
+def print_log(solution: Solution, file=None, problem: int | None = None) -> None:
+    """Print an IPOPT-like iteration log.
+
+    **Arguments:** ``solution``: one solution, or a batch's (``solve_batch``: arrays with
+    a leading batch axis); ``file``: where to print (default standard output);
+    ``problem``: of a batch, the index of the one to print (default: each in turn).
+    """
     import numpy as np
 
-    log = np.asarray(solution.log)
+    log, iterations, status = np.asarray(solution.log), np.asarray(solution.iterations), np.asarray(solution.status)
+    if log.ndim == 3:
+        if problem is not None and not -len(log) <= problem < len(log):
+            raise IndexError(f"print_log: problem {problem} is outside the batch of {len(log)}")
+        for i in range(len(log)) if problem is None else [problem]:
+            print(f"problem {i % len(log)} of {len(log)}:", file=file)
+            _print_one(log[i], int(iterations[i]), int(status[i]), file)
+        return
+    _print_one(log, int(iterations), int(status), file)
+
+
+def _print_one(log, iterations: int, status: int, file) -> None:
+    import numpy as np
+
     print(" iter    objective      inf_pr    inf_du  lg(mu)  alpha   lg(rg) R", file=file)
-    for k in range(int(solution.iterations) + 1):
+    for k in range(iterations + 1):
         if k >= len(log) or not np.isfinite(log[k, 0]):
             break
         f, pr, du, mu, a, rg, r = log[k]
         reg = "   -  " if rg < -90 else f"{rg:6.1f}"
         print(f"{k:5d} {f: .8e} {pr:8.2e} {du:8.2e} {mu:6.1f} {a:8.2e} {reg} {'r' if r else ' '}", file=file)
-    print(f"status: {STATUS[int(solution.status)]} after {int(solution.iterations)} iterations", file=file)
+    print(f"status: {STATUS[status]} after {iterations} iterations", file=file)

@@ -196,7 +196,7 @@ def track(model, states_reference, *, initial_time=None, final_time=None, mesh_i
           minimize_control_effort: bool = True, control_effort_weight: float = 0.001,
           controls_weights: dict | None = None, convergence_tolerance: float = 1e-2,
           constraint_tolerance: float = 1e-2, max_iterations: int = 1000,
-          guess: OptimalTrajectory | None = None) -> OptimalTrajectory:
+          guess: OptimalTrajectory | None = None, dynamics_mode: str = "explicit") -> OptimalTrajectory:
     """Solve Moco's ``MocoTrack`` problem for a states reference.
 
     **Arguments:** ``model``: a ``System``, a ``Model`` or an ``.osim`` path (edited
@@ -210,7 +210,8 @@ def track(model, states_reference, *, initial_time=None, final_time=None, mesh_i
     effort goal's; ``convergence_tolerance``, ``constraint_tolerance``,
     ``max_iterations``: the solver's (Moco's MocoTrack sets 1e-2: its solution is then
     far from the optimum; tighten both for a converged answer); ``guess``: a previous
-    solution of the same problem (a warm start).
+    solution of the same problem (a warm start); ``dynamics_mode``: ``"explicit"``
+    (MocoTrack's default) or ``"implicit"`` (the solver's ``multibody_dynamics_mode``).
 
     **Returns:** an ``OptimalTrajectory`` on the Hermite–Simpson grid; ``status`` 0
     where it converged.
@@ -222,4 +223,4 @@ def track(model, states_reference, *, initial_time=None, final_time=None, mesh_i
         allow_unused_references=allow_unused_references, minimize_control_effort=minimize_control_effort,
         control_effort_weight=control_effort_weight, controls_weights=controls_weights)
     options = ipm.Options(tol=convergence_tolerance, constraint_tol=constraint_tolerance, max_iter=max_iterations)
-    return solve(problem, mesh=n, scheme="hermite-simpson", options=options, guess=guess)
+    return solve(problem, mesh=n, scheme="hermite-simpson", options=options, guess=guess, dynamics_mode=dynamics_mode)

@@ -110,6 +110,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 import warnings
 from typing import Any
 
@@ -1033,6 +1034,8 @@ def run_study(path: str | os.PathLike, output: str | os.PathLike | None = None, 
     from .ipm import print_log
 
     study = read_study(path, strict)
+    if study.verbosity >= 2 and sys.stderr.isatty():  # a terminal: the progress line while it solves
+        study = dataclasses.replace(study, options=dataclasses.replace(study.options, progress=True))
     solution = solve_study(study)
     out = os.fspath(output) if output is not None else study.output
     if os.path.dirname(os.path.abspath(out)):
