@@ -672,6 +672,65 @@ def moco_cruise(folder, problem=CRUISE_PROBLEM, transcription="hermite-simpson",
     return out
 
 
+#: Rest to rest, 0 -> 1 m in exactly 1 s with least effort (free: F = 12 - 24 t N, peak
+#: speed 1.5 m/s) under three path constraints: the force within
+#: [-11, 10 - 4 t] N (MocoControlBoundConstraint, a LinearFunction upper bound), the
+#: speed at most 1.45 m/s (MocoStateBoundConstraint) and the body's distance from
+#: ground's origin along x at most 1 m (MocoFrameDistanceConstraint, vector projection).
+BOUNDED_SLIDE_PROBLEM = {
+    "name": "bounded_slide",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (1.0, 1.0),
+    "states": {
+        "/jointset/slider/x/value": ((-10.0, 10.0), 0.0, 1.0),
+        "/jointset/slider/x/speed": ((-50.0, 50.0), 0.0, 0.0),
+    },
+    "controls": {"/forceset/actuator": ((-50.0, 50.0), None, None)},
+    "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 1.0, "exponent": 2}],
+    "force_bounds": (-11.0, (-4.0, 10.0)),           # (constant lower, (slope, intercept) upper)
+    "speed_upper": 1.45,
+    "frame_pair": ("/ground", "/bodyset/body", 0.0, 1.0),
+    "projection_vector": (1.0, 0.0, 0.0),
+}
+
+
+def moco_bounded_slide(folder, problem=BOUNDED_SLIDE_PROBLEM, transcription="hermite-simpson",
+                       num_mesh_intervals=20, **kw) -> dict:
+    """``BOUNDED_SLIDE_PROBLEM`` solved by Moco on ``sliding_mass_osim(folder)``; the
+    study is also written as ``bounded_slide.omoco`` (``study_path``). Returns
+    ``solve``'s dict plus ``problem``, ``model_path`` and ``study_path``."""
+    osim = _opensim()
+    model_path = sliding_mass_osim(folder)
+    study = study_from_problem(model_path, problem, transcription=transcription,
+                               num_mesh_intervals=num_mesh_intervals, **kw)
+    prob = study.updProblem()
+    lower, (slope, intercept) = problem["force_bounds"]
+    force = osim.MocoControlBoundConstraint()
+    force.setName("force_bounds")
+    force.addControlPath("/forceset/actuator")
+    force.setLowerBound(osim.Constant(lower))
+    force.setUpperBound(osim.LinearFunction(slope, intercept))
+    prob.addPathConstraint(force)
+    speed = osim.MocoStateBoundConstraint()
+    speed.setName("speed_limit")
+    speed.addStatePath("/jointset/slider/x/speed")
+    speed.setUpperBound(osim.Constant(problem["speed_upper"]))
+    prob.addPathConstraint(speed)
+    distance = osim.MocoFrameDistanceConstraint()
+    distance.setName("reach")
+    distance.addFramePair(osim.MocoFrameDistanceConstraintPair(*problem["frame_pair"]))
+    distance.setProjection("vector")
+    distance.setProjectionVector(osim.Vec3(*problem["projection_vector"]))
+    prob.addPathConstraint(distance)
+    study_path = Path(folder) / "bounded_slide.omoco"
+    study.printToXML(str(study_path))
+    out = solve(study, Path(folder) / f"{problem['name']}_solution.sto")
+    out["problem"] = copy.deepcopy(problem)
+    out["model_path"] = model_path
+    out["study_path"] = str(study_path)
+    return out
+
+
 # ----------------------------------------------------------------------------- marker tracking
 
 

@@ -9,7 +9,8 @@ import pytest
 
 import simjax as sj
 from simjax import optimize
-from simjax.optimize.goals import AverageSpeed, OutputBound, Periodicity
+from simjax.optimize.goals import AverageSpeed, Periodicity
+from simjax.optimize.path_constraints import OutputBound
 
 _moco = pytest.importorskip("_moco")
 pytest.importorskip("opensim")
@@ -81,3 +82,52 @@ def test_periodicity_average_speed_and_an_output_bound_match_moco(tmp_path):
         optimize.transcribe(problem.goal(Periodicity(states=("/nowhere/speed",))), mesh=4)
     with pytest.raises(ValueError, match="give a lower or an upper bound"):
         optimize.transcribe(problem.constrain(OutputBound(output)), mesh=4)
+
+
+def test_control_state_and_frame_distance_bounds_match_moco(tmp_path):
+    from simjax.optimize.path_constraints import ControlBound, FrameDistance, StateBound
+    from simjax.optimize.study import read_study, solve_study
+
+    ref = _moco.moco_bounded_slide(tmp_path)
+    spec = ref["problem"]
+    system = sj.load_osim(_moco.sliding_mass_osim(tmp_path)).build()
+    lower, (slope, intercept) = spec["force_bounds"]
+    # Moco's own study file, read (its LinearFunction bound included) and solved
+    study = read_study(ref["study_path"])
+    assert study.problem.path_constraints[1:] == (
+        StateBound(("/jointset/slider/x/speed",), upper=spec["speed_upper"]),
+        FrameDistance((spec["frame_pair"],), "vector", spec["projection_vector"]))
+    force_bound = study.problem.path_constraints[0]
+    assert force_bound.controls == ("/forceset/actuator",) and force_bound.lower == lower
+    assert float(force_bound.upper(0.5)) == pytest.approx(slope * 0.5 + intercept, abs=1e-15)
+    solution = solve_study(study)
+    assert optimize.STATUS[int(solution.status)] == "solved"
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * ref["objective"]
+    states, controls = _differences(solution, ref, system)
+    assert states < 1e-5 and controls < 1e-4, (states, controls)
+    # each bound is active somewhere, and holds at the mesh points
+    t = np.asarray(solution.time)[::2]
+    force = np.asarray(solution.control("/forceset/actuator"))[::2]
+    speed = np.asarray(solution.state("/jointset/slider/x/speed"))[::2]
+    assert np.all(force <= slope * t + intercept + 1e-7) and abs(np.max(force - slope * t - intercept)) < 1e-6
+    assert np.all(force >= lower - 1e-7) and abs(force.min() - lower) < 1e-6
+    assert speed.max() <= spec["speed_upper"] + 1e-8 and abs(speed.max() - spec["speed_upper"]) < 1e-6
+    # the same constraints from Python, a bound as any function of time
+    problem = (_moco.simjax_problem(spec, system)
+               .constrain(ControlBound(("/forceset/actuator",), lower=lower, upper=lambda t: slope * t + intercept))
+               .constrain(StateBound(("/jointset/slider/x/speed",), upper=spec["speed_upper"]))
+               .constrain(FrameDistance((spec["frame_pair"],), projection="vector",
+                                        projection_vector=spec["projection_vector"])))
+    ours, theirs = optimize.transcribe(problem, mesh=20)[0], optimize.transcribe(study.problem, mesh=20)[0]
+    assert np.array_equal(np.asarray(ours.c_lower), np.asarray(theirs.c_lower))
+    assert np.array_equal(np.asarray(ours.c_upper), np.asarray(theirs.c_upper))
+    # bad input names what is wrong
+    with pytest.raises(KeyError, match="'/forceset/nothing'"):
+        optimize.transcribe(problem.constrain(ControlBound(("/forceset/nothing",), upper=1.0)), mesh=4)
+    with pytest.raises(KeyError, match="no frame '/bodyset/nobody'"):
+        optimize.transcribe(problem.constrain(FrameDistance((("/ground", "/bodyset/nobody", 0.0, 1.0),))), mesh=4)
+    with pytest.raises(ValueError, match="projection 'plane' needs a non-zero 3-vector"):
+        optimize.transcribe(problem.constrain(FrameDistance((spec["frame_pair"],), projection="plane")), mesh=4)
+    with pytest.raises(ValueError, match="equality_with_lower needs a lower bound and no upper"):
+        optimize.transcribe(problem.constrain(StateBound(("/jointset/slider/x/speed",), upper=1.0,
+                                                         equality_with_lower=True)), mesh=4)

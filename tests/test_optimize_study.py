@@ -156,7 +156,8 @@ def test_unsupported_goals_and_transcription_are_errors_naming_them(tmp_path):
 
 
 def test_parameters_endpoint_goals_marker_tracking_and_output_bounds_are_read(tmp_path):
-    from simjax.optimize.goals import AverageSpeed, MarkerTracking, OutputBound, Periodicity
+    from simjax.optimize.goals import AverageSpeed, MarkerTracking, Periodicity
+    from simjax.optimize.path_constraints import OutputBound
     from simjax.optimize.problem import Parameter
 
     moco = _moco.study_from_problem(_moco.spring_mass_osim(tmp_path), _moco.SPRING_MASS_PROBLEM,
@@ -197,11 +198,11 @@ def test_parameters_endpoint_goals_marker_tracking_and_output_bounds_are_read(tm
         Periodicity((("/jointset/slider/x/speed", "/jointset/slider/x/speed", False),),
                     (("/forceset/actuator", "/forceset/actuator", True),)),
         MarkerTracking(trc, 10.0, {"tip": 2.0}, True))
-    # a bound that is not a Constant is an error naming it
+    # a bound that is a malformed Function is an error naming it
     bad = tmp_path / "bad.omoco"
     bad.write_text(path.read_text().replace("<Constant>\n", "<LinearFunction>\n").replace(
         "</Constant>", "</LinearFunction>"))
-    with pytest.raises(study.StudyError, match=r"<upper_bound>/<LinearFunction>.*only a Constant bound"):
+    with pytest.raises(study.StudyError, match=r"<upper_bound>/<LinearFunction>.*not a Function simjax reads"):
         study.read_study(bad)
 
 

@@ -8,8 +8,10 @@ method.
   ``FinalTime``, ``InitialActivation``);
 - ``goals``: goals on data, outputs and the phase's ends (``StateTracking``: Moco's
   ``MocoStateTrackingGoal``; ``MarkerTracking``; ``OutputIntegral``: ``MocoOutputGoal``; ``Periodicity``;
-  ``AverageSpeed``) and path constraints on outputs (``OutputBound``:
-  ``MocoOutputBoundConstraint``);
+  ``AverageSpeed``);
+- ``path_constraints``: bounds at every mesh point on outputs (``OutputBound``:
+  ``MocoOutputBoundConstraint``), controls (``ControlBound``), states (``StateBound``)
+  and the distances between frames (``FrameDistance``);
 - ``collocation``: the trapezoidal and Hermite–Simpson transcriptions (explicit or
   implicit multibody dynamics), ``solve`` and ``solve_batch``
   (derivatives of the solution with respect to the model and the goals' weights, by
@@ -29,10 +31,11 @@ method.
   ``lax.while_loop``: ``jit``-able and ``vmap``-able.
 """
 
-from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, problem, study
+from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, path_constraints, problem, study
 from .collocation import OptimalTrajectory, solve, solve_batch, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
-from .goals import AverageSpeed, MarkerTracking, OutputBound, OutputIntegral, Periodicity, StateTracking
+from .goals import AverageSpeed, MarkerTracking, OutputIntegral, Periodicity, StateTracking
+from .path_constraints import ControlBound, FrameDistance, OutputBound, StateBound
 from .moco_tools import SumSquaredStates, inverse, inverse_problem, track, track_problem
 from .ipm import STATUS, Options, Solution, print_log
 from .model_edits import (
@@ -44,15 +47,14 @@ from .nlp import StagedNLP, dense_nlp
 from .problem import (
     ControlEffort, Ends, FinalTime, Goal, InitialActivation, Kinematics, Parameter, PathConstraint, Problem)
 
-__all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "problem", "model_edits", "moco_tools", "study",
-           "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics", "StateTracking",
-           "OutputIntegral", "MarkerTracking", "OutputBound", "Periodicity", "AverageSpeed", "Parameter",
-           "PathConstraint", "Ends", "solve_batch",
+__all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "path_constraints", "problem", "model_edits",
+           "moco_tools", "study", "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics",
+           "StateTracking", "OutputIntegral", "MarkerTracking", "OutputBound", "ControlBound", "StateBound",
+           "FrameDistance", "Periodicity", "AverageSpeed", "Parameter", "PathConstraint", "Ends", "solve_batch",
            "SumSquaredStates", "write_trajectory", "read_trajectory", "guess_from_table", "solve", "transcribe",
            "OptimalTrajectory", "inverse", "inverse_problem", "track", "track_problem", "Options", "Solution",
-           "STATUS", "print_log",
-           "StagedNLP", "dense_nlp", "ModelProcessor", "add_external_loads", "add_reserves", "add_residuals",
-           "fiber_damping", "ignore_activation_dynamics", "ignore_passive_fiber_forces", "ignore_tendon_compliance",
-           "passive_fiber_strain_at_one_norm_force", "remove_muscles", "replace_muscles_with_degroote",
-           "replace_muscles_with_path_actuators", "scale_active_fiber_force_curve_width", "scale_max_isometric_force",
-           "tendon_compliance_dynamics_mode"]
+           "STATUS", "print_log", "StagedNLP", "dense_nlp", "ModelProcessor", "add_external_loads", "add_reserves",
+           "add_residuals", "fiber_damping", "ignore_activation_dynamics", "ignore_passive_fiber_forces",
+           "ignore_tendon_compliance", "passive_fiber_strain_at_one_norm_force", "remove_muscles",
+           "replace_muscles_with_degroote", "replace_muscles_with_path_actuators",
+           "scale_active_fiber_force_curve_width", "scale_max_isometric_force", "tendon_compliance_dynamics_mode"]

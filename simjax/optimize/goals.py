@@ -20,7 +20,6 @@ initializes the problem are raised then, by ``transcribe``/``solve``, or earlier
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 import re
@@ -30,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .problem import Goal, PathConstraint
+from .problem import Goal
 
-__all__ = ["StateTracking", "MarkerTracking", "OutputIntegral", "OutputBound", "Periodicity", "AverageSpeed"]
+__all__ = ["StateTracking", "MarkerTracking", "OutputIntegral", "Periodicity", "AverageSpeed"]
 
 
 def _cached(goal, problem, build):
@@ -407,60 +406,6 @@ def _power(v, exponent: int):
     if exponent == 2:
         return v * v
     return jnp.abs(v) ** exponent
-
-
-# -- OutputBound -----------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class OutputBound(PathConstraint):
-    """Moco's ``MocoOutputBoundConstraint``: ``lower(t) <= v(t) ** exponent <=
-    upper(t)`` at every mesh point, ``v`` a model output's value as
-    ``OutputIntegral`` takes it (a scalar, a vector's norm or one component).
-
-    **Fields:** ``output``: ``"component path|output name"``; ``lower``, ``upper``: a
-    number, a function of time ``t`` (s; traceable), or ``None`` (no bound on that
-    side); ``exponent``, ``index``: as ``OutputIntegral``; ``equality_with_lower``:
-    ``v ** exponent = lower(t)`` (``upper`` must be ``None``).
-
-    As Moco's, each bound is a row ``v ** exponent - bound(t)``, so the bounds may
-    depend on time even where the final time is free. Moco's composite outputs
-    (``second_output_path``, ``operation``) are not supported.
-    """
-
-    output: str
-    lower: Any = None
-    upper: Any = None
-    exponent: int = 1
-    index: int = -1
-    equality_with_lower: bool = False
-
-    def _sides(self):
-        if self.lower is None and self.upper is None:
-            raise ValueError(f"OutputBound {self.output!r}: give a lower or an upper bound")
-        if self.equality_with_lower and (self.lower is None or self.upper is not None):
-            raise ValueError(f"OutputBound {self.output!r}: equality_with_lower needs a lower bound and no upper")
-        return [b for b in (self.lower, self.upper) if b is not None]
-
-    @functools.cached_property
-    def _integral(self):
-        # (one goal for every evaluation: its checks of the output run once)
-        return OutputIntegral(self.output, exponent=self.exponent, index=self.index)
-
-    def values(self, problem, system, t, y, controls):
-        v = self._integral.integrand(problem, t, y, controls, system)
-        return jnp.stack([v - (b(t) if callable(b) else b) for b in self._sides()])
-
-    def bounds(self, problem):
-        lo, hi = [], []
-        if self.lower is not None:
-            lo.append(0.0)
-            hi.append(0.0 if self.equality_with_lower else np.inf)
-        if self.upper is not None:
-            lo.append(-np.inf)
-            hi.append(0.0)
-        self._sides()
-        return np.asarray(lo, float), np.asarray(hi, float)
 
 
 # -- endpoint goals --------------------------------------------------------------------

@@ -73,8 +73,10 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
   ``allow_unused_references``), ``MocoPeriodicityGoal`` → ``Periodicity`` and
   ``MocoAverageSpeedGoal`` → ``AverageSpeed`` (either ``mode``);
 - ``MocoParameter``s → ``Problem.parameter`` (``component_paths``, ``property_name``,
-  ``property_element``); ``MocoOutputBoundConstraint`` path constraints →
-  ``OutputBound`` (``Constant`` bounds);
+  ``property_element``); path constraints: ``MocoOutputBoundConstraint`` →
+  ``OutputBound``, ``MocoControlBoundConstraint`` → ``ControlBound``,
+  ``MocoStateBoundConstraint`` → ``StateBound`` (bounds: any OpenSim Function simjax
+  reads), ``MocoFrameDistanceConstraint`` → ``FrameDistance``;
 - the solver (``MocoCasADiSolver``): ``num_mesh_intervals`` or ``mesh``,
   ``transcription_scheme`` (``trapezoidal``, ``hermite-simpson``),
   ``interpolate_control_mesh_interior_points``, ``multibody_dynamics_mode``
@@ -707,48 +709,117 @@ def _parameter(r: _Reader, node, problem):
         return problem
 
 
+_PATH_CONSTRAINTS = ("MocoOutputBoundConstraint", "MocoControlBoundConstraint", "MocoStateBoundConstraint",
+                     "MocoFrameDistanceConstraint")
+
+
+def _bound_function(r: _Reader, props: dict, key: str, trail: str):
+    """The Function in the property ``key`` (any OpenSim Function simjax reads), or
+    ``None`` where the property is absent or empty."""
+    from ..io.osim.registry import OsimError, ReadContext, SkipComponent
+
+    node = props.get(key)
+    if node is None or not node.children:
+        return None
+    function = node.children[0]
+    if function.tag == "Constant" and function.find("value") is not None:  # (a number: the simpler program)
+        return r.number(function.find("value"), f"{trail}/<{key}>/<Constant>/<value>")
+    rc = ReadContext(r.file)
+    try:
+        read = rc.read_function(function, f"{trail}/<{key}>", skippable=False)
+    except (OsimError, SkipComponent, ValueError) as exc:
+        r.error(function, f"{trail}/<{key}>/<{function.tag}>", f"not a Function simjax reads ({exc})")
+        return None
+    if rc.unsupported:  # (a property the Function does not have: its value would be silently lost)
+        what = "; ".join(f"{u.what}: {u.reason}" for u in rc.unsupported)
+        r.error(function, f"{trail}/<{key}>/<{function.tag}>", f"not a Function simjax reads ({what})")
+        return None
+    return read
+
+
 def _path_constraint(r: _Reader, node, problem):
-    """A ``MocoOutputBoundConstraint`` added to ``problem``."""
-    from .goals import OutputBound
+    """A path constraint (``_PATH_CONSTRAINTS``) added to ``problem`` (unchanged where
+    it is in error)."""
+    from . import path_constraints as pc
 
     trail = f"<path_constraints>/{_label(node)}"
-    if node.tag != "MocoOutputBoundConstraint":
-        r.error(node, trail, "a path constraint simjax does not support (supported: MocoOutputBoundConstraint)")
+    if node.tag not in _PATH_CONSTRAINTS:
+        r.error(node, trail, f"a path constraint simjax does not support (supported: {', '.join(_PATH_CONSTRAINTS)})")
         return problem
-    props = _known_props(r, node, trail, ("output_path", "second_output_path", "operation", "exponent",
-                                          "output_index", "lower_bound", "upper_bound", "equality_with_lower",
-                                          "MocoConstraintInfo"))
-    for key in ("second_output_path", "operation"):
-        if key in props and props[key].text.strip():
-            r.error(props[key], f"{trail}/<{key}>", "composite outputs are not supported", props[key].text.strip())
+    sides = ("lower_bound", "upper_bound", "equality_with_lower")
+    own = {"MocoOutputBoundConstraint": ("output_path", "second_output_path", "operation", "exponent",
+                                         "output_index") + sides,
+           "MocoControlBoundConstraint": ("control_paths",) + sides,
+           "MocoStateBoundConstraint": ("state_paths",) + sides,
+           "MocoFrameDistanceConstraint": ("frame_pairs", "projection", "projection_vector")}[node.tag]
+    props = _known_props(r, node, trail, own + ("MocoConstraintInfo",))
     info = props.get("MocoConstraintInfo")
     if info is not None and info.children:
         r.error(info, f"{trail}/<MocoConstraintInfo>", "only the default constraint bounds are supported")
-
-    def constant(key):
-        node_ = props.get(key)
-        if node_ is None or not node_.children:
-            return None
-        function = node_.children[0]
-        value = function.find("value")
-        if function.tag != "Constant" or value is None:
-            r.error(function, f"{trail}/<{key}>/<{function.tag}>", "only a Constant bound is supported")
-            return None
-        return r.number(value, f"{trail}/<{key}>/<Constant>/<value>")
-
+    if node.tag == "MocoFrameDistanceConstraint":
+        return _frame_distance(r, node, props, trail, problem)
+    lower, upper = (_bound_function(r, props, key, trail) for key in ("lower_bound", "upper_bound"))
+    equality = r.flag(props["equality_with_lower"], f"{trail}/<equality_with_lower>") \
+        if "equality_with_lower" in props else False
+    if lower is None and upper is None:
+        r.error(node, trail, "no bounds (Moco warns and leaves it free)")
+        return problem
+    if node.tag != "MocoOutputBoundConstraint":
+        key, cls = (("control_paths", pc.ControlBound) if node.tag == "MocoControlBoundConstraint"
+                    else ("state_paths", pc.StateBound))
+        paths = tuple(props[key].text.split()) if key in props else ()
+        if not paths:
+            r.error(node, trail, f"no <{key}>")
+            return problem
+        return problem.constrain(cls(paths, lower, upper, equality))
+    for key in ("second_output_path", "operation"):
+        if key in props and props[key].text.strip():
+            r.error(props[key], f"{trail}/<{key}>", "composite outputs are not supported", props[key].text.strip())
     output = props["output_path"].text.strip() if "output_path" in props else ""
     if not output:
         r.error(node, trail, "no <output_path>")
         return problem
     exponent = r.integer(props["exponent"], f"{trail}/<exponent>") if "exponent" in props else 1
     index = r.integer(props["output_index"], f"{trail}/<output_index>") if "output_index" in props else -1
-    equality = r.flag(props["equality_with_lower"], f"{trail}/<equality_with_lower>") \
-        if "equality_with_lower" in props else False
-    lower, upper = constant("lower_bound"), constant("upper_bound")
-    if lower is None and upper is None:
-        r.error(node, trail, "no bounds (Moco warns and leaves the output free)")
+    return problem.constrain(pc.OutputBound(output, lower, upper, exponent, index, equality))
+
+
+def _frame_distance(r: _Reader, node, props: dict, trail: str, problem):
+    """A ``MocoFrameDistanceConstraint`` added to ``problem``."""
+    from .path_constraints import FrameDistance
+
+    pairs = []
+    holder = props.get("frame_pairs")
+    for i, pair in enumerate(holder.children if holder is not None else ()):
+        where = f"{trail}/<frame_pairs>/<{pair.tag}>[{i}]"
+        fields = _known_props(r, pair, where, ("frame1_path", "frame2_path", "minimum_distance", "maximum_distance"))
+        frames = [fields[k].text.strip() if k in fields else "" for k in ("frame1_path", "frame2_path")]
+        if not all(frames):
+            r.error(pair, where, "a frame pair needs <frame1_path> and <frame2_path>")
+            continue
+        low = r.number(fields["minimum_distance"], f"{where}/<minimum_distance>") if "minimum_distance" in fields \
+            else 0.0
+        high = r.number(fields["maximum_distance"], f"{where}/<maximum_distance>") \
+            if "maximum_distance" in fields else np.inf
+        pairs.append((frames[0], frames[1], low, high))
+    if not pairs:
+        r.error(node, trail, "no <frame_pairs>")
         return problem
-    return problem.constrain(OutputBound(output, lower, upper, exponent, index, equality))
+    projection = props["projection"].text.strip() if "projection" in props else "none"
+    vector = None
+    if "projection_vector" in props and props["projection_vector"].text.split():
+        try:
+            vector = tuple(float(x) for x in props["projection_vector"].text.split())
+        except ValueError:
+            raise r.fail(props["projection_vector"], f"{trail}/<projection_vector>", "expected 3 numbers",
+                         props["projection_vector"].text.strip()) from None
+    constraint = FrameDistance(tuple(pairs), projection, vector)
+    try:
+        constraint._checked(dataclasses.replace(problem, kinematics=None))
+    except (KeyError, ValueError) as exc:
+        r.error(node, trail, str(exc).strip("'\""))
+        return problem
+    return problem.constrain(constraint)
 
 
 def _phase(r: _Reader, node, version: str, strict: bool):
