@@ -31,6 +31,13 @@ def test_sliding_mass_in_minimum_time_matches_moco(tmp_path):
     # bang-bang: the control jumps from +50 to -50 N at the switch, where the two optima
     # differ most
     assert states < 1e-4 and controls < 1e-2, (states, controls)
+    # the solver's iteration log, printed from the trajectory
+    import io
+    log = io.StringIO()
+    optimize.print_log(solution, file=log)
+    lines = log.getvalue().splitlines()
+    assert lines[-1] == f"status: solved after {int(solution.iterations)} iterations"
+    assert len(lines) == int(solution.iterations) + 3 and float(lines[-2].split()[1]) == pytest.approx(tf, 1e-8)
 
 
 @pytest.mark.parametrize("scheme", ["hermite-simpson"])

@@ -752,11 +752,14 @@ def _lagrangian_and_residuals(P: _Problem, V, Y):
 def print_log(solution: Solution, file=None, problem: int | None = None) -> None:
     """Print an IPOPT-like iteration log.
 
-    **Arguments:** ``solution``: one solution, or a batch's (``solve_batch``: arrays with
-    a leading batch axis); ``file``: where to print (default standard output);
-    ``problem``: of a batch, the index of the one to print (default: each in turn).
+    **Arguments:** ``solution``: a ``Solution`` or an ``OptimalTrajectory`` (``solve``'s,
+    or a batch's from ``solve_batch``: arrays with a leading batch axis); ``file``: where
+    to print (default standard output); ``problem``: of a batch, the index of the one to
+    print (default: each in turn).
     """
     import numpy as np
+
+    solution = getattr(solution, "nlp", solution)
 
     log, iterations, status = np.asarray(solution.log), np.asarray(solution.iterations), np.asarray(solution.status)
     if log.ndim == 3:
