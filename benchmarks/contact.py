@@ -30,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import simjax as sj  # noqa: E402
-import simjax.io.osim_forces  # noqa: E402,F401  (registers forces and contact with the .osim reader)
+import simjax.io.osim  # noqa: E402,F401  (registers forces and contact with the .osim reader)
 from benchmarks.suite import jit  # noqa: E402
 
 MODEL = os.environ.get("SIMJAX_BOUNCING_BLOCK", str(sj.models.path("bouncing_block")))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import simjax as sj
-import simjax.io.osim_forces  # noqa: F401  (registers the classes)
+import simjax.io.osim  # noqa: F401  (registers the classes)
 from simjax.io.osim import dumps_osim, loads_osim
 
 from _contact_models import BB_COORDS, BOUNCING_BLOCK

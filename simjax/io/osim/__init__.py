@@ -8,11 +8,18 @@
 - ``OsimError``, ``UnsupportedContentError``, ``OsimWarning``.
 
 Modules: ``_xml`` (element tree with line numbers), ``registry`` (class mapping and
-its defaults), ``builtin`` (registrations of today's classes), ``reader``,
-``writer``, ``validate`` (simjax against OpenSim on the same file).
+its defaults), the registrations of simjax's classes (``builtin``: bodies, joints,
+frames, constraints, controllers, functions; ``forces``, ``muscles``, ``wrapping``,
+``probes``), ``reader``, ``writer``, ``validate`` (simjax against OpenSim on the same
+file).
 """
 
-from . import builtin as _builtin  # noqa: F401  (registers the built-in classes)
+# (the registrations: importing them teaches the reader and the writer every class)
+from . import builtin as _builtin  # noqa: F401
+from . import forces as _forces  # noqa: F401
+from . import muscles as _muscles  # noqa: F401
+from . import probes as _probes  # noqa: F401
+from . import wrapping as _wrapping  # noqa: F401
 from .errors import OsimError, OsimWarning, Unsupported, UnsupportedContentError
 from .reader import LoadReport, load_osim, loads_osim, read_osim
 from .registry import (ComponentIO, FunctionIO, ReadContext, SkipComponent, WriteContext, component_io, function_io,
@@ -25,7 +32,3 @@ __all__ = [
     "ComponentIO", "FunctionIO", "ReadContext", "WriteContext", "SkipComponent",
     "OsimError", "OsimWarning", "Unsupported", "UnsupportedContentError",
 ]
-
-# the physics packages register their component classes with the registry
-from .. import osim_forces  # noqa: E402,F401
-from .. import osim_probes  # noqa: E402,F401

@@ -8,7 +8,7 @@ family.
 
 Property orders are those OpenSim 4.6 writes. Display content (frame geometry,
 attached meshes) is kept verbatim in ``extras``. A frame's ``<WrapObjectSet>`` holds
-wrap objects (``simjax.io.osim_wrapping`` registers their classes), which simjax keeps
+wrap objects (``simjax.io.osim.wrapping`` registers their classes), which simjax keeps
 as subcomponents of the frame (``/bodyset/r_humerus/TRI``, OpenSim's path too).
 """
 

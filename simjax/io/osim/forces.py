@@ -15,16 +15,16 @@ file): give it one with ``ExternalForce(..., data=table)`` before building.
 
 from __future__ import annotations
 
-from ..forces.bushing import BushingForce
-from ..forces.contact import (ContactHalfSpace, ContactMesh, ContactParameters, ContactSphere, ElasticFoundationForce,
+from ...forces.bushing import BushingForce
+from ...forces.contact import (ContactHalfSpace, ContactMesh, ContactParameters, ContactSphere, ElasticFoundationForce,
                               HuntCrossleyForce, SmoothSphereHalfSpaceForce, read_mesh)
-from ..forces.expression import ExpressionBasedCoordinateForce
-from ..forces.external import ExternalForce, PrescribedForce
-from ..forces.limits import CoordinateLimitForce
-from ..forces.springs import PointToPointSpring, SpringGeneralizedForce
-from ..mechanics.point_on_line import PointOnLineConstraint
-from .osim._xml import Node
-from .osim.registry import format_numbers, register
+from ...forces.expression import ExpressionBasedCoordinateForce
+from ...forces.external import ExternalForce, PrescribedForce
+from ...forces.limits import CoordinateLimitForce
+from ...forces.springs import PointToPointSpring, SpringGeneralizedForce
+from ...mechanics.point_on_line import PointOnLineConstraint
+from ._xml import Node
+from .registry import format_numbers, register
 
 __all__ = []
 

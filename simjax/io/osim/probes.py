@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 
-from ..control.metabolics import (Umberger2010MuscleMetabolicsProbe,
+from ...control.metabolics import (Umberger2010MuscleMetabolicsProbe,
                                   Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter)
-from .osim._xml import Node
-from .osim.registry import format_numbers, register
+from ._xml import Node
+from .registry import format_numbers, register
 
 __all__ = []
 

@@ -12,10 +12,10 @@ and the writer writes back as a name; ``<range>`` holds two integers. simjax's
 
 from __future__ import annotations
 
-from ..wrapping.objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus
-from .osim._xml import Node
-from .osim.builtin import name_reference
-from .osim.registry import format_number, register
+from ...wrapping.objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapSphere, WrapTorus
+from ._xml import Node
+from .builtin import name_reference
+from .registry import format_number, register
 
 __all__ = []
 

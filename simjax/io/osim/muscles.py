@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..forces.path_forces import Ligament, PathSpring
-from ..muscles import curves as C
-from ..muscles.degroote import DeGrooteFregly2016Muscle
-from ..muscles.millard import Millard2012EquilibriumMuscle
-from ..muscles.path import ConditionalPathPoint, GeometryPath, MovingPathPoint, PathActuator, PathPoint
-from ..muscles.rigid_tendon import RigidTendonMuscle
-from ..muscles.schutte import Schutte1993Muscle_Deprecated
-from ..muscles.thelen import Thelen2003Muscle
-from .osim._xml import Node
-from .osim.registry import format_numbers, register, write_component
+from ...forces.path_forces import Ligament, PathSpring
+from ...muscles import curves as C
+from ...muscles.degroote import DeGrooteFregly2016Muscle
+from ...muscles.millard import Millard2012EquilibriumMuscle
+from ...muscles.path import ConditionalPathPoint, GeometryPath, MovingPathPoint, PathActuator, PathPoint
+from ...muscles.rigid_tendon import RigidTendonMuscle
+from ...muscles.schutte import Schutte1993Muscle_Deprecated
+from ...muscles.thelen import Thelen2003Muscle
+from ._xml import Node
+from .registry import format_numbers, register, write_component
 
 __all__ = []
 
