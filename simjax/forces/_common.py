@@ -17,7 +17,7 @@ import numpy as np
 from ..component import ModelError
 from ..model import resolve_path
 
-__all__ = ["resolve_coordinate", "coordinate_indices", "resolve_frame", "resolve_geometry", "point_velocities",
+__all__ = ["resolve_coordinate", "coordinate_indices", "resolve_frame", "point_velocities",
            "about_body_origins", "masked_mobility"]
 
 
@@ -80,21 +80,6 @@ def resolve_frame(build, path: str, name: str, prop: str) -> str:
             return cand
     raise ModelError(path, "no PhysicalFrame has this name (looked in the model root and /bodyset)",
                      prop=prop, value=name)
-
-
-def resolve_geometry(build, path: str, name: str, prop: str = "geometry") -> str:
-    """The path of a ContactGeometry named by a contact force: ``name`` relative to the
-    model root, else ``/contactgeometryset/<name>`` (OpenSim's lookup).
-
-    **Raises:** ``ModelError`` if neither is a ContactGeometry.
-    """
-    from .contact import ContactGeometry
-
-    for cand in (resolve_path(name, "/"), "/contactgeometryset/" + name):
-        if build.model.has(cand) and isinstance(build.model.find(cand), ContactGeometry):
-            return cand
-    raise ModelError(path, "no ContactGeometry has this name (looked in the model root and "
-                     "/contactgeometryset)", prop=prop, value=name)
 
 
 def point_velocities(ctx, mobs, points):

@@ -47,8 +47,9 @@ import numpy as np
 
 from .. import spatial
 from ..component import Component, ModelError, Stage, _as_property, flag, output, prop, socket
+from ..model import resolve_path
 from ..groups import Forces, point_force_on_bodies
-from ._common import about_body_origins, point_velocities, resolve_geometry
+from ._common import about_body_origins, point_velocities
 from .base import Force
 
 __all__ = ["ContactGeometry", "ContactHalfSpace", "ContactSphere", "ContactMesh", "ContactParameters",
@@ -81,6 +82,19 @@ class ContactGeometry(Component):
         """``(R, p)``: the geometry's pose in its frame."""
         return spatial.xyz_body_rotation(jnp.asarray(self.orientation)), jnp.asarray(self.location)
 
+
+
+def resolve_geometry(build, path: str, name: str, prop: str = "geometry") -> str:
+    """The path of a ContactGeometry named by a contact force: ``name`` relative to the
+    model root, else ``/contactgeometryset/<name>`` (OpenSim's lookup).
+
+    **Raises:** ``ModelError`` if neither is a ContactGeometry.
+    """
+    for cand in (resolve_path(name, "/"), "/contactgeometryset/" + name):
+        if build.model.has(cand) and isinstance(build.model.find(cand), ContactGeometry):
+            return cand
+    raise ModelError(path, "no ContactGeometry has this name (looked in the model root and "
+                     "/contactgeometryset)", prop=prop, value=name)
 
 class ContactHalfSpace(ContactGeometry):
     """The half-space ``x > 0`` of the geometry frame (outward normal ``-x``)."""

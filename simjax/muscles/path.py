@@ -59,6 +59,8 @@ from ..forces.base import Actuator
 from ..function_bank import FunctionBank, bank_eval, bank_params
 from ..functions import Constant, Function
 from ..groups import Forces, point_force_on_bodies
+from ..wrapping import paths as wrapping
+from ..wrapping.paths import Segments
 
 __all__ = ["AbstractPathPoint", "PathPoint", "ConditionalPathPoint", "MovingPathPoint", "GeometryPath",
            "PathActuator", "PathTopology", "Segments", "path_topology", "path_topology_of", "path_geometry",
@@ -484,34 +486,12 @@ def _compile_paths(build) -> PathTopology:
         mov_u=np.asarray(mov_u, np.int32).reshape(-1, 3), mov_coord=tuple(mov_coord), bank=FunctionBank.of(functions),
     )
     if any(c.wraps for _, c in paths):
-        from ..wrapping import paths as wrapping  # (imported late: wrapping imports this module)
 
         topo = dataclasses.replace(topo, wrap=wrapping.compile_wrapping(build, topo))
     return topo
 
 
 # -- the path subsystem: evaluation -------------------------------------------------------
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class Segments:
-    """Geometry of the candidate segments ``(j, next(j))``, one per point ``j``.
-
-    ``length (P,)``; ``dir_start (P, 3)``: unit direction leaving point ``j``;
-    ``dir_end (P, 3)``: unit direction arriving at ``next(j)``; ``applies (P,)``:
-    whether a tension produces a force at the start (the first piece joins different
-    bodies, as OpenSim requires); ``applies_end (P,)``: the same at the end (``None``:
-    as ``applies``); ``tangent``: the wrap points of wrapped paths
-    (``simjax.wrapping.paths.TangentPoints``) or ``None``.
-    """
-
-    length: Any
-    dir_start: Any
-    dir_end: Any
-    applies: Any
-    applies_end: Any = None
-    tangent: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -623,7 +603,6 @@ def prepare_path_parameters(group, ctx) -> None:
     topo = group.static["topology"]
     path_parameters(ctx, topo)
     if topo.wrap is not None:
-        from ..wrapping import paths as wrapping
 
         wrapping.wrap_parameters(ctx, topo.wrap)
 
@@ -663,7 +642,6 @@ def _geometry(ctx, topo: PathTopology) -> PathGeometry:
     mob_ext = np.concatenate([topo.mob, [-1]])
     seg = straight_segments(points, pts_ext[nxt], topo.mob, jnp.asarray(mob_ext)[nxt])
     if topo.wrap is not None:
-        from ..wrapping import paths as wrapping
 
         seg = wrapping.wrap_segments(ctx, topo.wrap, topo, points, active, seg)
     length = jax.ops.segment_sum(jnp.where(valid, seg.length, 0.0), topo.path_id, num_segments=topo.n_paths)
@@ -709,7 +687,6 @@ def path_polylines(ctx):
     width = int(sizes.max(initial=1))
     wrapped = None
     if geo.segments.tangent is not None:
-        from ..wrapping import paths as wrapping  # (imported late: wrapping imports this module)
 
         wrapped = wrapping.current_paths(ctx, topo.wrap, geo.points, geo.segments.tangent)
         width = max(width, wrapped[1].shape[1])

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from . import _wrapmath as wm
+from ._wrapmath import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP
 
 MU_BLEND_MIN = 0.7073
 MU_BLEND_MAX = 0.9
@@ -444,8 +445,6 @@ def wrap_ellipsoid_status(P1, P2, dimensions):
 
 def _status(inside, collinear, crosses):
     """OpenSim's status from the early tests: inside, else no wrap, else mandatory."""
-    from .geometry import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP  # noqa: PLC0415
-
     return jnp.where(inside, INSIDE_RADIUS, jnp.where(collinear | ~crosses, NO_WRAP, MANDATORY_WRAP)).astype(jnp.int32)
 
 

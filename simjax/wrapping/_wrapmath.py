@@ -15,6 +15,8 @@ import jax.numpy as jnp
 ROUNDOFF_ERROR = 0.0000000000002
 #: WrapMath LINE_EPSILON
 LINE_EPSILON = 0.00001
+#: OpenSim ``WrapObject::WrapAction`` codes
+NO_WRAP, INSIDE_RADIUS, WRAPPED, MANDATORY_WRAP = 0, 1, 2, 3
 
 
 def sum_last(x, axis=-1):

@@ -60,6 +60,8 @@ import jax
 import jax.numpy as jnp
 
 from . import _wrapmath as wm
+from ._ellipsoid import wrap_ellipsoid_core
+from ._wrapmath import INSIDE_RADIUS, MANDATORY_WRAP, NO_WRAP, WRAPPED  # (OpenSim's WrapAction codes)
 
 __all__ = [
     "WrapResult",
@@ -74,8 +76,6 @@ __all__ = [
     "no_wrap",
 ]
 
-#: OpenSim ``WrapObject::WrapAction`` codes
-NO_WRAP, INSIDE_RADIUS, WRAPPED, MANDATORY_WRAP = 0, 1, 2, 3
 
 
 class WrapResult(NamedTuple):
@@ -569,7 +569,6 @@ def wrap_ellipsoid(p1, p2, dimensions, wrap_axis=0, wrap_sign=0, method=0, found
 
     **Returns:** a ``WrapResult``.
     """
-    from ._ellipsoid import wrap_ellipsoid_core  # noqa: PLC0415
 
     axis, sign = _quadrant(wrap_axis, wrap_sign)
     fan = not (isinstance(method, int) and method != 0)

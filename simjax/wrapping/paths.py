@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -88,8 +89,30 @@ from ._ellipsoid import wrap_ellipsoid_status
 from .objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapObject, WrapSphere, WrapTorus, parse_method, \
     parse_quadrant, wrap_frame_path
 
-__all__ = ["compile_wrapping", "wrap_segments", "current_paths", "WrapStatic", "TangentPoints", "SPHERE", "CYLINDER",
-           "ELLIPSOID", "TORUS"]
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Segments:
+    """Geometry of the candidate segments ``(j, next(j))``, one per point ``j``.
+
+    ``length (P,)``; ``dir_start (P, 3)``: unit direction leaving point ``j``;
+    ``dir_end (P, 3)``: unit direction arriving at ``next(j)``; ``applies (P,)``:
+    whether a tension produces a force at the start (the first piece joins different
+    bodies, as OpenSim requires); ``applies_end (P,)``: the same at the end (``None``:
+    as ``applies``); ``tangent``: the wrap points of wrapped paths
+    (``TangentPoints``) or ``None``.
+    """
+
+    length: Any
+    dir_start: Any
+    dir_end: Any
+    applies: Any
+    applies_end: Any = None
+    tangent: Any = None
+
+
+__all__ = ["compile_wrapping", "wrap_segments", "current_paths", "Segments", "WrapStatic", "TangentPoints", "SPHERE",
+           "CYLINDER", "ELLIPSOID", "TORUS"]
 
 SPHERE, CYLINDER, ELLIPSOID, TORUS = 0, 1, 2, 3
 _KINDS = ((WrapSphere, SPHERE), (WrapCylinder, CYLINDER), (WrapEllipsoid, ELLIPSOID), (WrapTorus, TORUS))
@@ -1062,8 +1085,6 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     length with the arcs, the directions leaving and reaching each original point (to
     and from tangent points), whether each end applies force, and the tangent points.
     """
-    from ..muscles.path import Segments
-
     params = wrap_parameters(ctx, static)
     R_f, p_f = ctx.frames_in_ground(static.frames)
     R_obj, o_obj = spatial.compose((R_f[static.obj_frame], p_f[static.obj_frame]), (params["R"], params["p"]))
