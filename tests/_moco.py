@@ -731,6 +731,74 @@ def moco_bounded_slide(folder, problem=BOUNDED_SLIDE_PROBLEM, transcription="her
     return out
 
 
+# ----------------------------------------------------------------------------- implicit tendon dynamics
+
+
+def hanging_muscle_osim(folder) -> str:
+    """Write ``hanging_muscle.osim`` in ``folder`` and return its path: a 0.5 kg body on
+    SliderJoint ``/jointset/joint`` along ground's x (coordinate ``height``, range
+    [-1, 1]), gravity 9.81 m/s^2 along +x, and a DeGrooteFregly2016Muscle
+    ``/forceset/muscle`` from ground's origin to the body (F0 30 N, optimal fiber 0.10 m,
+    tendon slack 0.05 m, pennation 0.10 rad, compliant tendon, strain 0.10 at one
+    normalized force) with implicit tendon compliance dynamics (Moco's hanging-muscle test
+    model)."""
+    osim = _opensim()
+    model = osim.Model()
+    model.setName("hanging_muscle")
+    model.set_gravity(osim.Vec3(9.81, 0, 0))
+    body = osim.Body("body", 0.5, osim.Vec3(0), osim.Inertia(1))
+    model.addBody(body)
+    joint = osim.SliderJoint("joint", model.getGround(), body)
+    coord = joint.updCoordinate()
+    coord.setName("height")
+    coord.setRangeMin(-1.0)
+    coord.setRangeMax(1.0)
+    model.addJoint(joint)
+    muscle = osim.DeGrooteFregly2016Muscle()
+    muscle.setName("muscle")
+    muscle.set_max_isometric_force(30.0)
+    muscle.set_optimal_fiber_length(0.10)
+    muscle.set_tendon_slack_length(0.05)
+    muscle.set_tendon_strain_at_one_norm_force(0.10)
+    muscle.set_pennation_angle_at_optimal(0.10)
+    muscle.set_ignore_tendon_compliance(False)
+    muscle.set_tendon_compliance_dynamics_mode("implicit")
+    muscle.addNewPathPoint("origin", model.updGround(), osim.Vec3(0))
+    muscle.addNewPathPoint("insertion", body, osim.Vec3(0))
+    model.addForce(muscle)
+    model.finalizeConnections()
+    path = Path(folder) / "hanging_muscle.osim"
+    model.printToXML(str(path))
+    return str(path)
+
+
+#: The hanging mass raised 0.15 -> 0.14 m (towards the muscle's origin) in 0.5 s, rest to
+#: rest, with least excitation squared; the muscle's activation and normalized tendon
+#: force start free (its tendon equilibrium holds at every grid point).
+HANGING_MUSCLE_PROBLEM = {
+    "name": "hanging_muscle",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (0.5, 0.5),
+    "states": {
+        "/jointset/joint/height/value": ((0.12, 0.16), 0.15, 0.14),
+        "/jointset/joint/height/speed": ((-1.0, 1.0), 0.0, 0.0),
+        "/forceset/muscle/activation": ((0.01, 1.0), None, None),
+        "/forceset/muscle/normalized_tendon_force": ((0.0, 5.0), None, None),
+    },
+    "controls": {"/forceset/muscle": ((0.01, 1.0), None, None)},
+    "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 1.0, "exponent": 2}],
+}
+
+
+def moco_hanging_muscle(folder, transcription="hermite-simpson", num_mesh_intervals=20, **kw) -> dict:
+    """``HANGING_MUSCLE_PROBLEM`` solved by Moco on ``hanging_muscle_osim(folder)``
+    (implicit tendon dynamics: the normalized tendon force's derivative a variable, the
+    equilibrium residual zero at every grid point). Returns ``solve``'s dict plus
+    ``problem`` and ``model_path``."""
+    return _solve_problem(hanging_muscle_osim(folder), HANGING_MUSCLE_PROBLEM, folder, transcription,
+                          num_mesh_intervals, **kw)
+
+
 # ----------------------------------------------------------------------------- marker tracking
 
 

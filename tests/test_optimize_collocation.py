@@ -133,3 +133,24 @@ def test_the_minimum_time_s_derivative_with_respect_to_the_mass_at_a_bang_bang_o
 
     value, slope = jax.value_and_grad(final_time)(2.0)
     assert abs(float(value) - 0.4) < 1e-3 and abs(float(slope) - 0.1) < 1e-3, (float(value), float(slope))
+
+
+def test_implicit_tendon_dynamics_match_moco(tmp_path):
+    # a DeGroote muscle with a compliant tendon in implicit mode: the normalized tendon
+    # force's derivative is a variable at every grid point and the fiber-tendon
+    # equilibrium a residual there, as Moco transcribes it
+    ref = _moco.moco_hanging_muscle(tmp_path, num_mesh_intervals=20)  # (at 10, Moco's L-BFGS takes 1800 iterations)
+    system = sj.load_osim(ref["model_path"]).build()
+    assert optimize.collocation.implicit_tendons(system)[1] == ("/forceset/muscle",)
+    problem = _moco.simjax_problem(ref["problem"], system)
+    nlp = optimize.transcribe(problem, mesh=20)[0]
+    # per grid point: 4 states, 1 control, 1 tendon force derivative (mesh point and midpoint)
+    assert nlp.z_lower.shape == (21, 2 * 6)
+    tol = ref["settings"]["optim_convergence_tolerance"]
+    solution = optimize.solve(problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol))
+    assert optimize.STATUS[int(solution.status)] == "solved"
+    assert abs(float(solution.objective) - ref["objective"]) < 2e-6 * ref["objective"]
+    states = np.abs(np.asarray(solution.states) - _moco.states_in_system_order(ref, system)).max(axis=0)
+    controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
+    # (height m, speed m/s, activation, normalized tendon force; excitation)
+    assert np.all(states < [1e-4, 1e-3, 1e-4, 5e-3]) and controls < 1e-3, (states, controls)

@@ -88,17 +88,38 @@ def _middle(a, b):
                     np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0)))
 
 
+#: the discrete variable and the output of implicit tendon dynamics (DeGrooteFregly2016Muscle)
+_TENDON_DERIVATIVE = "implicitderiv_normalized_tendon_force"
+_TENDON_RESIDUAL = "implicitresidual_normalized_tendon_force"
+
+
+def implicit_tendons(system) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The muscles whose tendon dynamics are implicit (``tendon_compliance_dynamics_mode
+    = "implicit"``): the index of each one's ``implicitderiv_normalized_tendon_force``
+    in the state's discrete variables, and its path.
+
+    **Returns:** ``(indices (n,), paths)``.
+    """
+    suffix = "/" + _TENDON_DERIVATIVE
+    idx = [i for i, n in enumerate(system.d_names) if n.endswith(suffix)]
+    return np.asarray(idx, int), tuple(system.d_names[i][:-len(suffix)] for i in idx)
+
+
 def _point_dynamics(problem: Problem, implicit: bool):
     """The dynamics at one grid point, jitted (traced once, then its jaxpr is reused by
-    every evaluation the solver traces), ``f(system, t, y, c, extra) -> (dy/dt,
+    every evaluation the solver traces), ``f(system, t, y, c, extra, w) -> (dy/dt,
     residual)``:
 
-    - explicit (``extra`` ``None``): forward dynamics, an empty residual;
+    - explicit (``extra`` ``None``): forward dynamics;
     - ``implicit``, Moco's implicit mode (``extra``: the generalized accelerations
-      ``udot``, variables): ``dy/dt`` with ``udot`` in it, and the residual the
+      ``udot``, variables): ``dy/dt`` with ``udot`` in it, and in the residual the
       generalized forces the equations of motion lack at ``udot`` (zero where they hold);
     - with prescribed kinematics (``extra = (q, u, udot)``): ``y`` the auxiliary
-      states, ``dy/dt`` theirs, the same residual."""
+      states, ``dy/dt`` theirs, the same residual.
+
+    ``w``: the derivatives of the normalized tendon forces of the muscles with implicit
+    tendon dynamics (``implicit_tendons``; variables, as Moco's auxiliary derivatives):
+    their states' derivatives, and their equilibrium residuals close the residual."""
     from ..forward import Context
     from ..state import State
 
@@ -106,25 +127,37 @@ def _point_dynamics(problem: Problem, implicit: bool):
     d0 = system.default_state().d
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
+    tendon_index, tendons = implicit_tendons(system)
+
+    def discrete(w):
+        return d0.at[tendon_index].set(w) if len(tendons) else d0
+
+    def tendon_residuals(ctx):
+        return ctx.group_outputs(tendons, _TENDON_RESIDUAL) if len(tendons) else jnp.zeros(0, d0.dtype)
+
     if problem.kinematics is None and implicit:
         @jax.jit
-        def accelerations_as_variables(system, t, y, c, udot):
-            ctx = Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d0), c)
-            return jnp.concatenate([ctx.vel.qdot, udot, ctx.zdot]), ctx.inverse_dynamics(udot)
+        def accelerations_as_variables(system, t, y, c, udot, w):
+            ctx = Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=discrete(w)), c)
+            return (jnp.concatenate([ctx.vel.qdot, udot, ctx.zdot]),
+                    jnp.concatenate([ctx.inverse_dynamics(udot), tendon_residuals(ctx)]))
 
         return accelerations_as_variables
     if problem.kinematics is None:
         @jax.jit
-        def explicit(system, t, y, c, kin):
-            return rhs(system, t, y, d0, controls=c), jnp.zeros(0, y.dtype)
+        def explicit(system, t, y, c, kin, w):
+            d = discrete(w)
+            residual = tendon_residuals(Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d), c)) \
+                if len(tendons) else jnp.zeros(0, y.dtype)
+            return rhs(system, t, y, d, controls=c), residual
 
         return explicit
 
     @jax.jit
-    def implicit(system, t, z, c, kin):
+    def implicit(system, t, z, c, kin, w):
         q, u, udot = kin
-        ctx = Context(system, State(t=t, q=q, u=u, z=z, d=d0), c)
-        return ctx.zdot, ctx.inverse_dynamics(udot)
+        ctx = Context(system, State(t=t, q=q, u=u, z=z, d=discrete(w)), c)
+        return ctx.zdot, jnp.concatenate([ctx.inverse_dynamics(udot), tendon_residuals(ctx)])
 
     return implicit
 
@@ -157,6 +190,8 @@ def _stacked(points):
 
 #: Moco's default bounds on the accelerations in implicit mode (rad/s^2 or m/s^2)
 ACCELERATION_BOUNDS = (-1000.0, 1000.0)
+#: Moco's default bounds on the auxiliary derivatives of implicit tendon dynamics (1/s)
+TENDON_DERIVATIVE_BOUNDS = (-1000.0, 1000.0)
 DYNAMICS_MODES = ("explicit", "implicit")
 
 
@@ -192,7 +227,9 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     ny, nc = len(problem.state_names), len(problem.control_names)
     hs = scheme == "hermite-simpson"
     implicit = dynamics_mode == "implicit" and problem.kinematics is None
-    na = system.topology.tree.nu if implicit else 0  # accelerations per grid point
+    n_udot = system.topology.tree.nu if implicit else 0  # accelerations per grid point
+    nw = len(implicit_tendons(system)[1])  # implicit tendon derivatives per grid point
+    na = n_udot + nw
     P = ny + nc + na  # one grid point's variables
     dtype = jnp.result_type(float)
     integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
@@ -215,7 +252,7 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     index = {id(g): i for i, g in enumerate(problem.goals)}
     dynamics = _point_dynamics(problem, implicit)
     # residual rows per grid point
-    nr = system.topology.tree.nu if implicit or problem.kinematics is not None else 0
+    nr = (system.topology.tree.nu if implicit or problem.kinematics is not None else 0) + nw
     path_bounds = [c.bounds(problem) for c in problem.path_constraints]
 
     def model(theta, g):
@@ -250,7 +287,7 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         kin = theta.get("kinematics")
         if kin is not None:
             return tuple(x[k] for x in kin[where])
-        return udot if implicit else None
+        return udot[:n_udot] if implicit else None
 
     def cost(k, z, zn, g, theta):
         (y, c, _, ym, cm, _), (yn, cn, *_) = split(z), split(zn)
@@ -273,10 +310,11 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         kn = jnp.minimum(k + 1, K - 1)
         # (the points in one vmapped evaluation: one copy of the model in the program,
         # not one a point, and as many fewer for XLA to compile)
-        points = [(tk, y, c, extra(theta, k, "mesh", a)), (tn, yn, cn, extra(theta, kn, "mesh", an))]
+        points = [(tk, y, c, extra(theta, k, "mesh", a), a[n_udot:]), (tn, yn, cn, extra(theta, kn, "mesh", an),
+                                                                       an[n_udot:])]
         if hs:
-            points.append((0.5 * (tk + tn), ym, cm, extra(theta, k, "mid", am)))
-        F, R = jax.vmap(lambda t, y, c, kin: dynamics(system, t, y, c, kin))(*_stacked(points))
+            points.append((0.5 * (tk + tn), ym, cm, extra(theta, k, "mid", am), am[n_udot:]))
+        F, R = jax.vmap(lambda t, y, c, kin, w: dynamics(system, t, y, c, kin, w))(*_stacked(points))
         f, fn, res = F[0], F[1], R[0]
         own = [res]
         if hs:
@@ -313,7 +351,8 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
 
     # -- bounds ---------------------------------------------------------------------------
     ylo, yhi, clo, chi = problem.path_bounds()
-    alo, ahi = np.full(na, ACCELERATION_BOUNDS[0]), np.full(na, ACCELERATION_BOUNDS[1])
+    alo = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[0]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[0])])
+    ahi = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[1]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[1])])
     lo = np.tile(np.concatenate([ylo, clo, alo] * (2 if hs else 1)), (K, 1))
     hi = np.tile(np.concatenate([yhi, chi, ahi] * (2 if hs else 1)), (K, 1))
     (lo[0, :ny], hi[0, :ny]), (lo[-1, :ny], hi[-1, :ny]) = problem.end_bounds("initial"), problem.end_bounds("final")
