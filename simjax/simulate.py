@@ -335,6 +335,12 @@ def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm
     _, adaptive = SOLVERS[solver]
     if not adaptive and dt is None:
         raise ValueError(f"the fixed-step solver {solver!r} needs dt")
+    if adjoint == "backsolve" and solver == "rkm":
+        # (the backward solve integrates the state and its adjoints together; the rkm
+        # step control is Simbody's error norm, defined on the state alone)
+        raise ValueError("adjoint='backsolve' cannot use solver='rkm' (Simbody's step control is defined on the "
+                         "state alone, not on the adjoint system): use another adaptive solver (e.g. 'tsit5') or "
+                         "adjoint='checkpoint'")
     dtype = state.q.dtype if state.q.size else jnp.result_type(float)
     t0 = state.t
     t_final = jnp.asarray(t_final, dtype)

@@ -155,6 +155,12 @@ def test_control_kinds():
     assert float(traj.q[-1, 0]) == pytest.approx(np.cos(np.sqrt(2.0)), rel=1e-7)
 
 
+def test_backsolve_with_simbody_s_step_control_is_refused_by_name():
+    system = chain(2)
+    with pytest.raises(ValueError, match="adjoint='backsolve' cannot use solver='rkm'"):
+        sj.simulate(system, system.default_state(), 0.1, adjoint="backsolve")
+
+
 @pytest.mark.parametrize("solver,adjoint", [("tsit5", "checkpoint"), ("tsit5", "backsolve"), ("rk4", "direct"),
                                             ("rkm", "checkpoint"), ("rk4", "checkpoint")])
 def test_gradients_match_finite_differences(solver, adjoint):
