@@ -24,6 +24,8 @@ import sys
 import warnings
 from collections.abc import Callable
 
+from . import models
+
 __all__ = ["Subcommand", "SUBCOMMANDS", "register_subcommand", "main", "resolve_model_path"]
 
 
@@ -48,20 +50,8 @@ def register_subcommand(name: str, help: str, configure, run) -> Subcommand:
     return sub
 
 
-def resolve_model_path(model: str) -> str:
-    """An existing file path, or the file of a shipped model of that name.
-
-    **Raises:** ``FileNotFoundError`` naming both possibilities.
-    """
-    if os.path.isfile(model):
-        return model
-    from . import models
-
-    try:
-        return models.path(model)
-    except KeyError:
-        raise FileNotFoundError(f"no file {model!r}, and no shipped model of that name "
-                                f"(shipped: {', '.join(models.names())})") from None
+#: an existing file path, or the file of a shipped model of that name (``models.resolve``)
+resolve_model_path = models.resolve
 
 
 def _model_argument(parser: argparse.ArgumentParser) -> None:

@@ -94,7 +94,7 @@ def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions(capsys):
     assert [ipm.STATUS[int(s)] for s in sols.status] == ["solved", "non-finite value", "solved"]
     # the progress line follows the furthest problem and ends with the statuses
     from simjax.optimize import progress
-    progress.finish_batch(np.asarray(sols.status))
+    progress.finish_batch(np.asarray(sols.status), ipm.STATUS)
     line = capsys.readouterr().err.split("\r")[-1]
     assert line.startswith(f"3 problems after {int(np.max(sols.iterations)) + 1} iterations: 2 solved, "
                            "1 non-finite value") and line.endswith("\n")

@@ -19,7 +19,7 @@ import os
 import shutil
 import warnings
 
-__all__ = ["names", "path", "load", "credits_file", "pipeline_names", "pipeline_path", "copy_pipeline"]
+__all__ = ["names", "path", "resolve", "load", "credits_file", "pipeline_names", "pipeline_path", "copy_pipeline"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,6 +38,20 @@ def path(name: str) -> str:
     if stem not in names():
         raise KeyError(f"no shipped model named {name!r}; available: {', '.join(names())}")
     return os.path.join(_HERE, stem + ".osim")
+
+
+def resolve(model: str) -> str:
+    """An existing file path as it is, else the file of the shipped model of that name.
+
+    **Raises:** ``FileNotFoundError`` naming both possibilities.
+    """
+    if os.path.isfile(model):
+        return model
+    try:
+        return path(model)
+    except KeyError:
+        raise FileNotFoundError(f"no file {model!r}, and no shipped model of that name "
+                                f"(shipped: {', '.join(names())})") from None
 
 
 def load(name: str, strict: bool = True):

@@ -496,7 +496,7 @@ def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, sche
         options = dataclasses.replace(options, progress="batch")
     sol = _solve_batch(nlp, z0, g0, options, values, weights, edit)
     if shown:
-        progress.finish_batch(np.asarray(sol.status))
+        progress.finish_batch(np.asarray(sol.status), ipm.STATUS)
     return _trajectory(problem, unpack, sol)
 
 

@@ -684,7 +684,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     s = jax.lax.while_loop(cond, body, init)
     status = jnp.where(s["status"] < 0, 1, s["status"])
     if options.progress and options.progress != "batch":
-        jax.debug.callback(progress.finish, status, s["it"])
+        jax.debug.callback(functools.partial(progress.finish, names=STATUS), status, s["it"])
     V, Y = s["V"], s["Y"]
     if derivatives:
         V, Y = _implicit(P, _Problem(live, *jax.lax.stop_gradient((fs, rs, bs))), V, Y, s["ZL"], s["ZU"],

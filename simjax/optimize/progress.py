@@ -50,26 +50,24 @@ def report(iteration, done, objective, primal, dual, max_iter) -> None:
         _write(_line.text)
 
 
-def finish(status, iterations) -> None:
+def finish(status, iterations, names: dict) -> None:
     """End the line of one solve with its status (called by the solver).
 
-    **Arguments:** ``status``: the status code; ``iterations``: the iterations taken.
+    **Arguments:** ``status``: the status code; ``iterations``: the iterations taken;
+    ``names``: each status code's meaning (``ipm.STATUS``).
     """
-    from .ipm import STATUS
-
-    _write(f"{_line.text}  {STATUS.get(int(status), int(status))} after {int(iterations)} iterations", "\n")
+    _write(f"{_line.text}  {names.get(int(status), int(status))} after {int(iterations)} iterations", "\n")
 
 
-def finish_batch(statuses) -> None:
+def finish_batch(statuses, names: dict) -> None:
     """End a batch's line with how many problems ended with each status.
 
-    **Arguments:** ``statuses``: the batch's status codes (an array or sequence).
+    **Arguments:** ``statuses``: the batch's status codes (an array or sequence);
+    ``names``: each status code's meaning (``ipm.STATUS``).
     """
     from collections import Counter
 
-    from .ipm import STATUS
-
-    counts = Counter(STATUS.get(int(s), str(int(s))) for s in statuses)
+    counts = Counter(names.get(int(s), str(int(s))) for s in statuses)
     _write(f"{len(list(statuses))} problems after {_line.furthest + 1} iterations: "
            + ", ".join(f"{n} {name}" for name, n in counts.items())
            + f"  ({time.perf_counter() - _line.start:.1f} s)", "\n")

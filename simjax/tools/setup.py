@@ -209,8 +209,8 @@ def run(setup_path: str | os.PathLike) -> dict:
     **Raises:** ``SetupError`` for an unknown tool (listing the supported ones) or a
     bad property.
     """
-    from . import _registry  # noqa: F401  (the tool modules register themselves)
-
+    # (every tool module registers itself when the package simjax.tools, which holds
+    # this module, is imported)
     setup = read_setup(setup_path)
     runner = TOOLS.get(setup.tool)
     if runner is None:

@@ -67,7 +67,7 @@ def load_scene(model, geometry_path=(), strict: bool = False, title: str | None 
         return build_scene(model, None, geometry_path, title)
     if isinstance(model, Model):
         return build_scene(model.build(), None, geometry_path, title)
-    from ..cli import resolve_model_path
+    from ..models import resolve as resolve_model_path
     from ..io.osim import load_osim
 
     path = resolve_model_path(os.fspath(model))
