@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
 import numpy as np
@@ -92,8 +92,31 @@ class OutputBound(_TimeBounds, PathConstraint):
         return self._row_bounds(1)
 
 
+class _VariableBounds(_TimeBounds):
+    """Bounds on named variables of one kind (``_kind``: ``"control"`` or ``"state"``,
+    the names in the field of that kind's plural)."""
+
+    _kind: ClassVar[str]
+
+    def _names(self) -> tuple:
+        return getattr(self, self._kind + "s")
+
+    def _label(self):
+        return f"{type(self).__name__} {list(self._names())}"
+
+    def _indices(self, problem):
+        return np.asarray([_index(problem, name, self._kind) for name in self._names()], int)
+
+    def values(self, problem, system, t, y, controls):
+        return self._rows((controls if self._kind == "control" else y)[self._indices(problem)], t)
+
+    def bounds(self, problem):
+        self._indices(problem)
+        return self._row_bounds(len(self._names()))
+
+
 @dataclasses.dataclass(frozen=True)
-class ControlBound(_TimeBounds, PathConstraint):
+class ControlBound(_VariableBounds, PathConstraint):
     """Moco's ``MocoControlBoundConstraint``: ``lower(t) <= control <= upper(t)`` for
     each named control, at every mesh point.
 
@@ -104,27 +127,15 @@ class ControlBound(_TimeBounds, PathConstraint):
     **Raises** (on ``transcribe``): ``KeyError`` naming a control the problem does not have.
     """
 
+    _kind: ClassVar[str] = "control"
     controls: tuple = ()
     lower: Any = None
     upper: Any = None
     equality_with_lower: bool = False
 
-    def _label(self):
-        return f"ControlBound {list(self.controls)}"
-
-    def _indices(self, problem):
-        return np.asarray([_index(problem, name, "control") for name in self.controls], int)
-
-    def values(self, problem, system, t, y, controls):
-        return self._rows(controls[self._indices(problem)], t)
-
-    def bounds(self, problem):
-        self._indices(problem)
-        return self._row_bounds(len(self.controls))
-
 
 @dataclasses.dataclass(frozen=True)
-class StateBound(_TimeBounds, PathConstraint):
+class StateBound(_VariableBounds, PathConstraint):
     """Moco's ``MocoStateBoundConstraint``: ``lower(t) <= state <= upper(t)`` for each
     named state, at every mesh point.
 
@@ -135,23 +146,11 @@ class StateBound(_TimeBounds, PathConstraint):
     have (a prescribed coordinate is not a state of the problem).
     """
 
+    _kind: ClassVar[str] = "state"
     states: tuple = ()
     lower: Any = None
     upper: Any = None
     equality_with_lower: bool = False
-
-    def _label(self):
-        return f"StateBound {list(self.states)}"
-
-    def _indices(self, problem):
-        return np.asarray([_index(problem, name, "state") for name in self.states], int)
-
-    def values(self, problem, system, t, y, controls):
-        return self._rows(y[self._indices(problem)], t)
-
-    def bounds(self, problem):
-        self._indices(problem)
-        return self._row_bounds(len(self.states))
 
 
 @dataclasses.dataclass(frozen=True)
