@@ -1,7 +1,8 @@
 """Where a batched right-hand side spends its device time, kernel by kernel.
 
 Times ``jax.vmap`` of the right-hand side (udot and zdot) of a shipped model over a
-batch of worlds (its state-independent parameters computed once, as in a simulation), and the batched Cholesky factorization of its mass matrices alone,
+batch of worlds (its state-independent parameters computed once, as in a simulation),
+and the batched Cholesky factorization of its mass matrices alone,
 then traces a few right-hand sides with ``jax.profiler`` and prints the kernels (on a
 GPU) or XLA operations (on a CPU) that took the most time, per evaluation. Needs no
 OpenSim, so it runs on a GPU machine as it is.

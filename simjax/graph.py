@@ -674,7 +674,7 @@ class MultibodyGraphMaker:
     def _add_mobilizer(self, jnum: int) -> int:
         """Make a joint with exactly one body in the tree a mobilizer; return the outboard."""
         joint = self._joints[jnum]
-        parent, child = self._bodies[joint.parent_body], self._bodies[joint.child_body]
+        parent = self._bodies[joint.parent_body]
         reversed_ = not parent.is_in_tree
         inb, outb = (joint.child_body, joint.parent_body) if reversed_ else \
             (joint.parent_body, joint.child_body)

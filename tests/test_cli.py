@@ -18,7 +18,8 @@ def test_info_lists_components_coordinates_actuators_states(capsys):
 
 def test_info_lists_skipped_content_and_strict_fails(capsys, tmp_path):
     text = open(sj.models.path("double_pendulum")).read()
-    text = text.replace('<CoordinateActuator name="Torq1">', '<McKibbenActuator name="mk"/><CoordinateActuator name="Torq1">')
+    text = text.replace('<CoordinateActuator name="Torq1">',
+                        '<McKibbenActuator name="mk"/><CoordinateActuator name="Torq1">')
     path = tmp_path / "with_mckibben.osim"
     path.write_text(text)
     assert cli.main(["info", str(path)]) == 0

@@ -43,7 +43,8 @@ def test_shipped_pipeline_copies_and_keeps_existing_results(tmp_path):
     with pytest.raises(KeyError, match="available: Gait10dof18musc"):
         sj.models.pipeline_path("nope")
     work = sj.models.copy_pipeline("Gait10dof18musc", tmp_path)
-    for setup in ("IK/walk_Setup_IK.xml", "ID/walk_Setup_ID.xml", "SO/walk_Setup_SO.xml", "Scale/subject01_Setup_Scale.xml"):
+    for setup in ("IK/walk_Setup_IK.xml", "ID/walk_Setup_ID.xml", "SO/walk_Setup_SO.xml",
+                  "Scale/subject01_Setup_Scale.xml"):
         assert os.path.exists(os.path.join(work, setup)), setup
     results = os.path.join(work, "IK", "result.mot")
     open(results, "w").close()

@@ -44,7 +44,8 @@ class _PathForce(Force):
     def compile_group(cls, build, paths):
         topo = path_topology(build)
         comps = [build.find(p) for p in paths]
-        return {"topology": topo, "rows": np.asarray([topo.index[f"{p}/{c.path.name}"] for p, c in zip(paths, comps)], np.int32),
+        rows = [topo.index[f"{p}/{c.path.name}"] for p, c in zip(paths, comps)]
+        return {"topology": topo, "rows": np.asarray(rows, np.int32),
                 "on": np.asarray([c.applies_force for c in comps], bool)}
 
     @classmethod

@@ -125,7 +125,8 @@ class RigidTendonMuscle(Muscle):
             "tendon_strain": zero, "passive_force_multiplier": fpe, "active_force_length_multiplier": fal,
             "fiber_velocity": Ldot, "normalized_fiber_velocity": vN, "force_velocity_multiplier": fv,
             "fiber_force": fm, "fiber_force_along_tendon": tendon_force, "normalized_fiber_force": fm / fiso,
-            "active_fiber_force": aFm, "passive_fiber_force": pFm, "normalized_tendon_force": (a * fal * fv + fpe) * cos,
+            "active_fiber_force": aFm, "passive_fiber_force": pFm,
+            "normalized_tendon_force": (a * fal * fv + fpe) * cos,
             "fiber_active_power": -aFm * Ldot, "fiber_passive_power": -pFm * Ldot, "tendon_power": zero,
             "zdot": jnp.zeros((L.shape[0], 1), L.dtype),
         }

@@ -49,8 +49,9 @@ from . import motion
 from .external_loads import read_external_loads
 from .setup import Setup, SetupError, register_tool
 
-__all__ = ["analyze", "analysis_frames", "Frames", "register_analysis", "ANALYSES", "muscle_analysis", "body_kinematics",
-           "point_kinematics", "load_model_with_force_sets", "zero_controls", "find_frame", "analysis_error"]
+__all__ = ["analyze", "analysis_frames", "Frames", "register_analysis", "ANALYSES", "muscle_analysis",
+           "body_kinematics", "point_kinematics", "load_model_with_force_sets", "zero_controls", "find_frame",
+           "analysis_error"]
 
 
 # -- frames ---------------------------------------------------------------------------------

@@ -268,7 +268,8 @@ def inverse_dynamics(system, coordinates_table: TimeSeriesTable, *, external_loa
     if joints_to_report_body_forces is None:
         return forces
     labels, frames, speeds = _joint_report(system, list(joints_to_report_body_forces))
-    body = _body_forces(kinematic_system, kinematic_system.default_state(), jnp.asarray(at, dtype), Q, U, tau, frames, speeds)
+    body = _body_forces(kinematic_system, kinematic_system.default_state(), jnp.asarray(at, dtype), Q, U, tau, frames,
+                        speeds)
     return forces, TimeSeriesTable(at, np.asarray(body).reshape(len(at), len(labels)), labels,
                                    {"header": "Inverse Dynamics Body Forces at Specified Joints",
                                     "inDegrees": "no"})

@@ -1177,7 +1177,7 @@ def current_paths(ctx, static: WrapStatic, points, tangent: TangentPoints):
     points in Ground (m), padded at the end; ``count (G,)`` how many are on the path.
     """
     batch = static.batch
-    Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
+    Gn, W = batch.pt.shape[0], batch.n_wraps
     seq = ctx.searches()["wrap_passes"][0]
     wrap_points = tangent.points.reshape(Gn, -1, 3)[:, :2 * W]  # (smoothing appends its blend points after these)
     nodes = jnp.concatenate([_path_points(batch, points), wrap_points], 1)

@@ -44,9 +44,9 @@ SET_TAGS = {"BodySet": "bodyset", "JointSet": "jointset", "ControllerSet": "cont
             "ContactGeometrySet": "contactgeometryset", "ProbeSet": "probeset"}
 
 #: OpenSim's order of the Model's properties
-MODEL_ORDER = ("defaults", "components", "assembly_accuracy", "Ground", "gravity", "credits", "publications", "length_units",
-               "force_units", "BodySet", "JointSet", "ControllerSet", "ConstraintSet", "ForceSet", "MarkerSet",
-               "ContactGeometrySet", "ProbeSet", "ComponentSet", "ModelVisualPreferences")
+MODEL_ORDER = ("defaults", "components", "assembly_accuracy", "Ground", "gravity", "credits", "publications",
+               "length_units", "force_units", "BodySet", "JointSet", "ControllerSet", "ConstraintSet", "ForceSet",
+               "MarkerSet", "ContactGeometrySet", "ProbeSet", "ComponentSet", "ModelVisualPreferences")
 
 #: pseudo-extra holding a Model name simjax's name rules reject (written back as is)
 ORIGINAL_NAME = "@name"
