@@ -31,19 +31,15 @@ import numpy as np  # noqa: E402
 
 import simjax as sj  # noqa: E402
 import simjax.io.osim  # noqa: E402,F401  (registers forces and contact with the .osim reader)
+from benchmarks import suite  # noqa: E402
 from benchmarks.suite import jit  # noqa: E402
 
 MODEL = os.environ.get("SIMJAX_BOUNCING_BLOCK", str(sj.models.path("bouncing_block")))
 
 
-def _best(fn, repeat=5, number=1):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t) / number)
-    return min(times)
+def _per_call(fn, calls: int = 200) -> float:
+    """Best time of one call of ``fn()`` (s), from ``calls`` calls in a row (best of 5)."""
+    return suite.best(lambda: [fn() for _ in range(calls)], repeat=5) / calls
 
 
 def _coordinate_indices(system, names):
@@ -81,18 +77,14 @@ def bench_calls(system, om, s, names):
             c.setSpeedValue(s, float(u))
         om.realizeAcceleration(s)
 
-    t_os = _best(lambda: osim_call(), repeat=5, number=200)
+    t_os = _per_call(osim_call)
     one = jax.tree_util.tree_map(lambda x: x[0], states)
     f1 = jit(lambda st: sj.accelerations(system, st).udot)
-    t0 = time.perf_counter()
-    f1(one).block_until_ready()
-    c1 = time.perf_counter() - t0
-    t_sj = _best(lambda: f1(one).block_until_ready(), repeat=5, number=200)
+    _, c1 = suite.timed(lambda: f1(one))
+    t_sj = _per_call(lambda: f1(one).block_until_ready())
     fb = jit(jax.vmap(lambda st: sj.accelerations(system, st).udot))
-    t0 = time.perf_counter()
-    fb(states).block_until_ready()
-    cb = time.perf_counter() - t0
-    t_b = _best(lambda: fb(states).block_until_ready(), repeat=5) / len(Q)
+    _, cb = suite.timed(lambda: fb(states))
+    t_b = suite.best(lambda: fb(states).block_until_ready(), repeat=5) / len(Q)
     print(f"   OpenSim set state + realizeAcceleration: {t_os * 1e6:9.1f} us/call")
     print(f"   simjax jitted accelerations (1 state):   {t_sj * 1e6:9.1f} us/call   ratio {t_sj / t_os:6.2f}"
           f"   (compile {c1:.1f} s)")
@@ -139,7 +131,7 @@ def bench_simulation(system, om, names, accuracy):
         traj = run()
     jax.block_until_ready(traj.q)
     comp = time.perf_counter() - t0
-    t_sj = _best(lambda: jax.block_until_ready(run().q), repeat=5)  # as many as OpenSim
+    t_sj = suite.best(lambda: jax.block_until_ready(run().q), repeat=5)  # as many as OpenSim
     qi, ui = _coordinate_indices(system, names)
     q_sj, u_sj = np.asarray(traj.q[-1])[qi], np.asarray(traj.u[-1])[ui]
     print(f"   OpenSim Manager.integrate:  {t_os * 1e3:8.1f} ms")
@@ -164,11 +156,8 @@ def bench_batch(system, names, n, accuracy):
     def run():
         return sj.simulate_batch(system, states, 1.0, accuracy=accuracy, n_outputs=2)
 
-    t0 = time.perf_counter()
-    traj = run()
-    jax.block_until_ready(traj.q)
-    comp = time.perf_counter() - t0
-    t = _best(lambda: jax.block_until_ready(run().q), repeat=1)
+    traj, comp = suite.timed(run)
+    t = suite.best(lambda: jax.block_until_ready(run().q), repeat=1)
     steps = np.asarray(getattr(traj, "num_steps", np.zeros(n)))
     print(f"   total {t:.2f} s, {t / n * 1e3:.2f} ms per world; steps per world: median {np.median(steps):.0f}, "
           f"max {steps.max():.0f}   (first call incl. compile {comp:.1f} s)")
