@@ -390,19 +390,20 @@ def _apply_overrides(tool, overrides: dict) -> tuple[dict, dict]:
     return tool_part, solver_part
 
 
-def _solve_study(study, folder, stem, solver_part, quiet) -> dict:
+def _solve_study(study, folder, stem, solver_part, quiet, bounds_guess: bool = False) -> dict:
     """Apply ``solver_part`` (``set_<key>`` on the MocoCasADiSolver; an unknown key
     raises), solve with IPOPT printing at level 5 into ``folder/<stem>_ipopt.log``
     (Moco's Logger stays off), with ``folder`` as the working directory, and return ``_moco.solve``'s keys plus ``nlp``
-    (``parse_ipopt_log``) and ``ipopt_log``."""
+    (``parse_ipopt_log``) and ``ipopt_log``. ``bounds_guess``: the tool guesses from the
+    bounds, a guess made again where ``multibody_dynamics_mode`` is overridden."""
     osim = _opensim()
     solver = osim.MocoCasADiSolver.safeDownCast(study.updSolver())
     for key, value in solver_part.items():
         if not hasattr(solver, f"set_{key}"):
             raise TypeError(f"unknown override {key!r}: neither the tool nor MocoCasADiSolver has set_{key}")
         getattr(solver, f"set_{key}")(value)
-    if "multibody_dynamics_mode" in solver_part and not hasattr(study, "_guess_file"):
-        # MocoTrack's guess from the bounds was made before the change: made again, with
+    if bounds_guess and "multibody_dynamics_mode" in solver_part:
+        # the tool's guess from the bounds was made before the change: made again, with
         # (or without) the accelerations
         solver.resetProblem(study.getProblem())
         solver.setGuess("bounds")
@@ -591,7 +592,9 @@ def moco_track_gait(folder, mesh_interval=0.02, time=(0.6, 1.4), *, quiet: bool 
         study = track.initialize()
         init_seconds = _time.perf_counter() - t0
     description = problem_description(study)
-    out = _solve_study(study, folder, "moco_track_gait", solver_part, quiet)
+    # (MocoTrack guesses from the bounds unless given a guess file)
+    out = _solve_study(study, folder, "moco_track_gait", solver_part, quiet,
+                       bounds_guess=not overrides.get("guess_file"))
     out["initialize_seconds"] = init_seconds
     ref_table = osim.TimeSeriesTable(str(folder / "moco_track_gait_tracked_states.sto"))
     out["reference"] = table_arrays(ref_table)

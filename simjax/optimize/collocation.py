@@ -26,7 +26,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..simulate import rhs
 from . import ipm, progress
 from .nlp import StagedNLP
 from .problem import Ends, Problem
@@ -146,10 +145,10 @@ def _point_dynamics(problem: Problem, implicit: bool):
     if problem.kinematics is None:
         @jax.jit
         def explicit(system, t, y, c, kin, w):
-            d = discrete(w)
-            residual = tendon_residuals(Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d), c)) \
-                if len(tendons) else jnp.zeros(0, y.dtype)
-            return rhs(system, t, y, d, controls=c), residual
+            # (one Context for the derivative and the tendon residuals: rhs would build its own)
+            ctx = Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=discrete(w)), c)
+            acc = ctx.acc
+            return jnp.concatenate([acc.qdot, acc.udot, acc.zdot]), tendon_residuals(ctx)
 
         return explicit
 
