@@ -82,14 +82,18 @@ def test_a_batch_of_masses_is_solved_at_once_each_to_its_own_minimum_time(tmp_pa
 def test_pendulum_swing_up_in_implicit_mode_matches_moco(tmp_path):
     # Moco's multibody_dynamics_mode = "implicit": the accelerations are variables
     # (bounds +-1000) and the equations of motion a residual at every grid point
+    # (with Moco's penalty on the accelerations, minimize_implicit_multibody_accelerations)
     ref = _moco.moco_pendulum_swing_up(tmp_path, transcription="hermite-simpson", num_mesh_intervals=30,
-                                       multibody_dynamics_mode="implicit")
+                                       multibody_dynamics_mode="implicit",
+                                       minimize_implicit_multibody_accelerations=True,
+                                       implicit_multibody_accelerations_weight=1e-3)
     assert ref["settings"]["multibody_dynamics_mode"] == "implicit"
     system = sj.load_osim(_moco.pendulum_osim(tmp_path)).build()
     tol = ref["settings"]["optim_convergence_tolerance"]
     problem = _moco.simjax_problem(ref["problem"], system)
     solution = optimize.solve(problem, mesh=30, scheme="hermite-simpson",
-                              options=optimize.Options(tol=tol, constraint_tol=tol), dynamics_mode="implicit")
+                              options=optimize.Options(tol=tol, constraint_tol=tol), dynamics_mode="implicit",
+                              accelerations_weight=1e-3)
     assert int(solution.status) == 0
     assert solution.nlp.z.shape[-1] == 2 * (2 + 1 + 1)  # (y, c, udot) at the mesh point and the midpoint
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])
@@ -139,7 +143,10 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
     # a DeGroote muscle with a compliant tendon in implicit mode: the normalized tendon
     # force's derivative is a variable at every grid point and the fiber-tendon
     # equilibrium a residual there, as Moco transcribes it
-    ref = _moco.moco_hanging_muscle(tmp_path, num_mesh_intervals=20)  # (at 10, Moco's L-BFGS takes 1800 iterations)
+    # with MocoInverse's penalty on the derivatives (minimize_implicit_auxiliary_derivatives, weight 0.01)
+    ref = _moco.moco_hanging_muscle(tmp_path, num_mesh_intervals=20,  # (at 10, Moco's L-BFGS takes 1800 iterations)
+                                    minimize_implicit_auxiliary_derivatives=True,
+                                    implicit_auxiliary_derivatives_weight=0.01)
     system = sj.load_osim(ref["model_path"]).build()
     assert optimize.collocation.implicit_tendons(system)[1] == ("/forceset/muscle",)
     problem = _moco.simjax_problem(ref["problem"], system)
@@ -147,9 +154,16 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
     # per grid point: 4 states, 1 control, 1 tendon force derivative (mesh point and midpoint)
     assert nlp.z_lower.shape == (21, 2 * 6)
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol))
+    solution = optimize.solve(problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol),
+                              auxiliary_derivatives_weight=0.01)
     assert optimize.STATUS[int(solution.status)] == "solved"
     assert abs(float(solution.objective) - ref["objective"]) < 2e-6 * ref["objective"]
+    # the penalty is part of the objective: 0.01 * integral of w^2 by the Hermite-Simpson quadrature
+    w = np.asarray(solution.nlp.z)[:, [5, 11]]
+    tau = np.asarray(solution.time)[::2]
+    h = np.diff(tau)
+    penalty = 0.01 * np.sum(h / 6 * (w[:-1, 0] ** 2 + w[1:, 0] ** 2 + 4 * w[:-1, 1] ** 2))
+    assert penalty > 1e-6 * ref["objective"]
     states = np.abs(np.asarray(solution.states) - _moco.states_in_system_order(ref, system)).max(axis=0)
     controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
     # (height m, speed m/s, activation, normalized tendon force; excitation)

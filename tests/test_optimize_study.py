@@ -206,7 +206,7 @@ def test_parameters_endpoint_goals_marker_tracking_and_output_bounds_are_read(tm
         study.read_study(bad)
 
 
-def test_implicit_multibody_dynamics_is_read_with_moco_s_acceleration_bounds_only(tmp_path):
+def test_implicit_dynamics_settings_are_read_with_moco_s_bounds_only(tmp_path):
     path = _pendulum_study(tmp_path)
     text = path.read_text()
 
@@ -225,4 +225,20 @@ def test_implicit_multibody_dynamics_is_read_with_moco_s_acceleration_bounds_onl
                                     "<implicit_multibody_acceleration_bounds>-10 10"
                                     "</implicit_multibody_acceleration_bounds>")
     with pytest.raises(study.StudyError, match=r"<implicit_multibody_acceleration_bounds> = '-10 10'"):
+        study.read_study(narrow)
+    # Moco's penalties on the implicit derivative variables: their weights (default 1)
+    # where minimized, None where not; other auxiliary derivative bounds are an error
+    penalized = with_solver_properties(
+        "penalized.omoco", "<minimize_implicit_multibody_accelerations>true</minimize_implicit_multibody_accelerations>"
+        "<minimize_implicit_auxiliary_derivatives>true</minimize_implicit_auxiliary_derivatives>"
+        "<implicit_auxiliary_derivatives_weight>0.01</implicit_auxiliary_derivatives_weight>"
+        "<implicit_auxiliary_derivative_bounds>-1000 1000</implicit_auxiliary_derivative_bounds>")
+    with pytest.warns(study.StudyWarning):
+        s = study.read_study(penalized)
+    assert (s.settings["accelerations_weight"], s.settings["auxiliary_derivatives_weight"]) == (1.0, 0.01)
+    with pytest.warns(study.StudyWarning):
+        assert study.read_study(implicit).settings["auxiliary_derivatives_weight"] is None
+    narrow = with_solver_properties("narrow_w.omoco", "<implicit_auxiliary_derivative_bounds>-5 5"
+                                    "</implicit_auxiliary_derivative_bounds>")
+    with pytest.raises(study.StudyError, match=r"<implicit_auxiliary_derivative_bounds> = '-5 5'"):
         study.read_study(narrow)

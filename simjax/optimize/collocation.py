@@ -195,7 +195,8 @@ DYNAMICS_MODES = ("explicit", "implicit")
 
 
 def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", interpolate_controls: bool = True,
-               dynamics_mode: str = "explicit"):
+               dynamics_mode: str = "explicit", accelerations_weight: float | None = None,
+               auxiliary_derivatives_weight: float | None = None):
     """The staged NLP of a problem and a starting point.
 
     **Arguments:** ``problem``; ``mesh``: the number of uniform intervals, or the
@@ -208,7 +209,14 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     grid point, bounded by ``ACCELERATION_BOUNDS`` as Moco's, and the equations of
     motion a residual there: the stage's own rows). Where the problem prescribes the
     kinematics, the auxiliary states' dynamics are in the defects and the equations of
-    motion a residual at every grid point, in either mode.
+    motion a residual at every grid point, in either mode. ``accelerations_weight``:
+    in implicit mode, add ``weight * integral of |udot|^2 dt`` to the objective
+    (Moco's ``minimize_implicit_multibody_accelerations`` with
+    ``implicit_multibody_accelerations_weight``); ``auxiliary_derivatives_weight``:
+    add ``weight * integral of |w|^2 dt``, ``w`` the implicit tendons' normalized
+    tendon force derivatives (1/s; Moco's ``minimize_implicit_auxiliary_derivatives``
+    with ``implicit_auxiliary_derivatives_weight``); ``None``: not minimized (Moco's
+    default). Both are integrated by the scheme's quadrature, as the goals.
 
     Each grid point's variables are ``[y, c]`` (implicit: ``[y, c, udot]``); a stage
     holds its mesh point's, then (Hermite–Simpson) its interval's midpoint's.
@@ -220,6 +228,10 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         raise ValueError(f"scheme {scheme!r}: choose one of {SCHEMES}")
     if dynamics_mode not in DYNAMICS_MODES:
         raise ValueError(f"dynamics_mode {dynamics_mode!r}: choose one of {DYNAMICS_MODES}")
+    for name, value in (("accelerations_weight", accelerations_weight),
+                        ("auxiliary_derivatives_weight", auxiliary_derivatives_weight)):
+        if value is not None and not float(value) >= 0:
+            raise ValueError(f"{name} must be non-negative (or None: not minimized), got {value!r}")
     system = problem.system
     tau = jnp.asarray(_mesh(mesh))
     K = tau.shape[0]
@@ -250,6 +262,10 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         theta["kinematics"] = _prescribed(problem, tau, hs)
     index = {id(g): i for i, g in enumerate(problem.goals)}
     dynamics = _point_dynamics(problem, implicit)
+    # the penalties on the derivative variables (accelerations, then tendon derivatives)
+    penalty = np.concatenate([np.full(n_udot, accelerations_weight or 0.0),
+                              np.full(nw, auxiliary_derivatives_weight or 0.0)])
+    penalized = bool(np.any(penalty > 0))
     # residual rows per grid point
     nr = (system.topology.tree.nu if implicit or problem.kinematics is not None else 0) + nw
     path_bounds = [c.bounds(problem) for c in problem.path_constraints]
@@ -289,13 +305,15 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         return udot[:n_udot] if implicit else None
 
     def cost(k, z, zn, g, theta):
-        (y, c, _, ym, cm, _), (yn, cn, *_) = split(z), split(zn)
+        (y, c, a, ym, cm, am), (yn, cn, an, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
-        if not integrands:
+        if not integrands and not penalized:
             return jnp.zeros((), dtype)
         system = model(theta, g)
-        ts, ys, cs = _stacked([(tk, y, c), (tn, yn, cn)] + ([(0.5 * (tk + tn), ym, cm)] if hs else []))
+        ts, ys, cs, As = _stacked([(tk, y, c, a), (tn, yn, cn, an)] + ([(0.5 * (tk + tn), ym, cm, am)] if hs else []))
         values = jax.vmap(lambda t, y, c: running(theta, system, t, y, c))(ts, ys, cs)
+        if penalized:
+            values = values + As * As @ jnp.asarray(penalty, dtype)
         value = h / 6 * (values[0] + values[1] + 4 * values[2]) if hs else h / 2 * (values[0] + values[1])
         return jnp.where(k < K - 1, value, 0.0)
 
@@ -427,11 +445,13 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
 
 def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: ipm.Options | None = None,
           guess: OptimalTrajectory | None = None, interpolate_controls: bool = True,
-          dynamics_mode: str = "explicit") -> OptimalTrajectory:
+          dynamics_mode: str = "explicit", accelerations_weight: float | None = None,
+          auxiliary_derivatives_weight: float | None = None) -> OptimalTrajectory:
     """Solve a problem by direct collocation.
 
     **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``,
-    ``dynamics_mode``: as ``transcribe``; ``options``:
+    ``dynamics_mode``, ``accelerations_weight``, ``auxiliary_derivatives_weight``: as
+    ``transcribe``; ``options``:
     the solver's (``ipm.Options``; default tolerances 1e-8); ``guess``: a solution of
     the same problem and mesh to start from (a warm start).
 
@@ -446,7 +466,8 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     """
     from ..compiling import _at_top_level
 
-    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode)
+    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode,
+                                       accelerations_weight, auxiliary_derivatives_weight)
     options = _as_arrays(options)
     multipliers = None
     if guess is not None:
@@ -464,7 +485,8 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
 
 def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, scheme: str = "hermite-simpson",
                 options: ipm.Options | None = None, interpolate_controls: bool = True,
-                dynamics_mode: str = "explicit") -> OptimalTrajectory:
+                dynamics_mode: str = "explicit", accelerations_weight: float | None = None,
+                auxiliary_derivatives_weight: float | None = None) -> OptimalTrajectory:
     """Solve a batch of variants of one problem at once: one compiled solver,
     ``vmap``-ed over the variants (on a GPU, side by side). Each variant ends with its
     own status; one that fails leaves the others' solutions intact.
@@ -474,12 +496,14 @@ def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, sche
     ``problem.system`` and that variant's slice of ``values`` (e.g. ``eqx.tree_at`` of a
     property); ``None``: the system is not varied; ``weights (B, n_goals)``: the goals'
     weights per variant, in ``problem.goals`` order (default: the problem's);
-    ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``: as ``transcribe``;
+    ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``,
+    ``accelerations_weight``, ``auxiliary_derivatives_weight``: as ``transcribe``;
     ``options``: as ``solve``.
 
     **Returns:** an ``OptimalTrajectory`` whose arrays have a leading axis ``B``.
     """
-    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode)
+    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode,
+                                       accelerations_weight, auxiliary_derivatives_weight)
     options = _as_arrays(options)
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
     if weights is not None:
@@ -546,13 +570,16 @@ def _recent(cache: list, objects: tuple, key, build, size: int = 4):
 _TRANSCRIBED: list = []
 
 
-def _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode):
+def _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode, accelerations_weight=None,
+                 auxiliary_derivatives_weight=None):
     """``transcribe``'s result, the same objects for the same problem (the same object)
     and settings: solving it again (other tolerances, a warm start) reuses the compiled
     solver."""
-    key = (tuple(np.ravel(np.asarray(mesh, float))), scheme, bool(interpolate_controls), dynamics_mode)
+    key = (tuple(np.ravel(np.asarray(mesh, float))), scheme, bool(interpolate_controls), dynamics_mode,
+           accelerations_weight, auxiliary_derivatives_weight)
     return _recent(_TRANSCRIBED, (problem,), key,
-                   lambda: transcribe(problem, mesh, scheme, interpolate_controls, dynamics_mode))
+                   lambda: transcribe(problem, mesh, scheme, interpolate_controls, dynamics_mode,
+                                      accelerations_weight, auxiliary_derivatives_weight))
 
 
 @eqx.filter_jit

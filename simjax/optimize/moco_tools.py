@@ -150,8 +150,9 @@ def inverse(model, kinematics, *, initial_time=None, final_time=None, mesh_inter
                                  minimize_sum_squared_activations=minimize_sum_squared_activations,
                                  kinematics_allow_extra_columns=kinematics_allow_extra_columns)
     options = ipm.Options(tol=convergence_tolerance, constraint_tol=constraint_tolerance, max_iter=max_iterations)
+    # (MocoInverse's solver minimizes implicit tendons' auxiliary derivatives, weight 0.01)
     return solve(problem, mesh=n, scheme="hermite-simpson", options=options, guess=guess,
-                 interpolate_controls=False)
+                 interpolate_controls=False, auxiliary_derivatives_weight=0.01)
 
 
 def track_problem(model, states_reference, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,

@@ -81,6 +81,9 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
   ``transcription_scheme`` (``trapezoidal``, ``hermite-simpson``),
   ``interpolate_control_mesh_interior_points``, ``multibody_dynamics_mode``
   (``explicit``, or ``implicit`` with Moco's default acceleration bounds),
+  ``minimize_implicit_multibody_accelerations`` / ``implicit_multibody_accelerations_weight``
+  and ``minimize_implicit_auxiliary_derivatives`` / ``implicit_auxiliary_derivatives_weight``
+  (``transcribe``'s ``accelerations_weight`` and ``auxiliary_derivatives_weight``),
   ``optim_convergence_tolerance`` / ``optim_constraint_tolerance`` /
   ``optim_max_iterations`` (``ipm.Options``' ``tol``, ``constraint_tol``, ``max_iter``;
   -1, Moco's default, is IPOPT's default: 1e-8, 1e-4, 3000), ``guess_file``
@@ -91,7 +94,7 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
 Unsupported content is reported as the ``.osim`` reader reports it, each item once
 with its line, element and value: what would change the answer (another goal, a goal's
 ``mode``, ``divide_by_*`` or ``scale_factors``, Legendre–Gauss transcriptions, other
-acceleration bounds or minimized accelerations in implicit mode, parameters, path
+acceleration or auxiliary derivative bounds, parameters, path
 constraints, initial or final bounds on controls, a model operator simjax lacks, a
 model with controllers, an unknown element) is a ``StudyError`` listing all of it;
 what cannot (solver options such as ``optim_sparsity_detection``, ``parallel``,
@@ -118,7 +121,7 @@ from typing import Any
 
 import numpy as np
 
-from .collocation import ACCELERATION_BOUNDS
+from .collocation import ACCELERATION_BOUNDS, TENDON_DERIVATIVE_BOUNDS
 
 __all__ = ["MODEL_OPERATORS", "Study", "StudyError", "StudyWarning", "read_study", "run_study", "solve_study"]
 
@@ -173,10 +176,6 @@ _SOLVER_IGNORED = {
     "state_projection_distance_weight": "kinematic constraints",
     "projection_slack_variable_bounds": "kinematic constraints",
     "enforce_path_constraint_mesh_interior_points": "path constraints",
-    "implicit_multibody_accelerations_weight": "implicit multibody dynamics",
-    "implicit_auxiliary_derivative_bounds": "implicit auxiliary dynamics",
-    "minimize_implicit_auxiliary_derivatives": "implicit auxiliary dynamics",
-    "implicit_auxiliary_derivatives_weight": "implicit auxiliary dynamics",
 }
 
 #: goal element -> (its properties beyond MocoGoal's, Moco's default mode)
@@ -215,8 +214,9 @@ class Study:
     **Fields:** ``file``; ``name`` (the study's; ``""`` if none); ``problem`` (a
     ``Problem``); ``goal_names``: Moco's name of each of ``problem.goals``;
     ``mesh`` (intervals, or the normalized mesh); ``scheme``; ``interpolate_controls``;
-    ``dynamics_mode`` (``"explicit"`` or ``"implicit"``);
-    ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
+    ``dynamics_mode`` (``"explicit"`` or ``"implicit"``); ``accelerations_weight``,
+    ``auxiliary_derivatives_weight`` (``collocation.transcribe``'s; ``None``: not
+    minimized); ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
     ``verbosity``; ``output``: where ``run_study`` writes the solution by default;
     ``ignored``: the unsupported settings ignored (as the warning listed them).
     """
@@ -234,14 +234,18 @@ class Study:
     output: str
     ignored: tuple = ()
     dynamics_mode: str = "explicit"
+    accelerations_weight: float | None = None
+    auxiliary_derivatives_weight: float | None = None
 
     @property
     def settings(self) -> dict:
         """``collocation.solve``'s keyword arguments: ``mesh``, ``scheme``, ``options``,
-        ``interpolate_controls``, ``dynamics_mode`` (``solve(study.problem,
-        **study.settings)``)."""
+        ``interpolate_controls``, ``dynamics_mode``, ``accelerations_weight``,
+        ``auxiliary_derivatives_weight`` (``solve(study.problem, **study.settings)``)."""
         return {"mesh": self.mesh, "scheme": self.scheme, "options": self.options,
-                "interpolate_controls": self.interpolate_controls, "dynamics_mode": self.dynamics_mode}
+                "interpolate_controls": self.interpolate_controls, "dynamics_mode": self.dynamics_mode,
+                "accelerations_weight": self.accelerations_weight,
+                "auxiliary_derivatives_weight": self.auxiliary_derivatives_weight}
 
 
 # -- reading helpers --------------------------------------------------------------------------
@@ -921,6 +925,7 @@ def _solver(r: _Reader, node) -> dict:
         r.error(node, _label(node), "simjax solves studies posed for MocoCasADiSolver only")
         node_children = []
     mesh = None
+    minimize, weights = {}, {}  # (Moco's defaults: not minimized, weight 1)
     for child in node_children:
         where = f"<MocoCasADiSolver>/<{child.tag}>"
         tag, text = child.tag, child.text.strip()
@@ -954,9 +959,20 @@ def _solver(r: _Reader, node) -> dict:
             if bounds not in ((), ACCELERATION_BOUNDS):
                 r.error(child, where, f"simjax bounds the accelerations by Moco's default {ACCELERATION_BOUNDS} only",
                         text)
-        elif tag == "minimize_implicit_multibody_accelerations":
-            if r.flag(child, where):
-                r.error(child, where, "simjax does not minimize the implicit accelerations", text)
+        elif tag == "implicit_auxiliary_derivative_bounds":
+            try:
+                bounds = tuple(float(w) for w in text.strip("()[] ").split())
+            except ValueError:
+                bounds = None
+            if bounds not in ((), TENDON_DERIVATIVE_BOUNDS):
+                r.error(child, where, "simjax bounds the auxiliary derivatives by Moco's default "
+                        f"{TENDON_DERIVATIVE_BOUNDS} only", text)
+        elif tag in ("minimize_implicit_multibody_accelerations", "minimize_implicit_auxiliary_derivatives"):
+            minimize[tag] = r.flag(child, where)
+        elif tag in ("implicit_multibody_accelerations_weight", "implicit_auxiliary_derivatives_weight"):
+            weights[tag] = r.number(child, where)
+            if not weights[tag] >= 0:
+                raise r.fail(child, where, "must be non-negative", text)
         elif tag == "optim_convergence_tolerance":
             tol = r.number(child, where)
         elif tag == "optim_constraint_tolerance":
@@ -979,6 +995,10 @@ def _solver(r: _Reader, node) -> dict:
             r.error(child, where, "unknown property", text if text else None)
     if mesh is not None:
         out["mesh"] = mesh
+    for key, flag in (("accelerations_weight", "minimize_implicit_multibody_accelerations"),
+                      ("auxiliary_derivatives_weight", "minimize_implicit_auxiliary_derivatives")):
+        weight = flag.replace("minimize_", "") + "_weight"
+        out[key] = weights.get(weight, 1.0) if minimize.get(flag) else None
     for value, name in ((tol, "optim_convergence_tolerance"), (constraint_tol, "optim_constraint_tolerance")):
         if value != -1 and not value > 0:
             raise r.fail(node, f"<MocoCasADiSolver>/<{name}>", "expected -1 or a positive tolerance", value)
@@ -1060,7 +1080,9 @@ def read_study(path: str | os.PathLike, strict: bool = True) -> Study:
     return Study(file=file, name=name, problem=problem, goal_names=goal_names, mesh=solver["mesh"],
                  scheme=solver["scheme"], interpolate_controls=solver["interpolate_controls"],
                  options=solver["options"], guess_file=solver["guess_file"], verbosity=solver["verbosity"],
-                 output=output, ignored=ignored, dynamics_mode=solver["dynamics_mode"])
+                 output=output, ignored=ignored, dynamics_mode=solver["dynamics_mode"],
+                 accelerations_weight=solver["accelerations_weight"],
+                 auxiliary_derivatives_weight=solver["auxiliary_derivatives_weight"])
 
 
 def solve_study(study: Study):
@@ -1085,7 +1107,7 @@ def solve_study(study: Study):
                              "supported yet (guesses are read for explicit dynamics)")
         guess = guess_from_table(study.problem, study.guess_file, study.mesh, study.scheme)
     return solve(study.problem, study.mesh, study.scheme, study.options, guess, study.interpolate_controls,
-                 study.dynamics_mode)
+                 study.dynamics_mode, study.accelerations_weight, study.auxiliary_derivatives_weight)
 
 
 def run_study(path: str | os.PathLike, output: str | os.PathLike | None = None, strict: bool = True):
