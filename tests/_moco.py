@@ -871,3 +871,99 @@ def moco_pendulum_marker_tracking(folder, transcription="hermite-simpson", num_m
     out["problem"] = problem
     out["model_path"] = model_path
     return out
+
+
+# ----------------------------------------------------------------------------- contact tracking
+
+
+def bouncer_osim(folder) -> str:
+    """Write ``bouncer.osim`` in ``folder`` and return its path: a 1 kg ball (radius
+    0.05 m) on a vertical slider (coordinate ``height``), a CoordinateActuator ``lift``
+    (optimal force 10 N) and a SmoothSphereHalfSpaceForce ``contact`` (stiffness 1e5,
+    dissipation 1) with a floor whose normal is Ground's +y."""
+    osim = _opensim()
+    m = osim.Model()
+    m.setName("bouncer")
+    ball = osim.Body("ball", 1.0, osim.Vec3(0), osim.Inertia(0.001))
+    m.addBody(ball)
+    slider = osim.SliderJoint("slider", m.getGround(), osim.Vec3(0), osim.Vec3(0, 0, math.pi / 2), ball, osim.Vec3(0),
+                              osim.Vec3(0, 0, math.pi / 2))
+    slider.updCoordinate().setName("height")
+    m.addJoint(slider)
+    lift = osim.CoordinateActuator("height")
+    lift.setName("lift")
+    lift.setOptimalForce(10.0)
+    m.addForce(lift)
+    sphere = osim.ContactSphere(0.05, osim.Vec3(0), ball, "sphere")
+    floor = osim.ContactHalfSpace(osim.Vec3(0), osim.Vec3(0, 0, -math.pi / 2), m.getGround(), "floor")
+    m.addContactGeometry(sphere)
+    m.addContactGeometry(floor)
+    contact = osim.SmoothSphereHalfSpaceForce("contact", sphere, floor)
+    contact.set_stiffness(1e5)
+    contact.set_dissipation(1.0)
+    m.addForce(contact)
+    m.finalizeConnections()
+    path = Path(folder) / "bouncer.osim"
+    m.printToXML(str(path))
+    return str(path)
+
+
+def bouncer_grf(folder) -> str:
+    """Write ``grf.mot`` (a vertical ground reaction m g (1 + 0.5 sin 2 pi t) on [0, 1]
+    s, 101 rows, columns ``ground_force_v{x,y,z}`` and ``ground_force_p{x,y,z}``) and
+    ``grf.xml``, an ExternalLoads file applying it to ``ball`` as ``ball_force``, in
+    ``folder``. Returns the ``.xml``'s path."""
+    osim = _opensim()
+    t = np.linspace(0.0, 1.0, 101)
+    fy = 9.80665 * (1.0 + 0.5 * np.sin(2 * math.pi * t))
+    zero = np.zeros_like(t)
+    write_sto(Path(folder) / "grf.mot", t, {"ground_force_vx": zero, "ground_force_vy": fy, "ground_force_vz": zero,
+                                             "ground_force_px": zero, "ground_force_py": zero,
+                                             "ground_force_pz": zero})
+    loads = osim.ExternalLoads()
+    force = osim.ExternalForce()
+    force.setName("ball_force")
+    force.set_applied_to_body("ball")
+    force.set_force_expressed_in_body("ground")
+    force.set_point_expressed_in_body("ground")
+    force.set_force_identifier("ground_force_v")
+    force.set_point_identifier("ground_force_p")
+    loads.cloneAndAppend(force)
+    loads.setDataFileName("grf.mot")
+    path = Path(folder) / "grf.xml"
+    loads.printToXML(str(path))
+    return str(path)
+
+
+def moco_contact_tracking(folder, num_mesh_intervals=20) -> dict:
+    """The bouncer tracking ``bouncer_grf``'s force for 1 s (MocoContactTrackingGoal
+    ``grf``, weight 1, the error projected on +y; MocoControlGoal ``effort`` 1e-3),
+    speed 0 at the start, height free; Hermite-Simpson, tolerances 1e-8. The study is
+    printed to ``contact_tracking.omoco`` (key ``study_path``) and solved by Moco."""
+    osim = _opensim()
+    model, loads = bouncer_osim(folder), bouncer_grf(folder)
+    study = osim.MocoStudy()
+    study.setName("contact_tracking")
+    problem = study.updProblem()
+    problem.setModelProcessor(osim.ModelProcessor(model))
+    problem.setTimeBounds(0.0, 1.0)
+    problem.setStateInfo("/jointset/slider/height/value", [-0.5, 0.5])
+    problem.setStateInfo("/jointset/slider/height/speed", [-5, 5], 0.0)
+    problem.setControlInfo("/forceset/lift", [-5, 5])
+    goal = osim.MocoContactTrackingGoal("grf", 1.0)
+    goal.setExternalLoadsFile(loads)
+    goal.addContactGroup(osim.MocoContactTrackingGoalGroup(["/forceset/contact"], "ball_force"))
+    goal.setProjection("vector")
+    goal.setProjectionVector(osim.Vec3(0, 1, 0))
+    problem.addGoal(goal)
+    problem.addGoal(osim.MocoControlGoal("effort", 1e-3))
+    solver = study.initCasADiSolver()
+    solver.set_num_mesh_intervals(num_mesh_intervals)
+    solver.set_optim_convergence_tolerance(1e-8)
+    solver.set_optim_constraint_tolerance(1e-8)
+    solver.set_verbosity(0)
+    path = Path(folder) / "contact_tracking.omoco"
+    study.printToXML(str(path))
+    out = solve(study)
+    out.update(model_path=model, loads_path=loads, study_path=str(path))
+    return out

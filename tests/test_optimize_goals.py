@@ -244,3 +244,31 @@ def test_output_integral_values_and_checks(system):
         OutputIntegral("/bodyset/rod2|position", index=3).integrand(problem, 0.0, y, jnp.zeros(2))
     with pytest.raises(ValueError, match="exponent"):
         OutputIntegral("/bodyset/rod2|position", exponent=0).integrand(problem, 0.0, y, jnp.zeros(2))
+
+
+def test_contact_tracking_matches_moco(tmp_path):
+    """A ball on a slider whose smooth contact force tracks a measured vertical ground
+    reaction (MocoContactTrackingGoal, the error projected on +y), read from the
+    study file Moco solves: the same optimum, Hermite-Simpson, 20 intervals."""
+    pytest.importorskip("opensim")
+    ref = _moco.moco_contact_tracking(tmp_path)
+    assert ref["success"], ref["status"]
+    study = optimize.study.read_study(ref["study_path"])
+    goal = study.problem.goals[0]
+    assert isinstance(goal, optimize.ContactTracking) and goal.projection == "vector"
+    assert goal.groups == (optimize.ContactGroup(("/forceset/contact",), "ball_force"),)
+    solution = optimize.study.solve_study(study)
+    assert int(solution.status) == 0
+    # (measured: 1e-11 relative)
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-7 * ref["objective"]
+    system = study.problem.system
+    states = np.abs(np.asarray(solution.states) - _moco.states_in_system_order(ref, system)).max(axis=0)
+    controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
+    assert np.all(states < [1e-6, 1e-5]) and controls < 1e-5, (states, controls)
+    # bad input, named: an external force the file lacks, a path that is not a contact
+    for group, message in ((optimize.ContactGroup(("/forceset/contact",), "foot"), "external force 'foot' not found"),
+                           (optimize.ContactGroup(("/forceset/lift",), "ball_force"),
+                            "'/forceset/lift' is not a SmoothSphereHalfSpaceForce")):
+        bad = optimize.Problem(system, 0.0, 1.0).goal(optimize.ContactTracking((group,), ref["loads_path"]))
+        with pytest.raises(ValueError, match=message):
+            optimize.transcribe(bad, 5)

@@ -9,6 +9,8 @@ method.
 - ``goals``: goals on data, outputs and the phase's ends (``StateTracking``: Moco's
   ``MocoStateTrackingGoal``; ``MarkerTracking``; ``OutputIntegral``: ``MocoOutputGoal``; ``Periodicity``;
   ``AverageSpeed``);
+- ``contact_tracking``: ground reaction forces tracked by smooth contact forces
+  (``ContactTracking``: ``MocoContactTrackingGoal``, with ``ContactGroup``s);
 - ``path_constraints``: bounds at every mesh point on outputs (``OutputBound``:
   ``MocoOutputBoundConstraint``), controls (``ControlBound``), states (``StateBound``)
   and the distances between frames (``FrameDistance``);
@@ -31,7 +33,9 @@ method.
   ``lax.while_loop``: ``jit``-able and ``vmap``-able.
 """
 
-from . import collocation, files, goals, ipm, kkt, model_edits, moco_tools, nlp, path_constraints, problem, study
+from . import (collocation, contact_tracking, files, goals, ipm, kkt, model_edits, moco_tools, nlp, path_constraints,
+               problem, study)
+from .contact_tracking import ContactGroup, ContactTracking
 from .collocation import OptimalTrajectory, solve, solve_batch, transcribe
 from .files import guess_from_table, read_trajectory, write_trajectory
 from .goals import AverageSpeed, MarkerTracking, OutputIntegral, Periodicity, StateTracking
@@ -47,7 +51,8 @@ from .nlp import StagedNLP, dense_nlp
 from .problem import (
     ControlEffort, Ends, FinalTime, Goal, InitialActivation, Kinematics, Parameter, PathConstraint, Problem)
 
-__all__ = ["collocation", "files", "goals", "ipm", "kkt", "nlp", "path_constraints", "problem", "model_edits",
+__all__ = ["collocation", "contact_tracking", "ContactTracking", "ContactGroup",
+           "files", "goals", "ipm", "kkt", "nlp", "path_constraints", "problem", "model_edits",
            "moco_tools", "study", "Problem", "Goal", "ControlEffort", "FinalTime", "InitialActivation", "Kinematics",
            "StateTracking", "OutputIntegral", "MarkerTracking", "OutputBound", "ControlBound", "StateBound",
            "FrameDistance", "Periodicity", "AverageSpeed", "Parameter", "PathConstraint", "Ends", "solve_batch",

@@ -71,7 +71,10 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
   ``InitialActivation`` (an endpoint constraint, as in Moco), ``MocoMarkerTrackingGoal``
   → ``MarkerTracking`` (``marker_file``, ``marker_weights``,
   ``allow_unused_references``), ``MocoPeriodicityGoal`` → ``Periodicity`` and
-  ``MocoAverageSpeedGoal`` → ``AverageSpeed`` (either ``mode``);
+  ``MocoAverageSpeedGoal`` → ``AverageSpeed`` (either ``mode``),
+  ``MocoContactTrackingGoal`` → ``ContactTracking`` (``contact_groups``,
+  ``external_loads_file``, ``projection``, ``projection_vector``,
+  ``normalize_tracking_error``);
 - ``MocoParameter``s → ``Problem.parameter`` (``component_paths``, ``property_name``,
   ``property_element``); path constraints: ``MocoOutputBoundConstraint`` →
   ``OutputBound``, ``MocoControlBoundConstraint`` → ``ControlBound``,
@@ -190,6 +193,8 @@ _GOALS = {
     "MocoMarkerTrackingGoal": (("markers_reference", "allow_unused_references"), "cost"),
     "MocoPeriodicityGoal": (("state_pairs", "control_pairs"), "endpoint_constraint"),
     "MocoAverageSpeedGoal": (("desired_average_speed",), "endpoint_constraint"),
+    "MocoContactTrackingGoal": (("contact_groups", "external_loads", "external_loads_file", "projection",
+                                 "projection_vector", "normalize_tracking_error"), "cost"),
 }
 #: goals whose mode may be either
 _BOTH_MODES = ("MocoPeriodicityGoal", "MocoAverageSpeedGoal")
@@ -666,6 +671,8 @@ def _goal(r: _Reader, node, problem):
         pattern = text("pattern") or None
         return StateTracking(reference, weight, weights or None, pattern, flag("allow_unused_references"),
                              flag("scale_weights_with_range"))
+    if node.tag == "MocoContactTrackingGoal":
+        return _contact_tracking(r, node, trail, props, weight)
     # MocoOutputGoal
     for prop in ("second_output_path", "operation"):
         if text(prop):
@@ -678,6 +685,46 @@ def _goal(r: _Reader, node, problem):
     if exponent < 1:
         r.error(props["exponent"], f"{trail}/<exponent>", "Moco requires an exponent of 1 or more", exponent)
     return OutputIntegral(output, weight, exponent, integer("output_index", -1))
+
+
+def _contact_tracking(r: _Reader, node, trail: str, props: dict, weight: float):
+    """A ``MocoContactTrackingGoal`` element as ``ContactTracking`` (``None`` where in error)."""
+    from .contact_tracking import ContactGroup, ContactTracking
+
+    if "external_loads" in props and props["external_loads"].children:
+        r.error(props["external_loads"], f"{trail}/<external_loads>", "an ExternalLoads set in memory is not "
+                "supported (name its file in <external_loads_file>)")
+        return None
+    where = f"{trail}/<external_loads_file>"
+    file = props["external_loads_file"].text.strip() if "external_loads_file" in props else ""
+    if not file:
+        r.error(node, where, "No ExternalLoads provided.")
+        return None
+    loads = r.path(file, props["external_loads_file"], where)
+    groups = []
+    container = props.get("contact_groups")
+    for g in container.children if container is not None else ():
+        gwhere = f"{trail}/<contact_groups>/{_label(g)}"
+        if g.tag != "MocoContactTrackingGoalGroup":
+            r.error(g, gwhere, "expected <MocoContactTrackingGoalGroup>")
+            continue
+        gp = _known_props(r, g, gwhere, ("contact_force_paths", "external_force_name", "alternative_frame_paths"))
+        words = {k: gp[k].text.split() if k in gp else [] for k in ("contact_force_paths", "alternative_frame_paths")}
+        groups.append(ContactGroup(tuple(words["contact_force_paths"]), gp["external_force_name"].text.strip()
+                                   if "external_force_name" in gp else "", tuple(words["alternative_frame_paths"])))
+    projection = props["projection"].text.strip() if "projection" in props else "none"
+    vector = None
+    if "projection_vector" in props and props["projection_vector"].text.strip():
+        try:
+            vector = tuple(float(w) for w in props["projection_vector"].text.strip("()[] \n\t").split())
+        except ValueError:
+            r.error(props["projection_vector"], f"{trail}/<projection_vector>", "expected 3 numbers",
+                    props["projection_vector"].text.strip())
+    normalize = r.flag(props["normalize_tracking_error"], f"{trail}/<normalize_tracking_error>") \
+        if "normalize_tracking_error" in props else False
+    if loads is None:
+        return None
+    return ContactTracking(tuple(groups), loads, weight, projection or "none", vector, normalize)
 
 
 def _known_props(r: _Reader, node, trail: str, known) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 from ..io.tables import TimeSeriesTable, read_table
 from .setup import SetupError
 
-__all__ = ["read_external_loads", "add_external_loads"]
+__all__ = ["read_external_loads", "read_external_force_specs", "add_external_loads"]
 
 _UNASSIGNED = ("", "Unassigned", "unassigned", "null", "NULL")
 
@@ -36,6 +36,60 @@ def _text(node, tag, default=""):
 #: cubic spline reach into the data by a factor 2 - sqrt(3) ~ 0.27 per knot, so 50
 #: knots away from the cut the fit equals the fit to all the data to ~1e-28
 WINDOW_MARGIN = 50
+
+
+def read_external_force_specs(path: str | os.PathLike, data=None):
+    """Read an OpenSim ``ExternalLoads`` file's settings and data, fitting nothing.
+
+    **Arguments:** ``path``: the ``.xml``; ``data``: a ``TimeSeriesTable`` to use
+    instead of the file's ``datafile``.
+
+    **Returns:** ``(data, source, specs)``: the data table; where it came from (the
+    data file as resolved against the ExternalLoads file's folder, as OpenSim does,
+    or ``"the data given"``); one dict per ``ExternalForce`` of the file, in file
+    order, with ``name``, ``applied_to_body``, ``force_expressed_in_body``,
+    ``point_expressed_in_body`` (``"ground"`` if not given), ``force_identifier``,
+    ``point_identifier``, ``torque_identifier`` (``""`` if not given),
+    ``data_source_name`` and ``enabled``.
+
+    **Raises:** ``FileNotFoundError`` naming the file (or the data file as resolved);
+    ``SetupError`` for malformed XML or a missing ``<datafile>``.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"external loads file {path!r} does not exist")
+    with open(path, "rb") as fh:
+        try:
+            root = parse(fh.read())
+        except XMLSyntaxError as e:
+            raise SetupError(f"{path}:{e.line}: {e}") from None
+    node = root.find("ExternalLoads") if root.tag == "OpenSimDocument" else root
+    if node is None or node.tag != "ExternalLoads":
+        raise SetupError(f"{path}: no <ExternalLoads> element")
+    source = "the data given"
+    if data is None:
+        datafile = _text(node, "datafile")
+        if not datafile:
+            raise SetupError(f"{path}: <ExternalLoads> has no <datafile>")
+        source = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), datafile))
+        if not os.path.exists(source):
+            raise FileNotFoundError(f"{path}: <datafile> names {datafile!r}, resolved from the file's folder to "
+                                    f"{source!r}, which does not exist")
+        data = read_table(source)
+    objects = node.find("objects")
+    specs = []
+    for f in (objects.children if objects is not None else []):
+        if f.tag != "ExternalForce":
+            continue
+        disabled = _text(f, "isDisabled", "false").lower() == "true" or \
+            _text(f, "appliesForce", "true").lower() == "false"
+        specs.append(dict(name=f.name or "ExternalForce", applied_to_body=_text(f, "applied_to_body"),
+                          force_expressed_in_body=_text(f, "force_expressed_in_body", "ground"),
+                          point_expressed_in_body=_text(f, "point_expressed_in_body", "ground"),
+                          force_identifier=_text(f, "force_identifier"), point_identifier=_text(f, "point_identifier"),
+                          torque_identifier=_text(f, "torque_identifier"),
+                          data_source_name=_text(f, "data_source_name"), enabled=not disabled))
+    return data, source, specs
 
 
 def read_external_loads(path: str | os.PathLike, data=None, time_window=None) -> list[ExternalForce]:
@@ -57,27 +111,7 @@ def read_external_loads(path: str | os.PathLike, data=None, time_window=None) ->
     in the data, naming the force, the identifier and the data file.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"external loads file {path!r} does not exist")
-    with open(path, "rb") as fh:
-        try:
-            root = parse(fh.read())
-        except XMLSyntaxError as e:
-            raise SetupError(f"{path}:{e.line}: {e}") from None
-    node = root.find("ExternalLoads") if root.tag == "OpenSimDocument" else root
-    if node is None or node.tag != "ExternalLoads":
-        raise SetupError(f"{path}: no <ExternalLoads> element")
-    data_path = None
-    if data is None:
-        datafile = _text(node, "datafile")
-        if not datafile:
-            raise SetupError(f"{path}: <ExternalLoads> has no <datafile>")
-        data_path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), datafile))
-        if not os.path.exists(data_path):
-            raise FileNotFoundError(f"{path}: <datafile> names {datafile!r}, resolved from the file's folder to "
-                                    f"{data_path!r}, which does not exist")
-        data = read_table(data_path)
-    source = data_path or "the data given"
+    data, source, specs = read_external_force_specs(path, data)
     if time_window is not None and len(data.times) > 2 * WINDOW_MARGIN:
         t = np.asarray(data.times)
         first = max(int(np.searchsorted(t, time_window[0], side="right")) - 1 - WINDOW_MARGIN, 0)
@@ -86,17 +120,12 @@ def read_external_loads(path: str | os.PathLike, data=None, time_window=None) ->
             data = TimeSeriesTable(t[first:stop], np.asarray(data.values)[first:stop], list(data.labels),
                                    dict(data.metadata))
     labels = list(data.labels)
-    objects = node.find("objects")
     forces = []
-    for f in (objects.children if objects is not None else []):
-        if f.tag != "ExternalForce":
-            continue
-        name = f.name or "ExternalForce"
-        disabled = _text(f, "isDisabled", "false").lower() == "true" or \
-            _text(f, "appliesForce", "true").lower() == "false"
+    for spec in specs:
+        name = spec["name"]
         ids = {}
         for prop in ("force_identifier", "point_identifier", "torque_identifier"):
-            ident = _text(f, prop)
+            ident = spec[prop]
             if ident:
                 hits = [lab for lab in labels if lab.startswith(ident)]
                 if len(hits) != 3:
@@ -105,10 +134,9 @@ def read_external_loads(path: str | os.PathLike, data=None, time_window=None) ->
                                      f"{source!r} (3 columns starting with it are needed)")
             ids[prop] = ident
         forces.append(ExternalForce(
-            name, _text(f, "applied_to_body"), data=data,
-            force_expressed_in_body=_text(f, "force_expressed_in_body", "ground"),
-            point_expressed_in_body=_text(f, "point_expressed_in_body", "ground"),
-            data_source_name=_text(f, "data_source_name"), applies_force=not disabled, **ids))
+            name, spec["applied_to_body"], data=data, force_expressed_in_body=spec["force_expressed_in_body"],
+            point_expressed_in_body=spec["point_expressed_in_body"], data_source_name=spec["data_source_name"],
+            applies_force=spec["enabled"], **ids))
     return forces
 
 
