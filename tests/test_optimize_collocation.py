@@ -168,3 +168,18 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
     controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
     # (height m, speed m/s, activation, normalized tendon force; excitation)
     assert np.all(states < [1e-4, 1e-3, 1e-4, 5e-3]) and controls < 1e-3, (states, controls)
+
+
+def test_what_the_transcription_does_not_enforce_is_refused():
+    # (rather than a trajectory that drifts off the constraints): kinematic loops and
+    # locked coordinates are refused by name
+    from test_constraints import fourbar
+
+    for model, message in ((fourbar(lock=False, prescribe=False), "close a kinematic loop"),
+                           (sj.Model("locked").add(sj.Body("b", 1.0, (0, 0, 0), (1, 1, 1, 0, 0, 0))).add(
+                               sj.PinJoint("pin", "/ground", "/bodyset/b",
+                                           coordinates=(sj.Coordinate("q", 0.1, locked=True),))),
+                            "coordinates /jointset/pin/q are locked")):
+        system = model.build()
+        with pytest.raises(ValueError, match=message):
+            optimize.transcribe(optimize.Problem(system, 0.0, 1.0), 5)

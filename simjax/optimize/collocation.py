@@ -104,6 +104,31 @@ def implicit_tendons(system) -> tuple[np.ndarray, tuple[str, ...]]:
     return np.asarray(idx, int), tuple(system.d_names[i][:-len(suffix)] for i in idx)
 
 
+def _check_constraints(system) -> None:
+    """Refuse what the transcription does not enforce: kinematic constraints and closed
+    loops (Moco enforces them by Posa et al. 2016's method, with multipliers and
+    velocity corrections as variables), quaternion joints and locked coordinates
+    (Moco refuses these too).
+
+    **Raises:** ``ValueError`` naming the constraints or coordinates."""
+    topology = system.topology
+    constrained = [p for g in topology.role_groups("constraints") for p in g.paths]
+    if constrained:
+        raise ValueError(f"the model has kinematic constraints ({', '.join(constrained)}), which simjax's "
+                         "transcription does not enforce yet: remove them, or express them by coordinates (a "
+                         "CoordinateCouplerConstraint by a coupled coordinate)")
+    if topology.tree.slave_welds:
+        raise ValueError("the model's joints close a kinematic loop, which simjax's transcription does not enforce "
+                         "yet (the loop is cut by a weld constraint)")
+    if len(topology.tree.quat_q):
+        raise ValueError("the model has joints with quaternion rotations (ball or free joints), which trajectory "
+                         "optimisation does not support (nor does Moco): use joints of Euler angles")
+    if len(topology.locked_u):
+        names = [p for p, info in topology.tree.coordinates.items() if info.u in set(topology.locked_u.tolist())]
+        raise ValueError(f"coordinates {', '.join(names)} are locked, which trajectory optimisation does not support "
+                         "(nor does Moco): unlock them, or weld their joints")
+
+
 def _point_dynamics(problem: Problem, implicit: bool):
     """The dynamics at one grid point, jitted (traced once, then its jaxpr is reused by
     every evaluation the solver traces), ``f(system, t, y, c, extra, w) -> (dy/dt,
@@ -233,6 +258,7 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         if value is not None and not float(value) >= 0:
             raise ValueError(f"{name} must be non-negative (or None: not minimized), got {value!r}")
     system = problem.system
+    _check_constraints(system)
     tau = jnp.asarray(_mesh(mesh))
     K = tau.shape[0]
     ny, nc = len(problem.state_names), len(problem.control_names)
