@@ -967,3 +967,66 @@ def moco_contact_tracking(folder, num_mesh_intervals=20) -> dict:
     out = solve(study)
     out.update(model_path=model, loads_path=loads, study_path=str(path))
     return out
+
+
+# ----------------------------------------------------------------------------- kinematic constraints
+
+
+def coupled_pendulum_osim(folder) -> str:
+    """Write ``coupled.osim`` in ``folder`` and return its path: a double pendulum of
+    two 1 kg links (inertia 0.01 kg m^2, mass centres at the links' middles, 1 m
+    apart), pins ``/jointset/j1`` (coordinate ``q1``) and ``/jointset/j2`` (``q2``), a
+    CoordinateActuator ``/forceset/tau`` (optimal force 1) on q1, and a
+    CoordinateCouplerConstraint ``coupler``: q2 = q1 / 2."""
+    osim = _opensim()
+    m = osim.Model()
+    m.setName("coupled")
+    b1 = osim.Body("b1", 1.0, osim.Vec3(0), osim.Inertia(0.01))
+    b2 = osim.Body("b2", 1.0, osim.Vec3(0), osim.Inertia(0.01))
+    m.addBody(b1)
+    m.addBody(b2)
+    j1 = osim.PinJoint("j1", m.getGround(), osim.Vec3(0), osim.Vec3(0), b1, osim.Vec3(0, 0.5, 0), osim.Vec3(0))
+    j1.updCoordinate().setName("q1")
+    j2 = osim.PinJoint("j2", b1, osim.Vec3(0, -0.5, 0), osim.Vec3(0), b2, osim.Vec3(0, 0.5, 0), osim.Vec3(0))
+    j2.updCoordinate().setName("q2")
+    m.addJoint(j1)
+    m.addJoint(j2)
+    tau = osim.CoordinateActuator("q1")
+    tau.setName("tau")
+    tau.setOptimalForce(1.0)
+    m.addForce(tau)
+    coupler = osim.CoordinateCouplerConstraint()
+    coupler.setName("coupler")
+    coupler.setIndependentCoordinateNames(osim.ArrayStr("q1", 1))
+    coupler.setDependentCoordinateName("q2")
+    coupler.setFunction(osim.LinearFunction(0.5, 0.0))
+    m.addConstraint(coupler)
+    m.finalizeConnections()
+    path = Path(folder) / "coupled.osim"
+    m.printToXML(str(path))
+    return str(path)
+
+
+#: The coupled pendulum swung from rest at q1 = 0 to rest at q1 = pi/2 in 1 s with
+#: least effort (q2 follows by the coupler: its own bounds only, no initial or final
+#: ones, which would repeat the constraint at the ends).
+COUPLED_PENDULUM_PROBLEM = {
+    "name": "coupled_swing",
+    "time_initial_bounds": (0.0, 0.0),
+    "time_final_bounds": (1.0, 1.0),
+    "states": {
+        "/jointset/j1/q1/value": ((-10.0, 10.0), 0.0, math.pi / 2),
+        "/jointset/j1/q1/speed": ((-50.0, 50.0), 0.0, 0.0),
+        "/jointset/j2/q2/value": ((-10.0, 10.0), None, None),
+        "/jointset/j2/q2/speed": ((-50.0, 50.0), None, None),
+    },
+    "controls": {"/forceset/tau": ((-100.0, 100.0), None, None)},
+    "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 1.0, "exponent": 2}],
+}
+
+
+def moco_coupled_pendulum(folder, num_mesh_intervals=20, **kw) -> dict:
+    """``COUPLED_PENDULUM_PROBLEM`` solved by Moco (Hermite-Simpson, its default
+    Posa2016 kinematic constraint method) on ``coupled_pendulum_osim(folder)``."""
+    return _solve_problem(coupled_pendulum_osim(folder), COUPLED_PENDULUM_PROBLEM, folder, "hermite-simpson",
+                          num_mesh_intervals, **kw)

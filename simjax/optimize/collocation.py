@@ -105,21 +105,11 @@ def implicit_tendons(system) -> tuple[np.ndarray, tuple[str, ...]]:
 
 
 def _check_constraints(system) -> None:
-    """Refuse what the transcription does not enforce: kinematic constraints and closed
-    loops (Moco enforces them by Posa et al. 2016's method, with multipliers and
-    velocity corrections as variables), quaternion joints and locked coordinates
-    (Moco refuses these too).
+    """Refuse what trajectory optimisation does not support, as Moco refuses it:
+    quaternion joints and locked coordinates.
 
-    **Raises:** ``ValueError`` naming the constraints or coordinates."""
+    **Raises:** ``ValueError`` naming them."""
     topology = system.topology
-    constrained = [p for g in topology.role_groups("constraints") for p in g.paths]
-    if constrained:
-        raise ValueError(f"the model has kinematic constraints ({', '.join(constrained)}), which simjax's "
-                         "transcription does not enforce yet: remove them, or express them by coordinates (a "
-                         "CoordinateCouplerConstraint by a coupled coordinate)")
-    if topology.tree.slave_welds:
-        raise ValueError("the model's joints close a kinematic loop, which simjax's transcription does not enforce "
-                         "yet (the loop is cut by a weld constraint)")
     if len(topology.tree.quat_q):
         raise ValueError("the model has joints with quaternion rotations (ball or free joints), which trajectory "
                          "optimisation does not support (nor does Moco): use joints of Euler angles")
@@ -129,10 +119,18 @@ def _check_constraints(system) -> None:
                          "(nor does Moco): unlock them, or weld their joints")
 
 
-def _point_dynamics(problem: Problem, implicit: bool):
+def constraint_equations(system) -> int:
+    """The number of the model's kinematic constraint equations (its constraints',
+    closed loops' and prescribed coordinates'), each with a Lagrange multiplier."""
+    from ..forward import Context
+
+    return int(jax.eval_shape(lambda s: Context(s, s.default_state()).constraints.G, system).shape[0])
+
+
+def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
     """The dynamics at one grid point, jitted (traced once, then its jaxpr is reused by
-    every evaluation the solver traces), ``f(system, t, y, c, extra, w) -> (dy/dt,
-    residual)``:
+    every evaluation the solver traces), ``f(system, t, y, c, extra, w, lam, gamma)
+    -> (dy/dt, residual, kinematic errors)``:
 
     - explicit (``extra`` ``None``): forward dynamics;
     - ``implicit``, Moco's implicit mode (``extra``: the generalized accelerations
@@ -143,8 +141,17 @@ def _point_dynamics(problem: Problem, implicit: bool):
 
     ``w``: the derivatives of the normalized tendon forces of the muscles with implicit
     tendon dynamics (``implicit_tendons``; variables, as Moco's auxiliary derivatives):
-    their states' derivatives, and their equilibrium residuals close the residual."""
+    their states' derivatives, and their equilibrium residuals close the residual.
+
+    With kinematic constraints (``constrained``), as Moco's Posa et al. (2016) method:
+    ``lam``, the multipliers (variables), apply the constraint forces ``-G^T lam`` (the
+    forward dynamics solve ``M udot = f - G^T lam``, with the constraints disabled);
+    ``gamma``, the velocity correction (variables, zero at the mesh points), adds
+    ``G^T gamma`` to ``dq/dt``; the kinematic errors are the constraints' position,
+    velocity and acceleration errors (empty without constraints or where the
+    kinematics are prescribed)."""
     from ..forward import Context
+    from ..lapack import spd_solve
     from ..state import State
 
     system = problem.system
@@ -152,36 +159,59 @@ def _point_dynamics(problem: Problem, implicit: bool):
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
     tendon_index, tendons = implicit_tendons(system)
+    none = jnp.zeros(0, d0.dtype)
 
     def discrete(w):
         return d0.at[tendon_index].set(w) if len(tendons) else d0
 
     def tendon_residuals(ctx):
-        return ctx.group_outputs(tendons, _TENDON_RESIDUAL) if len(tendons) else jnp.zeros(0, d0.dtype)
+        return ctx.group_outputs(tendons, _TENDON_RESIDUAL) if len(tendons) else none
+
+    def constraint_forces(ctx, lam):
+        return ctx.constraints.G.T @ lam if constrained else jnp.zeros(nu, d0.dtype)
+
+    def kinematic_errors(ctx, udot):
+        if not constrained:
+            return none
+        rows = ctx.constraints
+        return jnp.concatenate([rows.perr, rows.verr, rows.G @ udot - rows.b])
+
+    def qdot(ctx, gamma):
+        return ctx.vel.qdot + ctx.constraints.G.T @ gamma if constrained else ctx.vel.qdot
+
+    def context(system, t, y, c, w):
+        return Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=discrete(w)), c)
 
     if problem.kinematics is None and implicit:
         @jax.jit
-        def accelerations_as_variables(system, t, y, c, udot, w):
-            ctx = Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=discrete(w)), c)
-            return (jnp.concatenate([ctx.vel.qdot, udot, ctx.zdot]),
-                    jnp.concatenate([ctx.inverse_dynamics(udot), tendon_residuals(ctx)]))
+        def accelerations_as_variables(system, t, y, c, udot, w, lam, gamma):
+            ctx = context(system, t, y, c, w)
+            return (jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]),
+                    jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam), tendon_residuals(ctx)]),
+                    kinematic_errors(ctx, udot))
 
         return accelerations_as_variables
     if problem.kinematics is None:
         @jax.jit
-        def explicit(system, t, y, c, kin, w):
+        def explicit(system, t, y, c, kin, w, lam, gamma):
             # (one Context for the derivative and the tendon residuals: rhs would build its own)
-            ctx = Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=discrete(w)), c)
-            acc = ctx.acc
-            return jnp.concatenate([acc.qdot, acc.udot, acc.zdot]), tendon_residuals(ctx)
+            ctx = context(system, t, y, c, w)
+            if constrained:  # (the constraints disabled, their forces applied by the multipliers)
+                udot = spd_solve(ctx.mass_matrix, -ctx.inverse_dynamics(jnp.zeros(nu, d0.dtype))
+                                 - constraint_forces(ctx, lam))
+            else:
+                udot = ctx.acc.udot
+            return (jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]), tendon_residuals(ctx),
+                    kinematic_errors(ctx, udot))
 
         return explicit
 
     @jax.jit
-    def implicit(system, t, z, c, kin, w):
+    def implicit(system, t, z, c, kin, w, lam, gamma):
         q, u, udot = kin
         ctx = Context(system, State(t=t, q=q, u=u, z=z, d=discrete(w)), c)
-        return ctx.zdot, jnp.concatenate([ctx.inverse_dynamics(udot), tendon_residuals(ctx)])
+        return (ctx.zdot, jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam),
+                                           tendon_residuals(ctx)]), none)
 
     return implicit
 
@@ -216,6 +246,11 @@ def _stacked(points):
 ACCELERATION_BOUNDS = (-1000.0, 1000.0)
 #: Moco's default bounds on the auxiliary derivatives of implicit tendon dynamics (1/s)
 TENDON_DERIVATIVE_BOUNDS = (-1000.0, 1000.0)
+#: Moco's default bounds on the kinematic constraints' multipliers (``multiplier_bounds``)
+MULTIPLIER_BOUNDS = (-1000.0, 1000.0)
+#: Moco's default bounds on the velocity corrections at the midpoints
+#: (``velocity_correction_bounds``)
+VELOCITY_CORRECTION_BOUNDS = (-0.1, 0.1)
 DYNAMICS_MODES = ("explicit", "implicit")
 
 
@@ -243,8 +278,19 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     with ``implicit_auxiliary_derivatives_weight``); ``None``: not minimized (Moco's
     default). Both are integrated by the scheme's quadrature, as the goals.
 
-    Each grid point's variables are ``[y, c]`` (implicit: ``[y, c, udot]``); a stage
-    holds its mesh point's, then (Hermite–Simpson) its interval's midpoint's.
+    A model's kinematic constraints are enforced as Moco enforces them by default
+    (Posa et al. 2016, Hermite–Simpson only): a multiplier per constraint equation at
+    every grid point applies the constraint forces, the constraints' position, velocity
+    and acceleration errors are zero at the mesh points, and a velocity correction
+    ``G^T gamma`` at each midpoint (``gamma`` within ``VELOCITY_CORRECTION_BOUNDS``)
+    keeps the coordinates' defects consistent with them; multipliers are bounded by
+    ``MULTIPLIER_BOUNDS``. Where the kinematics are prescribed, the multipliers' forces
+    enter the residual alone.
+
+    Each grid point's variables are ``[y, c, udot, w, lam, gamma]``: the states,
+    controls, accelerations (implicit mode), implicit tendon derivatives, multipliers
+    and velocity corrections (each empty where not used); a stage holds its mesh
+    point's, then (Hermite–Simpson) its interval's midpoint's.
 
     **Returns:** ``(nlp, z0, g0, unpack)``: ``unpack(solution) -> (time, states,
     controls)``.
@@ -266,7 +312,15 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     implicit = dynamics_mode == "implicit" and problem.kinematics is None
     n_udot = system.topology.tree.nu if implicit else 0  # accelerations per grid point
     nw = len(implicit_tendons(system)[1])  # implicit tendon derivatives per grid point
-    na = n_udot + nw
+    # kinematic constraints: multipliers at every grid point; with the coordinates as
+    # states, velocity corrections (free at the midpoints, zero at the mesh points) and
+    # the constraints' errors at the mesh points (Moco's Posa et al. 2016 method)
+    nl = constraint_equations(system)
+    ng = nl if problem.kinematics is None else 0
+    if ng and not hs:
+        raise ValueError(f"the model's kinematic constraints ({nl} equations) are enforced by Posa et al. (2016)'s "
+                         f"method, which needs the 'hermite-simpson' scheme, not {scheme!r} (as Moco)")
+    na = n_udot + nw + nl + ng
     P = ny + nc + na  # one grid point's variables
     dtype = jnp.result_type(float)
     integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
@@ -287,13 +341,14 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     if problem.kinematics is not None:
         theta["kinematics"] = _prescribed(problem, tau, hs)
     index = {id(g): i for i, g in enumerate(problem.goals)}
-    dynamics = _point_dynamics(problem, implicit)
+    dynamics = _point_dynamics(problem, implicit, nl > 0)
     # the penalties on the derivative variables (accelerations, then tendon derivatives)
     penalty = np.concatenate([np.full(n_udot, accelerations_weight or 0.0),
-                              np.full(nw, auxiliary_derivatives_weight or 0.0)])
+                              np.full(nw, auxiliary_derivatives_weight or 0.0), np.zeros(nl + ng)])
     penalized = bool(np.any(penalty > 0))
     # residual rows per grid point
     nr = (system.topology.tree.nu if implicit or problem.kinematics is not None else 0) + nw
+    n_kc = 3 * ng  # kinematic errors (position, velocity, acceleration) per mesh point
     path_bounds = [c.bounds(problem) for c in problem.path_constraints]
 
     def model(theta, g):
@@ -322,13 +377,17 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         tk, tn = t0 + tau[k] * (tf - t0), t0 + tau[jnp.minimum(k + 1, K - 1)] * (tf - t0)
         return tk, tn, tn - tk
 
-    def extra(theta, k, where, udot):
+    def extra(theta, k, where, a):
         """What the dynamics need beside ``(t, y, c)``: the prescribed kinematics, the
-        accelerations (implicit) or nothing."""
+        accelerations (implicit) or nothing; then the tendon derivatives, multipliers
+        and velocity corrections."""
         kin = theta.get("kinematics")
         if kin is not None:
-            return tuple(x[k] for x in kin[where])
-        return udot[:n_udot] if implicit else None
+            first = tuple(x[k] for x in kin[where])
+        else:
+            first = a[:n_udot] if implicit else None
+        w, lam, gamma = a[n_udot:n_udot + nw], a[n_udot + nw:n_udot + nw + nl], a[n_udot + nw + nl:]
+        return first, w, lam, gamma
 
     def cost(k, z, zn, g, theta):
         (y, c, a, ym, cm, am), (yn, cn, an, *_) = split(z), split(zn)
@@ -353,13 +412,12 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         kn = jnp.minimum(k + 1, K - 1)
         # (the points in one vmapped evaluation: one copy of the model in the program,
         # not one a point, and as many fewer for XLA to compile)
-        points = [(tk, y, c, extra(theta, k, "mesh", a), a[n_udot:]), (tn, yn, cn, extra(theta, kn, "mesh", an),
-                                                                       an[n_udot:])]
+        points = [(tk, y, c) + extra(theta, k, "mesh", a), (tn, yn, cn) + extra(theta, kn, "mesh", an)]
         if hs:
-            points.append((0.5 * (tk + tn), ym, cm, extra(theta, k, "mid", am), am[n_udot:]))
-        F, R = jax.vmap(lambda t, y, c, kin, w: dynamics(system, t, y, c, kin, w))(*_stacked(points))
+            points.append((0.5 * (tk + tn), ym, cm) + extra(theta, k, "mid", am))
+        F, R, E = jax.vmap(lambda *point: dynamics(system, *point))(*_stacked(points))
         f, fn, res = F[0], F[1], R[0]
-        own = [res]
+        own = [res, E[0]]  # (the kinematic errors at the mesh point only)
         if hs:
             fm, res_m = F[2], R[2]
             links = [ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn)]
@@ -394,10 +452,16 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
 
     # -- bounds ---------------------------------------------------------------------------
     ylo, yhi, clo, chi = problem.path_bounds()
-    alo = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[0]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[0])])
-    ahi = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[1]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[1])])
-    lo = np.tile(np.concatenate([ylo, clo, alo] * (2 if hs else 1)), (K, 1))
-    hi = np.tile(np.concatenate([yhi, chi, ahi] * (2 if hs else 1)), (K, 1))
+    alo = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[0]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[0]),
+                          np.full(nl, MULTIPLIER_BOUNDS[0])])
+    ahi = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[1]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[1]),
+                          np.full(nl, MULTIPLIER_BOUNDS[1])])
+    # (the velocity corrections: zero at the mesh points, bounded at the midpoints)
+    mesh_lo, mesh_hi = [ylo, clo, alo, np.zeros(ng)], [yhi, chi, ahi, np.zeros(ng)]
+    mid_lo = [ylo, clo, alo, np.full(ng, VELOCITY_CORRECTION_BOUNDS[0])]
+    mid_hi = [yhi, chi, ahi, np.full(ng, VELOCITY_CORRECTION_BOUNDS[1])]
+    lo = np.tile(np.concatenate(mesh_lo + (mid_lo if hs else [])), (K, 1))
+    hi = np.tile(np.concatenate(mesh_hi + (mid_hi if hs else [])), (K, 1))
     (lo[0, :ny], hi[0, :ny]), (lo[-1, :ny], hi[-1, :ny]) = problem.end_bounds("initial"), problem.end_bounds("final")
     if hs:  # the last stage has no interval: its midpoint variables are fixed (inside their bounds)
         with np.errstate(invalid="ignore"):
@@ -409,7 +473,7 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     inactive = np.full(K, -np.inf)[:, None]
     mesh_only = np.where(np.arange(K) < K - 1, 0.0, -np.inf)[:, None]  # (rows of an interval)
     first = np.arange(K) == 0
-    blocks_lo = [np.tile(mesh_only, n_links), np.zeros((K, nr))] + ([np.tile(mesh_only, nr)] if hs else [])
+    blocks_lo = [np.tile(mesh_only, n_links), np.zeros((K, nr + n_kc))] + ([np.tile(mesh_only, nr)] if hs else [])
     blocks_hi = [-b for b in blocks_lo]
     for lo_, hi_ in path_bounds:
         blocks_lo.append(np.tile(lo_, (K, 1)))

@@ -96,8 +96,8 @@ def _goal_names(problem, goal_names) -> list[str]:
 
 
 def _is_hermite_simpson(solution) -> bool:
-    ny, nc = len(solution.state_names), len(solution.control_names)
-    return int(np.shape(solution.nlp.z)[-1]) == 2 * (ny + nc) and ny + nc > 0
+    K = int(np.shape(solution.nlp.z)[-2])  # (mesh points; Hermite-Simpson's grid adds the midpoints)
+    return K > 1 and int(np.shape(solution.time)[-1]) == 2 * K - 1
 
 
 def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> dict[str, float]:
