@@ -10,6 +10,12 @@ Subcommands:
 - ``simjax moco STUDY.omoco [--output PATH]``: solve a MocoStudy setup file
   (``simjax.optimize.study.run_study``) and write its solution as a MocoTrajectory
   ``.sto``; exit status 1 if the solver did not succeed or the study is unsupported.
+- ``simjax sweep SPEC [--out DIR]``: run a sweep (``simjax.sweep.sweep``): the spec's
+  cases simulated in chunks, each finished chunk a Parquet file in ``DIR``; run again
+  after an interruption, it skips the finished chunks. Exit status 1 for bad spec
+  input (nothing runs); a failed case does not stop the sweep (its row holds its
+  result code) and is counted in the summary line. ``--processes N`` runs it in N
+  processes joined by JAX's distributed runtime on the loopback address.
 
 ``MODEL`` is an ``.osim`` file or the name of a shipped model (``simjax info arm26``).
 More subcommands plug in with ``register_subcommand``.
@@ -372,6 +378,87 @@ def _configure_view(parser: argparse.ArgumentParser) -> None:
 
 register_subcommand("view", "show a model in 3D, playing a motion: live in the browser, as HTML, or as a GIF/MP4",
                     _configure_view, _view)
+
+
+# -- sweep ------------------------------------------------------------------------------------------
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    if args.processes > 1 and args.process_id is None:
+        return _sweep_processes(args)
+    from .sweep import SpecError, sweep
+
+    out = args.out or os.path.splitext(args.spec)[0] + ".sweep"
+    try:
+        summary = sweep(args.spec, out, cases=args.cases, progress=not args.quiet)
+    except (SpecError, ValueError) as e:
+        print(f"simjax sweep: {e}", file=sys.stderr)
+        return 1
+    if not args.process_id:
+        print(f"simjax sweep: {summary.n_cases} cases in {summary.n_chunks} files in {summary.out_dir} "
+              f"({summary.chunks_run} chunks run, {summary.chunks_skipped} finished before; {summary.failed} "
+              f"failed case(s) in this run) in {summary.seconds:.1f} s")
+    return 0
+
+
+def _sweep_processes(args: argparse.Namespace) -> int:
+    """``--processes N``: N processes on this machine joined by JAX's distributed runtime
+    on the loopback address, each with its share of the devices; the first one's exit
+    status, or the first failure's (the others are then stopped)."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # (each joins the runtime before simjax is imported: before JAX starts its backends)
+    boot = ("import sys, jax; jax.distributed.initialize(sys.argv[1], num_processes=int(sys.argv[2]), "
+            "process_id=int(sys.argv[3])); from simjax.cli import main; sys.exit(main(sys.argv[4:]))")
+    base = [sys.executable, "-c", boot, f"127.0.0.1:{port}", str(args.processes)]
+    sweep_args = ["sweep", args.spec, "--processes", str(args.processes)]
+    for flag, value in (("--out", args.out), ("--cases", args.cases)):
+        if value:
+            sweep_args += [flag, value]
+    if args.quiet:
+        sweep_args.append("--quiet")
+    children = [subprocess.Popen(base + [str(i)] + sweep_args + ["--process-id", str(i)])
+                for i in range(args.processes)]
+    status = 0
+    try:
+        running = list(children)
+        while running:
+            for child in list(running):
+                code = child.poll()
+                if code is None:
+                    continue
+                running.remove(child)
+                if code != 0:
+                    status = status or code
+                    for other in running:  # (they would wait for it at the next collective)
+                        other.kill()
+            time.sleep(0.05)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+    return status or children[0].returncode
+
+
+def _configure_sweep(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", help="a sweep spec (.json, or .toml on Python 3.11+): model, cases, t_final, outputs")
+    parser.add_argument("--out", help="the output folder of Parquet files (default: SPEC without its extension, "
+                        "plus .sweep)")
+    parser.add_argument("--cases", help="a case table (.csv or .parquet) instead of the spec's")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--processes", type=int, default=1, help="run in this many processes on this machine, "
+                        "joined by JAX's distributed runtime on the loopback address (default 1)")
+    parser.add_argument("--process-id", type=int, help=argparse.SUPPRESS)  # (set for the N processes)
+
+
+register_subcommand("sweep", "run a sweep of simulations over a table of cases, resumable, written as Parquet",
+                    _configure_sweep, _sweep)
 
 
 # -- entry point -----------------------------------------------------------------------------------

@@ -496,40 +496,110 @@ def _root_finder(options):
 
 
 def simulate_batch(system, states: State, t_final, controls=None, *, chunk_size: int | None = None,
-                   workers: int | None = None, **kwargs):
-    """``simulate`` over a batch of initial states (and controls), in vmapped chunks
-    solved side by side on the machine's cores (``batching.map_batch``).
+                   workers: int | None = None, properties: dict | None = None, devices=None, **kwargs):
+    """``simulate`` over a batch of initial states (and controls, and model
+    properties), in vmapped chunks solved side by side on the machine's cores, or
+    sharded over its devices (``batching.map_batch``).
 
     **Arguments:** ``states``: a ``State`` with a leading batch axis; ``controls``:
-    ``None``, or with the same leading axis; ``chunk_size``: worlds per vmapped solve
+    ``None``, or with the same leading axis; ``properties``: ``None``, or
+    ``{"component path|property": values}`` (``"/forceset/TRIlong|max_isometric_force"``;
+    ``"/bodyset/r_humerus|mass_center[1]"`` for an element of a vector property), each
+    ``values`` an array with the same leading axis, in the property's units: world
+    ``i`` is simulated with the property set to ``values[i]`` (the property leaves are
+    batched, the model is not rebuilt); ``chunk_size``: worlds per vmapped solve
     (default: on a CPU the batch split evenly over the workers, in chunks of about
     2048 state variables, 16 to 512 worlds, whose buffers stay in cache; on an
-    accelerator the whole batch, at most 8192); ``workers``: chunks solved at once
-    (default: on a CPU the cores this process may use, else 1); other keywords as
-    ``simulate``.
+    accelerator the whole batch, at most 8192; sharded: worlds per device and call,
+    default the whole batch at once); ``workers``: chunks solved at once (default: on
+    a CPU the cores this process may use, else 1); ``devices``: a list of devices or
+    a ``jax.sharding.Mesh`` to shard the batch over (default: all local devices when
+    there are several; ``batching.batch_mesh``); other keywords as ``simulate``
+    (``throw=False`` to get each world's result code instead of an error).
 
-    **Returns:** a ``Trajectory`` with a leading batch axis.
+    **Returns:** a ``Trajectory`` with a leading batch axis (its ``system`` is the
+    unbatched ``system``).
+
+    **Raises:** ``ValueError`` naming the key for a property that is not a numeric
+    property of a component of the model (``property_target``).
     """
     dyn, static = eqx.partition(kwargs, eqx.is_array)
-
-    def solve(states, controls):
-        return _solve_chunk(system, states, t_final, controls, dyn, static)
-
-    merged = map_chunks(solve, states, controls, chunk_size=chunk_size, workers=workers,
-                        cpu_chunk=_cpu_chunk(states))
+    targets = tuple(property_target(system, key) for key in (properties or {}))
+    values = tuple(jnp.asarray(v) for v in (properties or {}).values())
+    solve = jax.tree_util.Partial(_solve_chunk, system, t_final, dyn, static, targets)
+    merged = map_chunks(solve, states, controls, values, chunk_size=chunk_size, workers=workers,
+                        cpu_chunk=_cpu_chunk(states), devices=devices)
     return dataclasses.replace(merged, system=system, controls=controls)
 
 
 @jit
-def _solve_chunk(system, states, t_final, controls, dyn, static):
+def _solve_chunk(system, t_final, dyn, static, targets, states, controls, values):
     kwargs = eqx.combine(dyn, static)
 
-    def run(st, ctrl):
+    def run(st, ctrl, vals):
         # the model and controls are attached after the merge, not copied per world
-        traj = simulate(system, st, t_final, ctrl, **kwargs)
+        traj = simulate(with_properties(system, targets, vals), st, t_final, ctrl, **kwargs)
         return dataclasses.replace(traj, system=None, controls=None)
 
-    return jax.vmap(run, in_axes=(0, None if controls is None else 0))(states, controls)
+    return jax.vmap(run, in_axes=(0, None if controls is None else 0, 0))(states, controls, values)
+
+
+def property_target(system, key: str) -> tuple[str, str, int | None]:
+    """Parse and check a property key ``"component path|property"`` (or
+    ``"path|property[i]"``, element ``i`` of a vector property).
+
+    **Returns:** ``(path, property, element or None)``.
+
+    **Raises:** ``ValueError`` naming the key and the path or property at fault: no
+    ``|``, a path that names no component, a name that is not a numeric property of
+    that component, a missing or out-of-range element of a vector property.
+    """
+    path, sep, name = str(key).rpartition("|")
+    if not sep or not path or not name:
+        raise ValueError(f"property {key!r}: expected 'component path|property', e.g. "
+                         "'/forceset/TRIlong|max_isometric_force'")
+    element = None
+    if name.endswith("]") and "[" in name:
+        name, _, index = name[:-1].partition("[")
+        try:
+            element = int(index)
+        except ValueError:
+            raise ValueError(f"property {key!r}: element {index!r} is not an integer") from None
+    try:
+        comp = system.find(path)
+    except Exception as exc:  # (the model's own error says what is missing)
+        raise ValueError(f"property {key!r}: {path!r} names no component of the model ({exc})") from None
+    fields = comp.property_fields()
+    if name not in fields:
+        raise ValueError(f"property {key!r}: {type(comp).__name__} {path!r} has no numeric property {name!r}; "
+                         f"it has {sorted(fields)}")
+    shape = np.shape(getattr(comp, name))
+    if shape == () and element is not None:
+        raise ValueError(f"property {key!r}: {name!r} of {path!r} is a scalar; drop the [{element}]")
+    if len(shape) == 1 and (element is None or not 0 <= element < shape[0]):
+        raise ValueError(f"property {key!r}: {name!r} of {path!r} has {shape[0]} elements: name one as "
+                         f"'{path}|{name}[i]', i in 0..{shape[0] - 1}")
+    if len(shape) > 1:
+        raise ValueError(f"property {key!r}: {name!r} of {path!r} has shape {shape}; only scalar and vector "
+                         "properties can be set this way")
+    return (path, name, element)
+
+
+def with_properties(system, targets, values):
+    """``system`` with properties set (traceable; no rebuild).
+
+    **Arguments:** ``targets``: ``property_target`` results; ``values``: one value a
+    target (a scalar, in the property's units).
+
+    **Returns:** the changed ``System``.
+    """
+    dtype = jnp.result_type(float)
+    for (path, name, element), value in zip(targets, values):  # (one a property, not a world)
+        where = lambda s, path=path, name=name: getattr(s.find(path), name)
+        leaf = jnp.asarray(where(system), dtype)
+        new = jnp.asarray(value, dtype) if element is None else leaf.at[element].set(value)
+        system = eqx.tree_at(where, system, new)
+    return system
 
 
 def _cpu_chunk(states: State) -> int:
