@@ -14,6 +14,9 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
   ``PointKinematics``);
 - ``optimization``: static optimization (the ``StaticOptimization`` analysis);
 - ``reactions``: joint reaction loads (the ``JointReaction`` analysis);
+- ``forward``: forward simulation (``ForwardTool``): controls from an OpenSim
+  ``ControlSet`` (``.xml`` or ``.sto``), the initial state from a states file, external
+  loads and the integrator settings; writes ``_states.sto`` and ``_controls.sto``;
 - ``gradients``: derivatives through the tools: the IK and SO optima differentiated
   by the implicit function theorem (``solve_inverse_kinematics``,
   ``solve_static_optimization``: pure, ``vmap``-able over trials; the latter's
@@ -23,6 +26,7 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
 
 from .analyze import analyze, body_kinematics, muscle_analysis, point_kinematics
 from .dynamics import inverse_dynamics
+from .forward import forward
 from .gradients import scaled_system
 from .kinematics import inverse_kinematics, marker_positions, solve_inverse_kinematics
 from .scaling import scale
@@ -33,4 +37,4 @@ from .reactions import joint_reaction
 __all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "run", "inverse_kinematics", "inverse_dynamics",
            "analyze", "scale", "static_optimization", "muscle_analysis", "body_kinematics", "point_kinematics",
            "joint_reaction", "solve_inverse_kinematics", "marker_positions", "solve_static_optimization",
-           "static_optimization_problem", "scaled_system"]
+           "static_optimization_problem", "scaled_system", "forward"]
