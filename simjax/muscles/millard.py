@@ -33,10 +33,9 @@ import numpy as np
 from ..component import ModelError, prop
 from ..groups import stack_properties
 from . import curves as C
-from .muscle import (SIGNIFICANT_REAL, SQRT_EPS, DampedFiberMuscle, FixedWidthPennation,
-                     first_order_activation_derivative, newton_ift, series_stiffness)
+from . import fiber_tendon as FT
+from .muscle import SIGNIFICANT_REAL, SQRT_EPS, DampedFiberMuscle, FixedWidthPennation
 from .path import GeometryPath
-from .solvers import bracketed_newton
 from .stacked_curves import concat_curves, curve_eval, solve_in_curve, stack_curve
 
 __all__ = ["Millard2012EquilibriumMuscle"]
@@ -260,11 +259,7 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
 
         # length info
         lce = jnp.maximum(jnp.where(rigid, pen.fiber_length(L, tsl), z[:, 1]), lmin)
-        lceN = lce / ofl
-        phi = pen.angle(lce)
-        cos, sin = jnp.cos(phi), jnp.sin(phi)
-        tl = L - lce * cos
-        tlN = tl / tsl
+        lceN, phi, cos, sin, tl, tlN = FT.length_info(pen, ofl, tsl, L, lce)
         (fal, dfal), (fpe, dfpe), (fse, dfse) = _length_curves(p, lceN, tlN)
 
         # velocity info
@@ -286,13 +281,8 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         if rigid.any():
             dlceN = jnp.where(rigid, dlceN_r, dlceN)
             fv = jnp.where(rigid, jnp.where(slack, 1.0, y[2 * k:]), fv)
-        dlce = dlceN * vmax * ofl
-        dphi = pen.angular_velocity(jnp.tan(phi), lce, dlce)
-        dlceAT = dlce * cos - lce * sin * dphi
-        dtl = jnp.where(rigid, 0.0, Ldot - dlce * cos + lce * sin * dphi)
-        clamped = (lce <= lmin) & (dlce <= 0.0)
-        dlce, dlceN, dlceAT, dphi = (jnp.where(clamped, 0.0, x) for x in (dlce, dlceN, dlceAT, dphi))
-        dtl = jnp.where(clamped, Ldot, dtl)
+        dlce, dlceN, dlceAT, dphi, dtl, clamped = FT.velocity_info(pen, lce, phi, cos, sin, dlceN, Ldot, vmax, ofl,
+                                                                   lce <= lmin, rigid=rigid)
         fv = jnp.where(clamped, 1.0, fv)
 
         # dynamics info
@@ -310,28 +300,19 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         zero = jnp.zeros_like(fm)
         aFm, p1, p2, fm, dFm, dFmAT_dlceAT, kt_eff = (jnp.where(clamped, zero, x) for x in
                                                       (aFm, p1, p2, fm, dFm, dFmAT_dlceAT, kt))
-        fmAT = fm * cos
-        nft = jnp.where(rigid, fmAT / fiso, fse)
-        tendon_force = nft * fiso
-        on = static["on"]
-        adot = first_order_activation_derivative(a, excitation, p["activation_time_constant"],
-                                                 p["deactivation_time_constant"], p["min_act"])
-        zdot = jnp.stack([jnp.where(on, adot, 0.0), jnp.where(on, dlce, 0.0)], -1)
-        return {
-            "actuation": tendon_force, "tendon_force": tendon_force, "activation": a, "fiber_length": lce,
-            "normalized_fiber_length": lceN, "pennation_angle": phi, "cos_pennation_angle": cos,
-            "fiber_length_along_tendon": lce * cos, "tendon_length": tl, "normalized_tendon_length": tlN,
-            "tendon_strain": tlN - 1.0, "passive_force_multiplier": fpe, "active_force_length_multiplier": fal,
-            "fiber_velocity": dlce, "normalized_fiber_velocity": dlceN, "fiber_velocity_along_tendon": dlceAT,
-            "pennation_angular_velocity": dphi, "tendon_velocity": dtl, "normalized_tendon_velocity": dtl / tsl,
-            "force_velocity_multiplier": fv, "fiber_force": fm, "fiber_force_along_tendon": fmAT,
-            "normalized_fiber_force": fm / fiso, "active_fiber_force": aFm, "passive_fiber_force": p1 + p2,
-            "passive_fiber_elastic_force": p1, "passive_fiber_damping_force": p2, "normalized_tendon_force": nft,
-            "fiber_stiffness": dFm, "fiber_stiffness_along_tendon": dFmAT_dlceAT, "tendon_stiffness": kt_eff,
-            "muscle_stiffness": series_stiffness(dFmAT_dlceAT, kt_eff, rigid),
-            "fiber_active_power": -(aFm + p2) * dlce, "fiber_passive_power": -(p1 * dlce),
-            "tendon_power": -tendon_force * dtl, "zdot": zdot,
-        }
+        nft = jnp.where(rigid, fm * cos / fiso, fse)
+        zdot = FT.activation_fiber_length_zdot(static["on"], a, excitation, p["activation_time_constant"],
+                                               p["deactivation_time_constant"], p["min_act"], dlce)
+        return FT.outputs(
+            fiso, tsl, activation=a, fiber_length=lce, normalized_fiber_length=lceN, pennation_angle=phi,
+            cos_pennation_angle=cos, tendon_length=tl, normalized_tendon_length=tlN, fiber_velocity=dlce,
+            normalized_fiber_velocity=dlceN, fiber_velocity_along_tendon=dlceAT, pennation_angular_velocity=dphi,
+            tendon_velocity=dtl, passive_force_multiplier=fpe, active_force_length_multiplier=fal,
+            force_velocity_multiplier=fv, fiber_force=fm, active_fiber_force=aFm, passive_fiber_force=p1 + p2,
+            normalized_tendon_force=nft, fiber_stiffness=dFm, fiber_stiffness_along_tendon=dFmAT_dlceAT,
+            tendon_stiffness=kt_eff, rigid=rigid, fiber_active_power=-(aFm + p2) * dlce,
+            fiber_passive_power=-(p1 * dlce), zdot=zdot, passive_fiber_elastic_force=p1,
+            passive_fiber_damping_force=p2)
 
     @classmethod
     def group_zdot(cls, group, params, ctx):
@@ -390,9 +371,7 @@ def _static_residual(lce, L, a, p):
     """``(fiber force along tendon - tendon force) / fiso`` at fiber length ``lce``
     with zero fiber velocity (OpenSim's static equilibrium)."""
     pen = FixedWidthPennation(p["optimal_fiber_length"], p["pennation_angle_at_optimal"], p["maximum_pennation_angle"])
-    lceN = lce / p["optimal_fiber_length"]
-    cos = jnp.cos(pen.angle(lce))
-    tlN = (L - lce * cos) / p["tendon_slack_length"]
+    lceN, _, cos, _, _, tlN = FT.length_info(pen, p["optimal_fiber_length"], p["tendon_slack_length"], L, lce)
     (fal, _), (fpe, _), (fse, _) = _length_curves(p, lceN, tlN)
     return (a * fal + fpe) * cos - fse
 
@@ -405,14 +384,8 @@ def static_equilibrium(p, L, a):
     balance ends at the minimum fiber length, as in OpenSim.
     """
     pen = FixedWidthPennation(p["optimal_fiber_length"], p["pennation_angle_at_optimal"], p["maximum_pennation_angle"])
-    lmin = _min_fiber_length(p, pen)
-    tsl = p["tendon_slack_length"]
-    hi = jnp.maximum(pen.fiber_length(L, tsl), lmin)
-    x0 = jnp.maximum(pen.fiber_length(L, 1.01 * tsl), lmin)
     keys = ("optimal_fiber_length", "pennation_angle_at_optimal", "maximum_pennation_angle", "tendon_slack_length",
             "lengths")
     args = (L, a, {k: p[k] for k in keys})
-    lce, _, _ = bracketed_newton(_static_residual, x0, lmin, hi, args, tol=1e-15)
-    at_min = _static_residual(lmin, *args) >= 0
-    lce = newton_ift(lce, _static_residual, *args)
-    return jnp.where(at_min, lmin, lce)
+    return FT.equilibrium_fiber_length(_static_residual, args, pen, L, p["tendon_slack_length"],
+                                       _min_fiber_length(p, pen))

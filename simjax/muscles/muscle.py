@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..component import ModelError, Stage, flag, output, prop
+from ..function_bank import FunctionBank, bank_params
 from ..groups import Forces, group_key, stack_properties
 from .path import GeometryPath, PathActuator, _cache, path_forces, path_lengths, path_speeds
 
@@ -491,6 +492,29 @@ class DampedFiberMuscle(Muscle):
     def passive_fiber_damping_force_along_tendon(self, ctx):
         """Fiber damping force along the tendon (N)."""
         return self._out(ctx, "passive_fiber_damping_force") * self._out(ctx, "cos_pennation_angle")
+
+
+class FunctionCurveMuscle(Muscle):
+    """A muscle whose curves are OpenSim Functions (abstract: RigidTendonMuscle,
+    Schutte1993Muscle_Deprecated). Each member lists its curves in ``_curves()`` (the
+    same number for every member of a class); a group's curves are one
+    ``FunctionBank`` (static ``"bank"``, parameters ``"curves"``, member ``i``'s curve
+    ``j`` at row ``i * n_curves + j``), evaluated together with ``bank_eval``."""
+
+    @classmethod
+    def compile_group(cls, build, paths):
+        """Static data of a Muscle group, and a FunctionBank of the members' curves."""
+        s = super().compile_group(build, paths)
+        s["bank"] = FunctionBank.of([f for p in paths for f in build.find(p)._curves()])
+        return s
+
+    @classmethod
+    def group_params(cls, model, group):
+        """Stacked properties and the curves' parameters (``"curves"``)."""
+        comps = [model.find(p) for p in group.paths]
+        p = super().group_params(model, group)
+        p["curves"] = bank_params(group.static["bank"], [f for c in comps for f in c._curves()])
+        return p
 
 
 def series_stiffness(fiber_stiffness_along_tendon, tendon_stiffness, rigid):

@@ -13,9 +13,9 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from ..function_bank import FunctionBank, bank_eval, bank_params
+from ..function_bank import bank_eval
 from ..functions import Function, SimmSpline
-from .muscle import SQRT_EPS, Muscle
+from .muscle import SQRT_EPS, FunctionCurveMuscle
 from .path import GeometryPath
 
 __all__ = ["RigidTendonMuscle"]
@@ -52,7 +52,7 @@ def default_force_velocity_curve() -> SimmSpline:
     return SimmSpline(np.asarray(_FV_X), np.asarray(_FV_Y))
 
 
-class RigidTendonMuscle(Muscle):
+class RigidTendonMuscle(FunctionCurveMuscle):
     """OpenSim's RigidTendonMuscle.
 
     **Fields:** the Muscle properties and the Functions ``active_force_length_curve``,
@@ -80,21 +80,6 @@ class RigidTendonMuscle(Muscle):
 
     def _curves(self):
         return (self.active_force_length_curve, self.passive_force_length_curve, self.force_velocity_curve)
-
-    @classmethod
-    def compile_group(cls, build, paths):
-        """Static data, and a FunctionBank of the members' three curves."""
-        s = super().compile_group(build, paths)
-        s["bank"] = FunctionBank.of([f for p in paths for f in build.find(p)._curves()])
-        return s
-
-    @classmethod
-    def group_params(cls, model, group):
-        """Stacked properties and the curves' parameters."""
-        comps = [model.find(p) for p in group.paths]
-        p = super().group_params(model, group)
-        p["curves"] = bank_params(group.static["bank"], [f for c in comps for f in c._curves()])
-        return p
 
     @classmethod
     def group_mechanics(cls, static, p, length, speed, excitation, z, d):

@@ -45,9 +45,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..component import ModelError, prop
-from ..function_bank import FunctionBank, bank_eval, bank_params
+from ..function_bank import bank_eval
 from ..functions import Constant, Function, SimmSpline
-from .muscle import EPS, Muscle
+from .muscle import EPS, FunctionCurveMuscle
 from .path import GeometryPath, path_lengths
 
 __all__ = ["Schutte1993Muscle_Deprecated", "default_tendon_force_length_curve", "default_active_force_length_curve",
@@ -147,7 +147,7 @@ def _fiber_velocity(activation, active_force, velocity_dependent_force, damping)
     return jnp.where(low, v / d, jnp.where(shortening, 0.5 * (-b2 - root2), 0.5 * (-b3 + root3)))
 
 
-class Schutte1993Muscle_Deprecated(Muscle):
+class Schutte1993Muscle_Deprecated(FunctionCurveMuscle):
     """OpenSim's Schutte1993Muscle_Deprecated.
 
     ``Schutte1993Muscle_Deprecated(name, max_isometric_force, optimal_fiber_length,
@@ -232,18 +232,8 @@ class Schutte1993Muscle_Deprecated(Muscle):
         """Static data, a FunctionBank of the members' three curves, and which members
         use OpenSim's default (exponential) passive force."""
         s = super().compile_group(build, paths)
-        comps = [build.find(p) for p in paths]
-        s["bank"] = FunctionBank.of([f for c in comps for f in c._curves()])
-        s["exp_passive"] = np.asarray([c.passive_force_length_curve is None for c in comps], bool)
+        s["exp_passive"] = np.asarray([build.find(p).passive_force_length_curve is None for p in paths], bool)
         return s
-
-    @classmethod
-    def group_params(cls, model, group):
-        """Stacked properties and the curves' parameters."""
-        comps = [model.find(p) for p in group.paths]
-        p = super().group_params(model, group)
-        p["curves"] = bank_params(group.static["bank"], [f for c in comps for f in c._curves()])
-        return p
 
     @classmethod
     def _curve_values(cls, static, p, strain, norm_fiber_length):

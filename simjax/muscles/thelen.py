@@ -19,10 +19,9 @@ import numpy as np
 
 from ..component import ModelError, prop
 from . import curves as C
-from .muscle import (SIGNIFICANT_REAL, FixedWidthPennation, Muscle, first_order_activation_derivative, newton_ift,
-                     series_stiffness)
+from . import fiber_tendon as FT
+from .muscle import SIGNIFICANT_REAL, FixedWidthPennation, Muscle
 from .path import GeometryPath
-from .solvers import bracketed_newton
 
 __all__ = ["Thelen2003Muscle"]
 
@@ -131,11 +130,7 @@ class Thelen2003Muscle(Muscle):
         pen = FixedWidthPennation(ofl, p["pennation_angle_at_optimal"], p["maximum_pennation_angle"])
         lce_state = z[:, 1]
         lce = jnp.maximum(pen.min_fiber_length, lce_state)
-        lceN = lce / ofl
-        phi = pen.angle(lce)
-        cos, sin = jnp.cos(phi), jnp.sin(phi)
-        tl = L - lce * cos
-        tlN = tl / tsl
+        lceN, phi, cos, sin, tl, tlN = FT.length_info(pen, ofl, tsl, L, lce)
         fpe = C.thelen_passive_force_length(lceN, p["FmaxMuscleStrain"], p["KshapePassive"])
         fal = C.thelen_active_force_length(lceN, p["KshapeActive"])
         fse = C.thelen_tendon_force_length(tlN, p["FmaxTendonStrain"])
@@ -143,13 +138,8 @@ class Thelen2003Muscle(Muscle):
         afalfv = fse / cos - fpe
         fv = afalfv / (a * fal)
         dlceN = C.thelen_norm_fiber_velocity(a, fal, afalfv, p["Af"], p["Flen"], p["fv_linear_extrap_threshold"])
-        dlce = dlceN * vmax * ofl
-        dphi = pen.angular_velocity(jnp.tan(phi), lce, dlce)
-        dlceAT = dlce * cos - lce * sin * dphi
-        dtl = Ldot - dlce * cos + lce * sin * dphi
-        clamped = (lce_state <= pen.min_fiber_length) & (dlceN <= 0.0)
-        dlce, dlceAT, dlceN, dphi = (jnp.where(clamped, 0.0, x) for x in (dlce, dlceAT, dlceN, dphi))
-        dtl = jnp.where(clamped, Ldot, dtl)
+        dlce, dlceN, dlceAT, dphi, dtl, clamped = FT.velocity_info(pen, lce, phi, cos, sin, dlceN, Ldot, vmax, ofl,
+                                                                   lce_state <= pen.min_fiber_length)
         fv = jnp.where(clamped, 1.0, fv)
 
         aFm = a * fal * fv * fiso
@@ -160,25 +150,17 @@ class Thelen2003Muscle(Muscle):
         dFt_dtl = C.thelen_tendon_force_length_derivative(tlN, p["FmaxTendonStrain"]) * fiso / tsl
         aFm, Fm, dFm, dFmAT_dlceAT, dFt_dtl = (jnp.where(clamped, 0.0, x) for x in
                                                (aFm, Fm, dFm, dFmAT_dlceAT, dFt_dtl))
-        tendon_force = fse * fiso
-        on = static["on"]
-        adot = first_order_activation_derivative(a, excitation, p["activation_time_constant"],
-                                                 p["deactivation_time_constant"], p["minimum_activation"])
-        zdot = jnp.stack([jnp.where(on, adot, 0.0), jnp.where(on, dlce, 0.0)], -1)
-        return {
-            "actuation": tendon_force, "tendon_force": tendon_force, "activation": a, "fiber_length": lce,
-            "normalized_fiber_length": lceN, "pennation_angle": phi, "cos_pennation_angle": cos,
-            "fiber_length_along_tendon": lce * cos, "tendon_length": tl, "normalized_tendon_length": tlN,
-            "tendon_strain": tlN - 1.0, "passive_force_multiplier": fpe, "active_force_length_multiplier": fal,
-            "fiber_velocity": dlce, "normalized_fiber_velocity": dlceN, "fiber_velocity_along_tendon": dlceAT,
-            "pennation_angular_velocity": dphi, "tendon_velocity": dtl, "normalized_tendon_velocity": dtl / tsl,
-            "force_velocity_multiplier": fv, "fiber_force": Fm, "fiber_force_along_tendon": Fm * cos,
-            "normalized_fiber_force": Fm / fiso, "active_fiber_force": aFm, "passive_fiber_force": fpe * fiso,
-            "normalized_tendon_force": fse, "fiber_stiffness": dFm, "fiber_stiffness_along_tendon": dFmAT_dlceAT,
-            "tendon_stiffness": dFt_dtl, "muscle_stiffness": series_stiffness(dFmAT_dlceAT, dFt_dtl, False),
-            "fiber_active_power": -aFm * dlce, "fiber_passive_power": -fpe * fiso * dlce,
-            "tendon_power": -tendon_force * dtl, "zdot": zdot,
-        }
+        zdot = FT.activation_fiber_length_zdot(static["on"], a, excitation, p["activation_time_constant"],
+                                               p["deactivation_time_constant"], p["minimum_activation"], dlce)
+        return FT.outputs(
+            fiso, tsl, activation=a, fiber_length=lce, normalized_fiber_length=lceN, pennation_angle=phi,
+            cos_pennation_angle=cos, tendon_length=tl, normalized_tendon_length=tlN, fiber_velocity=dlce,
+            normalized_fiber_velocity=dlceN, fiber_velocity_along_tendon=dlceAT, pennation_angular_velocity=dphi,
+            tendon_velocity=dtl, passive_force_multiplier=fpe, active_force_length_multiplier=fal,
+            force_velocity_multiplier=fv, fiber_force=Fm, active_fiber_force=aFm, passive_fiber_force=fpe * fiso,
+            normalized_tendon_force=fse, fiber_stiffness=dFm, fiber_stiffness_along_tendon=dFmAT_dlceAT,
+            tendon_stiffness=dFt_dtl, rigid=False, fiber_active_power=-aFm * dlce,
+            fiber_passive_power=-fpe * fiso * dlce, zdot=zdot)
 
     @classmethod
     def group_zdot(cls, group, params, ctx):
@@ -204,13 +186,8 @@ class Thelen2003Muscle(Muscle):
         pen = FixedWidthPennation(p["optimal_fiber_length"], p["pennation_angle_at_optimal"],
                                   p["maximum_pennation_angle"])
         lmin = jnp.maximum(pen.min_fiber_length, 1e-6 * p["optimal_fiber_length"])
-        tsl = p["tendon_slack_length"]
-        hi = jnp.maximum(pen.fiber_length(L, tsl), lmin)
-        x0 = jnp.maximum(pen.fiber_length(L, 1.01 * tsl), lmin)
-        args = (L, Ldot, a, p)
-        lce, _, _ = bracketed_newton(_equilibrium_residual, x0, lmin, hi, args, tol=1e-15)
-        at_min = _equilibrium_residual(lmin, *args) >= 0
-        lce = jnp.where(at_min, lmin, newton_ift(lce, _equilibrium_residual, *args))
+        lce = FT.equilibrium_fiber_length(_equilibrium_residual, (L, Ldot, a, p), pen, L, p["tendon_slack_length"],
+                                          lmin)
         keep = s["on"]
         return s["z"][keep, 1], lce[keep]
 
@@ -239,10 +216,7 @@ def _equilibrium_residual(lce, L, Ldot, a, p):
     """
     fiso, ofl, tsl = p["max_isometric_force"], p["optimal_fiber_length"], p["tendon_slack_length"]
     pen = FixedWidthPennation(ofl, p["pennation_angle_at_optimal"], p["maximum_pennation_angle"])
-    phi = pen.angle(lce)
-    cos = jnp.cos(phi)
-    tl = L - lce * cos
-    lceN, tlN = lce / ofl, tl / tsl
+    lceN, _, cos, _, tl, tlN = FT.length_info(pen, ofl, tsl, L, lce)
     fse = C.thelen_tendon_force_length(tlN, p["FmaxTendonStrain"])
     fal = C.thelen_active_force_length(lceN, p["KshapeActive"])
     fpe = C.thelen_passive_force_length(lceN, p["FmaxMuscleStrain"], p["KshapePassive"])

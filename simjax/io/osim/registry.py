@@ -690,26 +690,26 @@ def function_io(osim_class: str) -> FunctionIO | None:
     return _FUNCTIONS.get(osim_class)
 
 
-def io_for_class(cls: type) -> ComponentIO | None:
-    """The entry that writes instances of exactly ``cls`` (its own name first)."""
-    entry = _COMPONENTS.get(cls.__name__)
+def _entry_for_class(table: dict, cls: type):
+    """The entry of ``table`` (OpenSim class name -> entry) whose ``cls`` is exactly
+    ``cls``, looked up under its own name first; ``None`` if there is none."""
+    entry = table.get(cls.__name__)
     if entry is not None and entry.cls is cls:
         return entry
-    for e in _COMPONENTS.values():
+    for e in table.values():
         if e.cls is cls:
             return e
     return None
+
+
+def io_for_class(cls: type) -> ComponentIO | None:
+    """The entry that writes instances of exactly ``cls`` (its own name first)."""
+    return _entry_for_class(_COMPONENTS, cls)
 
 
 def io_for_function(cls: type) -> FunctionIO | None:
-    """The entry that writes Functions of exactly ``cls``."""
-    entry = _FUNCTIONS.get(cls.__name__)
-    if entry is not None and entry.cls is cls:
-        return entry
-    for e in _FUNCTIONS.values():
-        if e.cls is cls:
-            return e
-    return None
+    """The entry that writes Functions of exactly ``cls`` (its own name first)."""
+    return _entry_for_class(_FUNCTIONS, cls)
 
 
 def registered_classes() -> dict[str, type]:
