@@ -450,6 +450,7 @@ class Constant(Function):
             raise _error("Constant", "value", self.value, "must be a scalar")
 
     def to_pp(self) -> PiecewisePolynomial:
+        """This function as a ``PiecewisePolynomial``: one global degree-0 piece."""
         return _global_poly_pp(jnp.reshape(self.value, (1,)))
 
 
@@ -469,6 +470,7 @@ class LinearFunction(Function):
             )
 
     def to_pp(self) -> PiecewisePolynomial:
+        """This function as a ``PiecewisePolynomial``: one global degree-1 piece."""
         c = jnp.asarray(self.coefficients)
         return _global_poly_pp(c[::-1])
 
@@ -490,6 +492,8 @@ class PolynomialFunction(Function):
             )
 
     def to_pp(self) -> PiecewisePolynomial:
+        """This function as a ``PiecewisePolynomial``: one global piece with these
+        coefficients."""
         c = jnp.asarray(self.coefficients)
         return _global_poly_pp(c[::-1])
 
@@ -511,6 +515,8 @@ class PiecewiseLinearFunction(Function):
         _check_knots("PiecewiseLinearFunction", self.x, self.y, 2)
 
     def to_pp(self) -> PiecewisePolynomial:
+        """This function as a ``PiecewisePolynomial``: one linear piece per interval, extended
+        linearly past the ends."""
         x, y = jnp.asarray(self.x), jnp.asarray(self.y)
         slope = (y[1:] - y[:-1]) / jnp.maximum(TINY_NUMBER, x[1:] - x[:-1])
         coefs = jnp.stack([y[:-1], slope], axis=1)
@@ -536,6 +542,8 @@ class PiecewiseConstantFunction(Function):
         _check_knots("PiecewiseConstantFunction", self.x, self.y, 1)
 
     def to_pp(self) -> PiecewisePolynomial:
+        """This function as a ``PiecewisePolynomial``: one constant piece per interval (the
+        value at its left knot), constant past the ends."""
         x, y = jnp.asarray(self.x), jnp.asarray(self.y)
         if x.shape[0] == 1:  # one point: a constant, bracketed by a zero-width interval
             x, y = jnp.concatenate([x, x]), jnp.concatenate([y, y])
@@ -631,6 +639,8 @@ class SimmSpline(Function):
         _check_knots(type(self).__name__, self.x, self.y, 2)
 
     def to_pp(self) -> PiecewisePolynomial:
+        """This function as a ``PiecewisePolynomial``: OpenSim's SimmSpline cubics, one per
+        interval."""
         return _simm_pp(self.x, self.y)
 
 
@@ -827,6 +837,8 @@ class GCVSpline(Function):
         return cls(half, x, y, **kwargs)
 
     def to_pp(self) -> PiecewisePolynomial:
+        """This function as a ``PiecewisePolynomial``: the natural spline of order
+        ``2 * half_order - 1`` through the knots, one piece per interval."""
         return _natural_spline_pp(self.x, self.y, int(self.half_order))
 
 

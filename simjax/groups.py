@@ -43,6 +43,7 @@ class Group:
 
     @property
     def size(self) -> int:
+        """The number of components in the group."""
         return len(self.paths)
 
 

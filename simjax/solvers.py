@@ -216,12 +216,19 @@ class ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
     interpolation_cls: ClassVar[Callable] = staticmethod(_hermite_interpolation)
 
     def order(self, terms):
+        """The method's order: 4 (Diffrax's solver interface)."""
         return 4
 
     def init(self, terms, t0, t1, y0, args):
+        """The solver state: ``None`` (explicit Runge–Kutta keeps none between steps)."""
         return None
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        """One step from ``t0`` to ``t1`` (s) from ``y0``.
+
+        **Returns:** ``(y1, y_error, dense_info, solver_state, result)`` as Diffrax's
+        ``AbstractSolver.step``: ``y_error`` is ``None`` without an error estimate;
+        ``dense_info`` holds ``y0``, ``y1`` and the first and last stages for Hermite output."""
         if self.scan_kind is None:
             # reverse mode: the stages' adjoint written out (see ``_stages``)
             ks = _stages((t0, t1, y0, args), self, terms)
@@ -234,6 +241,7 @@ class ExplicitRungeKutta(diffrax.AbstractAdaptiveSolver):
         return y1, y_error, dict(y0=y0, y1=y1, k0=ks[0], k1=ks[-1]), None, diffrax.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
+        """The vector field ``terms.vf(t0, y0, args)``, ``dy/dt`` at ``(t0, y0)``."""
         return terms.vf(t0, y0, args)
 
 
@@ -280,12 +288,19 @@ class SemiImplicitEuler(diffrax.AbstractSolver):
     interpolation_cls: ClassVar[Callable] = staticmethod(_linear_interpolation)
 
     def order(self, terms):
+        """The method's order: 1."""
         return 1
 
     def init(self, terms, t0, t1, y0, args):
+        """The solver state: ``None`` (none is kept between steps)."""
         return None
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        """One step from ``t0`` to ``t1`` (s): ``u`` and ``z`` by explicit Euler, then ``q``
+        from the new ``u``.
+
+        **Returns:** ``(y1, None, dense_info, None, result)`` as Diffrax's ``AbstractSolver.step``
+        (no error estimate; linear dense output between ``y0`` and ``y1``)."""
         h = t1 - t0
         dy = terms.vf(t0, y0, args)
         nq, nu = self.nq, self.nu
@@ -296,6 +311,7 @@ class SemiImplicitEuler(diffrax.AbstractSolver):
         return y1, None, dict(y0=y0, y1=y1), None, diffrax.RESULTS.successful
 
     def func(self, terms, t0, y0, args):
+        """The vector field ``terms.vf(t0, y0, args)``, ``dy/dt`` at ``(t0, y0)``."""
         return terms.vf(t0, y0, args)
 
 
@@ -319,29 +335,41 @@ class Projected(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
 
     @property
     def term_structure(self):
+        """The wrapped solver's term structure."""
         return self.solver.term_structure
 
     @property
     def interpolation_cls(self):
+        """The wrapped solver's interpolation class (dense output)."""
         return self.solver.interpolation_cls
 
     @property
     def term_compatible_contr_kwargs(self):
+        """The wrapped solver's ``term_compatible_contr_kwargs``."""
         return self.solver.term_compatible_contr_kwargs
 
     def order(self, terms):
+        """The wrapped solver's order."""
         return self.solver.order(terms)
 
     def strong_order(self, terms):
+        """The wrapped solver's strong order."""
         return self.solver.strong_order(terms)
 
     def error_order(self, terms):
+        """The wrapped solver's error order."""
         return self.solver.error_order(terms)
 
     def init(self, terms, t0, t1, y0, args):
+        """The wrapped solver's initial state."""
         return self.solver.init(terms, t0, t1, y0, args)
 
     def step(self, terms, t0, t1, y0, args, solver_state, made_jump):
+        """The wrapped solver's step, with its end state ``y1`` projected onto the constraint
+        manifold (and the dense output's ``y1`` replaced by it).
+
+        **Returns:** ``(y1, y_error, dense_info, solver_state, result)`` as Diffrax's
+        ``AbstractSolver.step``."""
         y1, y_error, dense_info, solver_state, result = self._inner().step(terms, t0, t1, y0, args, solver_state,
                                                                            made_jump)
         y1 = self.project(t1, y1, args)
@@ -350,6 +378,7 @@ class Projected(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
         return y1, y_error, dense_info, solver_state, result
 
     def func(self, terms, t0, y0, args):
+        """The wrapped solver's vector field at ``(t0, y0)``."""
         return self.solver.func(terms, t0, y0, args)
 
 
@@ -382,17 +411,21 @@ class SimbodyController(diffrax.AbstractAdaptiveStepSizeController):
 
     @property
     def rtol(self):
+        """The relative tolerance Diffrax sees: ``accuracy``."""
         return self.accuracy
 
     @property
     def atol(self):
+        """The absolute tolerance Diffrax sees: ``accuracy``."""
         return self.accuracy
 
     @property
     def norm(self):
+        """The RMS norm (Diffrax's ``norm`` field)."""
         return _rms
 
     def wrap(self, direction):
+        """The controller itself (time runs forward only; Diffrax's ``wrap`` hook)."""
         return self
 
     def _target(self, t0, h):
@@ -407,6 +440,11 @@ class SimbodyController(diffrax.AbstractAdaptiveStepSizeController):
         return t1, limited
 
     def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        """The first step's end and the controller state.
+
+        **Returns:** ``(t1, (h, limited))``: the end of the first step of size ``dt0``
+        (0.01 s by default, at most ``dtmax``), cut at the next output time; ``h`` the step
+        size (s) and ``limited`` whether an output time cut it short."""
         h = jnp.asarray(0.01 if dt0 is None else dt0, jnp.result_type(y0, float))
         if self.dtmax is not None:
             h = jnp.minimum(h, self.dtmax)
@@ -421,6 +459,11 @@ class SimbodyController(diffrax.AbstractAdaptiveStepSizeController):
                            _rms(y_error[nq + nu:] * scale[nu:]))
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        """Accept or reject a step by Simbody's error norm and choose the next one.
+
+        **Returns:** ``(keep, next_t0, next_t1, made_jump, state, result)`` as Diffrax's
+        ``AbstractAdaptiveStepSizeController.adapt_step_size``: ``keep`` when the error is at
+        most ``accuracy``; the next step size (s) follows Simbody's ``adjustStepSize``."""
         h, limited = controller_state
         err = jax.lax.stop_gradient(self.error(y0, y_error))
         acc = self.accuracy

@@ -90,14 +90,17 @@ class Topology:
 
     @property
     def nq(self) -> int:
+        """The number of generalized coordinates ``q``."""
         return self.tree.nq
 
     @property
     def nu(self) -> int:
+        """The number of generalized speeds ``u``."""
         return self.tree.nu
 
     @property
     def nz(self) -> int:
+        """The number of auxiliary state variables ``z``."""
         return len(self.z_names)
 
 

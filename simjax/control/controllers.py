@@ -94,6 +94,8 @@ class PrescribedController(Controller):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: every enabled controller's functions in one ``FunctionBank``,
+        and the control index each one drives."""
         fns, ctrl = [], []
         for p in paths:
             c = build.find(p)
@@ -106,6 +108,8 @@ class PrescribedController(Controller):
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: the enabled controllers' functions, stacked as the
+        bank's parameters."""
         fns = []
         for p in group.paths:
             c = model.find(p)
@@ -115,6 +119,8 @@ class PrescribedController(Controller):
 
     @classmethod
     def group_controls(cls, group, params, ctx):
+        """Controls the group adds: each function evaluated at ``t`` (s), added into its
+        actuator's slot of an ``(n_actuators,)`` array (zeros elsewhere)."""
         s = group.static
         out = jnp.zeros(len(ctx.topology.actuators), ctx.state.t.dtype)
         if s["n"] == 0:
@@ -152,16 +158,24 @@ class PolicyController(Controller):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: for every enabled controller, its index in the group and
+        the control indices of its actuators."""
         members = [(i, np.asarray([build.control_index(a) for a in build.socket(p, "actuators")], np.int32))
                    for i, p in enumerate(paths) if build.find(p).enabled]
         return {"members": members}
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: the enabled controllers' policies (pytrees)."""
         return {"policies": [model.find(group.paths[i]).policy for i, _ in group.static["members"]]}
 
     @classmethod
     def group_controls(cls, group, params, ctx):
+        """Controls the group adds: each ``policy(t, state)`` added into its actuators' slots
+        of an ``(n_actuators,)`` array.
+
+        Raises ``ModelError`` (at trace time) when a policy returns a shape other than
+        ``(n_actuators_of_that_controller,)``."""
         out = jnp.zeros(len(ctx.topology.actuators), ctx.state.t.dtype)
         for (i, control), policy in zip(group.static["members"], params["policies"]):
             vals = jnp.asarray(policy(ctx.state.t, ctx.state), out.dtype)

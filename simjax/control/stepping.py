@@ -104,6 +104,11 @@ class NumericInputProbe(Agent):
         self.times, self.values = times, np.asarray(values, float)
 
     def apply(self, sim, t0, t1):
+        """Set the property to the table's value at ``t1`` (s), linearly interpolated.
+
+        **Arguments:** ``sim``: the stepping simulation; ``t0``, ``t1``: the step's ends (s).
+
+        **Returns:** ``None`` (the step is not cut short)."""
         sim.set_property(self.path, self.prop, np.interp(t1, self.times, self.values))
         return None
 
@@ -120,15 +125,23 @@ class NumericOutputProbe(Agent):
         self.data: list[tuple[float, dict]] = []
 
     def apply(self, sim, t0, t1):
+        """Record the outputs at the end of the step.
+
+        **Arguments:** ``sim``: the stepping simulation; ``t0``, ``t1``: the step's ends (s).
+
+        **Returns:** ``None``; appends ``(t1, {spec: value})`` to ``data``."""
         from ..api import output
 
         self.data.append((t1, {s: np.asarray(output(sim.system, sim.state, s, sim.controls)) for s in self.specs}))
         return None
 
     def get_state(self):
+        """The recorded samples, ``[(t, {spec: value}), ...]``, as a new list (for
+        checkpointing the agent)."""
         return list(self.data)
 
     def set_state(self, state):
+        """Restore the recorded samples from ``get_state``'s list."""
         self.data = list(state)
 
 

@@ -102,6 +102,8 @@ class CoordinateActuator(Actuator):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: each actuator's ``u`` index, control index and whether it
+        applies force."""
         uidx = [build.coordinate(build.socket(p, "coordinate")).u for p in paths]
         on = [build.find(p).applies_force for p in paths]
         return {"u": np.asarray(uidx, np.int32), "control": _control_indices(build, paths),
@@ -109,6 +111,10 @@ class CoordinateActuator(Actuator):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Generalized forces of the group: ``control * optimal_force`` (N or N·m) on each
+        coordinate's ``u``.
+
+        **Returns:** ``Forces`` with ``mobility`` ``(nu,)`` and output ``actuation`` ``(k,)``."""
         s = group.static
         act = ctx.controls[s["control"]] * params["optimal_force"]
         mob = jnp.zeros(ctx.tree.nu, act.dtype).at[s["u"]].add(jnp.where(s["on"], act, 0.0))
@@ -146,6 +152,8 @@ class PointActuator(Actuator):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: each actuator's body frame and mobilizer, control index,
+        whether point and direction are given in Ground, and whether it applies force."""
         comps = [build.find(p) for p in paths]
         frames = [build.socket(p, "body") for p in paths]
         return {"frames": tuple(frames), "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),
@@ -156,6 +164,10 @@ class PointActuator(Actuator):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: ``control * optimal_force`` (N) along the unit direction,
+        applied at the point (m), both in Ground or the body's frame as set.
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and output ``actuation`` ``(k,)``."""
         s = group.static
         R, p = ctx.frames_in_ground(s["frames"])
         pt = jnp.where(s["pglobal"][:, None], params["point"], spatial.transform_point((R, p), params["point"]))
@@ -195,6 +207,8 @@ class TorqueActuator(Actuator):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: bodies A and B (frames and mobilizers), control index,
+        whether the axis is in Ground, and whether it applies force."""
         comps = [build.find(p) for p in paths]
         fa = [build.socket(p, "bodyA") for p in paths]
         fb = [build.socket(p, "bodyB") for p in paths]
@@ -206,6 +220,10 @@ class TorqueActuator(Actuator):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body torques of the group: ``control * optimal_force`` (N·m) about the unit axis,
+        on body A and its opposite on body B.
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and output ``actuation`` ``(k,)``."""
         s = group.static
         R, _ = ctx.frames_in_ground(s["fa"])
         ax = params["axis"] / jnp.linalg.norm(params["axis"], axis=-1, keepdims=True)

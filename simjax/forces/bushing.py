@@ -110,6 +110,8 @@ class BushingForce(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: the two frames of each bushing, their mobilizers, and
+        whether it applies force."""
         f1 = tuple(build.socket(p, "frame1") for p in paths)
         f2 = tuple(build.socket(p, "frame2") for p in paths)
         return {"frame1": f1, "frame2": f2,
@@ -157,6 +159,12 @@ class BushingForce(Force):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: the bushing's spatial force on frame 2 and its opposite
+        on frame 1.
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and outputs ``deflection``,
+        ``deflection_rate`` (rad, m and their rates), ``potential_energy`` (J) and
+        ``power_dissipation`` (W), each per bushing."""
         s = group.static
         F2, q, qdot, pe, power = cls._evaluate(group, params, ctx)
         F2 = jnp.where(s["on"][:, None], F2, 0.0)
@@ -166,12 +174,15 @@ class BushingForce(Force):
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
+        """Elastic energy stored in the group's bushings, ``0.5 * sum(K q^2)`` (J)."""
         q, _ = cls._deflection(group, ctx)
         K = jnp.concatenate([params["rotational_stiffness"], params["translational_stiffness"]], -1)
         return 0.5 * jnp.sum(K * q * q)
 
     @classmethod
     def group_zdot(cls, group, params, ctx):
+        """Rates of the group's state variables: the damping power dissipated (W), one per
+        bushing, ``(k, 1)``; and the ``power_dissipation`` output."""
         _, _, _, _, power = cls._evaluate(group, params, ctx)
         return power[:, None], {"power_dissipation": power}
 

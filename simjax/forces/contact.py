@@ -431,6 +431,8 @@ class HuntCrossleyForce(_CompliantContactForce):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: every contact surface of every force (geometry path, frame,
+        mobilizer, kind), and the surface pairs that can touch, with the force each belongs to."""
         surf_paths, surf_param, frames, mobs, kinds, set_of, pairs, pair_set = [], [], [], [], [], [], [], []
         n_max = 1
         for fi, p in enumerate(paths):
@@ -476,6 +478,8 @@ class HuntCrossleyForce(_CompliantContactForce):
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: each surface's contact parameters (stiffness,
+        dissipation, friction), stacked."""
         return cls._surface_params(model, group)
 
     @classmethod
@@ -586,6 +590,11 @@ class HuntCrossleyForce(_CompliantContactForce):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: Hunt-Crossley normal force with friction at each touching
+        pair's contact point, equal and opposite on the two bodies.
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and, per force, outputs
+        ``potential_energy`` (J), ``num_contacts`` and ``max_penetration`` (m)."""
         s = group.static
         nf = len(group.paths)
         dtype = ctx.pos.S.dtype
@@ -604,6 +613,7 @@ class HuntCrossleyForce(_CompliantContactForce):
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
+        """Elastic energy stored in the group's contacts (J), summed over pairs."""
         if not len(group.static["pairs"]):
             return 0.0
         return jnp.sum(cls._evaluate(group, params, ctx)[4])
@@ -646,6 +656,8 @@ class ElasticFoundationForce(_CompliantContactForce):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: every contact surface (geometry path, frame, mobilizer,
+        kind), the mesh/other-surface pairs, and the mesh faces of each pair."""
         surf_paths, surf_param, frames, mobs, kinds = [], [], [], [], []
         mesh_of, other_of, pair_set, face_pair, face_idx = [], [], [], [], []
         for fi, p in enumerate(paths):
@@ -682,6 +694,8 @@ class ElasticFoundationForce(_CompliantContactForce):
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: each surface's contact parameters, plus each mesh
+        face's centroid (m, in its body's frame) and area (m^2)."""
         s = group.static
         out = cls._surface_params(model, group)
         dtype = jnp.result_type(float)
@@ -733,6 +747,11 @@ class ElasticFoundationForce(_CompliantContactForce):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: the elastic-foundation force of every mesh face in
+        contact, applied at the face's nearest point, equal and opposite on the two bodies.
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and output ``potential_energy``
+        (J) per force."""
         s = group.static
         nf = len(group.paths)
         dtype = ctx.pos.S.dtype
@@ -747,6 +766,7 @@ class ElasticFoundationForce(_CompliantContactForce):
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
+        """Elastic energy stored in the group's contacts (J), summed over faces."""
         if not len(group.static["face_pair"]):
             return 0.0
         return jnp.sum(cls._evaluate(group, params, ctx)[4])
@@ -818,6 +838,8 @@ class SmoothSphereHalfSpaceForce(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: each force's sphere and half-space (paths, frames,
+        mobilizers) and whether it applies force."""
         sph = tuple(build.socket(p, "sphere") for p in paths)
         hs = tuple(build.socket(p, "half_space") for p in paths)
         sf = tuple(build.socket(g, "frame") for g in sph)
@@ -829,6 +851,8 @@ class SmoothSphereHalfSpaceForce(Force):
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: the contact parameters, plus each sphere's location
+        (m) and radius (m) and each half-space's location (m) and orientation (rad)."""
         out = dict(super().group_params(model, group))
         dtype = jnp.result_type(float)
         s = group.static
@@ -865,6 +889,12 @@ class SmoothSphereHalfSpaceForce(Force):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: the smooth contact force at the contact point, on the
+        sphere's body and its opposite on the half-space's.
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and outputs ``sphere_force``,
+        ``half_space_force`` (spatial, N·m and N, about each body's origin, in Ground),
+        ``potential_energy`` (J) and ``indentation`` (m)."""
         s = group.static
         force, point, pe, d = cls._evaluate(group, params, ctx)
         applied = jnp.where(s["on"][:, None], force, 0.0)
@@ -878,6 +908,7 @@ class SmoothSphereHalfSpaceForce(Force):
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
+        """Elastic energy stored in the group's contacts (J)."""
         return jnp.sum(cls._evaluate(group, params, ctx)[2])
 
     @output(Stage.DYNAMICS, "SpatialVec")

@@ -325,6 +325,8 @@ class ExpressionBasedCoordinateForce(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: coordinate indices, whether each force applies, and one
+        compiled function per distinct expression with the members that use it."""
         comps = [build.find(p) for p in paths]
         # one compiled function per distinct expression, evaluated on all its members
         exprs = sorted({c.expression for c in comps})
@@ -334,10 +336,15 @@ class ExpressionBasedCoordinateForce(Force):
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: none (the expressions are static)."""
         return {}
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Generalized forces of the group: each expression evaluated at its coordinate's
+        ``q`` and ``qdot`` (N or N·m, on that coordinate's ``u``).
+
+        **Returns:** ``Forces`` with ``mobility`` ``(nu,)`` and output ``force_magnitude`` ``(k,)``."""
         s = group.static
         q, qdot = ctx.state.q[s["q"]], ctx.state.u[s["u"]]
         f = jnp.zeros_like(q)

@@ -209,6 +209,8 @@ class ExternalForce(_TimeFunctionForce):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: the body each force acts on, the frames its force and
+        point are expressed in (Ground when not found, as in OpenSim), and the mobilizers."""
         comps = [build.find(p) for p in paths]
         body = [resolve_frame(build, p, c.applied_to_body, "applied_to_body") for p, c in zip(paths, comps)]
         # like OpenSim, unknown frames for the force and the point fall back to Ground
@@ -224,6 +226,11 @@ class ExternalForce(_TimeFunctionForce):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: force (N), torque (N·m) and point (m) from the data at
+        ``t``, re-expressed in Ground (the point defaults to the body's origin).
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and outputs ``force``, ``point``,
+        ``torque`` in Ground."""
         s = group.static
         F, P, T = cls._vectors(group, params, ctx)
         R_E, _ = ctx.frames_in_ground(s["force_frame"])
@@ -278,6 +285,8 @@ class PrescribedForce(_TimeFunctionForce):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: each force's frame and mobilizer, and whether its force
+        and point are given in Ground."""
         comps = [build.find(p) for p in paths]
         frames = tuple(build.socket(p, "frame") for p in paths)
         return {**cls._static(build, paths, comps), "frames": frames,
@@ -287,6 +296,11 @@ class PrescribedForce(_TimeFunctionForce):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: force (N), torque (N·m) and point (m) from the
+        functions of ``t``, re-expressed in Ground (the point defaults to the frame's origin).
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and outputs ``force``, ``point``,
+        ``torque`` in Ground."""
         s = group.static
         F, P, T = cls._vectors(group, params, ctx)
         X = ctx.frames_in_ground(s["frames"])

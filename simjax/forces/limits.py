@@ -87,6 +87,8 @@ class CoordinateLimitForce(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: coordinate indices, whether each force applies, and the
+        members that integrate their dissipated energy."""
         comps = [build.find(p) for p in paths]
         return {**coordinate_indices(build, paths), "on": np.asarray([c.applies_force for c in comps], bool),
                 "z_members": np.asarray([i for i, c in enumerate(comps) if c.compute_dissipation_energy], np.int32)}
@@ -115,6 +117,11 @@ class CoordinateLimitForce(Force):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Generalized forces of the group: the limit spring and damping force on each
+        coordinate (N·m or N).
+
+        **Returns:** ``Forces`` with ``mobility`` ``(nu,)`` and outputs ``limit_force``,
+        ``power_dissipation`` (W) and ``potential_energy`` (J)."""
         s = group.static
         f, power, pe = cls._evaluate(group, params, ctx)
         return Forces(mobility=masked_mobility(ctx.tree.nu, s["u"], f, s["on"]),
@@ -122,10 +129,13 @@ class CoordinateLimitForce(Force):
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
+        """Elastic energy stored in the group's limit springs (J)."""
         return jnp.sum(cls._evaluate(group, params, ctx)[2])
 
     @classmethod
     def group_zdot(cls, group, params, ctx):
+        """Rates of the group's state variables: the damping power dissipated (W), ``(m, 1)``
+        for the members that integrate it; and the ``power_dissipation`` output."""
         s = group.static
         _, power, _ = cls._evaluate(group, params, ctx)
         zdot = jnp.where(s["on"], power, 0.0)[s["z_members"]][:, None]

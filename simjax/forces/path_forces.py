@@ -156,12 +156,16 @@ class Ligament(_PathForce):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: the path forces' data plus a ``FunctionBank`` of the
+        ligaments' force-length curves."""
         static = super().compile_group(build, paths)
         static["bank"] = FunctionBank.of([build.find(p).curve() for p in paths])
         return static
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: the path forces' parameters plus the curves'
+        parameters (``curves``)."""
         comps = [model.find(p) for p in group.paths]
         params = super().group_params(model, group)
         params["curves"] = bank_params(group.static["bank"], [c.curve() for c in comps])

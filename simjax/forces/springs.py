@@ -57,6 +57,8 @@ class PointToPointSpring(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: the mobilizers of each spring's two bodies and whether it
+        applies force."""
         mob1 = [build.frame_mob(build.socket(p, "body1")) for p in paths]
         mob2 = [build.frame_mob(build.socket(p, "body2")) for p in paths]
         return {"mob1": np.asarray(mob1, np.int32), "mob2": np.asarray(mob2, np.int32),
@@ -75,6 +77,11 @@ class PointToPointSpring(Force):
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Body forces of the group: tension ``stiffness * (length - rest_length)`` (N) along
+        the line between the two points, pulling them together when stretched.
+
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and outputs ``tension`` (N),
+        ``length`` (m) and ``potential_energy`` (J)."""
         s = group.static
         r1, r2, d_vec, d = cls._geometry(group, params, ctx)
         stretch = d - params["rest_length"]
@@ -89,6 +96,7 @@ class PointToPointSpring(Force):
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
+        """Elastic energy stored in the group's springs, ``0.5 k (d - d0)^2`` summed (J)."""
         _, _, _, d = cls._geometry(group, params, ctx)
         return jnp.sum(0.5 * params["stiffness"] * (d - params["rest_length"]) ** 2)
 
@@ -138,11 +146,16 @@ class SpringGeneralizedForce(Force):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: coordinate indices and whether each spring applies force."""
         return {**coordinate_indices(build, paths),
                 "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
 
     @classmethod
     def group_forces(cls, group, params, ctx):
+        """Generalized forces of the group: ``-stiffness (q - rest_length) - viscosity u``
+        (N·m or N) on each coordinate.
+
+        **Returns:** ``Forces`` with ``mobility`` ``(nu,)`` and output ``force`` ``(k,)``."""
         s = group.static
         q, u = ctx.state.q[s["q"]], ctx.state.u[s["u"]]
         f = -params["stiffness"] * (q - params["rest_length"]) - params["viscosity"] * u

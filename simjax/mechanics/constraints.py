@@ -120,14 +120,18 @@ class WeldConstraint(Constraint):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: each weld's two frames and their mobilizers."""
         return _frames_static(build, paths, ("frame1", "frame2"))
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: none (the frames carry the offsets)."""
         return {}
 
     @classmethod
     def group_rows(cls, group, params, ctx):
+        """The group's equations: six rows per weld (orientation error in rad, position
+        error in m), see ``weld_rows``."""
         s = group.static
         R1, p1 = ctx.frames_in_ground(s["frame1"])
         R2, p2 = ctx.frames_in_ground(s["frame2"])
@@ -168,10 +172,13 @@ class PointConstraint(Constraint):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: each constraint's two bodies and their mobilizers."""
         return _frames_static(build, paths, ("body_1", "body_2"))
 
     @classmethod
     def group_rows(cls, group, params, ctx):
+        """The group's equations: three rows per constraint, the position of the point on body
+        2 minus that on body 1 (m, in Ground), with their velocity errors, Jacobian and bias."""
         s = group.static
         X1 = ctx.frames_in_ground(s["body_1"])
         X2 = ctx.frames_in_ground(s["body_2"])
@@ -208,6 +215,10 @@ class CoordinateCouplerConstraint(Constraint):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: the ``q``/``u`` indices of each independent and dependent
+        coordinate, and a ``FunctionBank`` of the coupling functions.
+
+        Raises ``ModelError`` when a coupled coordinate belongs to a quaternion joint."""
         from ..function_bank import FunctionBank
 
         ind = [build.coordinate(build.socket(p, "independent_coordinate")) for p in paths]
@@ -222,6 +233,8 @@ class CoordinateCouplerConstraint(Constraint):
 
     @classmethod
     def group_params(cls, model, group):
+        """Traced parameters of a group: the scale factors and the coupling functions'
+        parameters."""
         from ..function_bank import bank_params
 
         comps = [model.find(p) for p in group.paths]
@@ -230,6 +243,8 @@ class CoordinateCouplerConstraint(Constraint):
 
     @classmethod
     def group_rows(cls, group, params, ctx):
+        """The group's equations: one row per constraint, ``q_dep - scale * f(q_ind)``, with its
+        velocity error, Jacobian and bias."""
         from ..function_bank import bank_eval
 
         s = group.static

@@ -87,6 +87,8 @@ class PointOnLineConstraint(Constraint):
 
     @classmethod
     def compile_group(cls, build, paths):
+        """Static data of a group: the enforced members and the mobilizers of each one's line
+        body and follower body."""
         enforced = [p for p in paths if build.model.find(p).isEnforced]
         idx = [paths.index(p) for p in enforced]
         return {"members": np.asarray(idx, np.int32),
@@ -95,6 +97,9 @@ class PointOnLineConstraint(Constraint):
 
     @classmethod
     def group_rows(cls, group, params, ctx):
+        """The group's equations: two rows per enforced constraint, the follower point's
+        offset from the line along two axes perpendicular to it (m), with their velocity
+        errors, Jacobian and bias."""
         s = group.static
         mB, mF, i = s["mobB"], s["mobF"], s["members"]
         R0, p0 = ctx.pos.R0, ctx.pos.p0

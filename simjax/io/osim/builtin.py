@@ -207,6 +207,11 @@ class JointIO(ComponentIO):
     required for joint types that have coordinates."""
 
     def read(self, node, rc, path):
+        """Read a joint element (see ``ComponentIO.read``).
+
+        Raises the reader's error when a non-custom joint with coordinates lacks
+        ``<coordinates>``; raises ``SkipComponent`` when the listed coordinates do not
+        match the joint's count, so the reader drops it with a warning, as OpenSim does."""
         coords = node.find("coordinates")
         if coords is None and self.cls.kind != "custom" and self.cls.num_coordinates_default() > 0:
             raise rc.error(node, path, f"{self.osim_class} is missing the required property <coordinates>")

@@ -18,6 +18,8 @@ START, END = 0.5, 2.5
 
 
 def tool(name: str) -> osim.AnalyzeTool:
+    """An OpenSim ``AnalyzeTool`` named ``name`` set up for subject01's walk: the model,
+    IK motion, ground reactions, reserve actuators and time range of this pipeline."""
     t = osim.AnalyzeTool()
     t.setName(name)
     t.setModelFilename("../subject01.osim")
@@ -35,6 +37,7 @@ def tool(name: str) -> osim.AnalyzeTool:
 
 
 def strings(*words) -> osim.ArrayStr:
+    """An OpenSim ``ArrayStr`` holding ``words``."""
     out = osim.ArrayStr()
     for w in words:
         out.append(w)
