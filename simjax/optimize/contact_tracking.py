@@ -178,6 +178,7 @@ class ContactTracking(Goal):
                     norms=np.stack(norms), direction=direction, denominator=denominator)
 
     def integrand(self, problem, t, y, controls, system=None):
+        """The squared force errors (N^2) over the model's weight (N) at one grid point; see ``Goal.integrand``."""
         from ..forward import Context
         from ..state import State
 

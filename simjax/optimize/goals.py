@@ -206,6 +206,7 @@ class StateTracking(Goal):
         return jax.vmap(lambda pp: pp(t))(prep["pp"])
 
     def integrand(self, problem, t, y, controls, system=None):
+        """The weighted squared tracking errors at one grid point; see ``Goal.integrand``."""
         prep = _cached(self, problem, self._prepare)
         if prep is None:  # (Moco tracks nothing, and integrates zero)
             return jnp.zeros((), jnp.result_type(y, float))
@@ -288,6 +289,7 @@ class MarkerTracking(Goal):
         return {} if prep is None else dict(zip(prep["paths"], prep["weights"].tolist()))
 
     def integrand(self, problem, t, y, controls, system=None):
+        """The weighted squared marker errors at one grid point (m^2); see ``Goal.integrand``."""
         from ..tools.kinematics import _marker_positions
 
         prep = _cached(self, problem, self._prepare)
@@ -395,6 +397,7 @@ class OutputIntegral(Goal):
         return v[self.index]
 
     def integrand(self, problem, t, y, controls, system=None):
+        """The output's value to the goal's exponent at one grid point; see ``Goal.integrand``."""
         return _power(self.value(problem, t, y, controls, system), self.exponent)
 
 
@@ -447,6 +450,7 @@ class Periodicity(Goal):
         return out
 
     def endpoint_values(self, problem, ends, system=None):
+        """Each pair's ``sign * initial - final`` value (the variables' units; zero where periodic)."""
         _check_mode(self)
         values = []
         for pairs, kind, first, last in ((self.states, "state", ends.y0, ends.yf),
@@ -478,6 +482,7 @@ class AverageSpeed(Goal):
     weight: float = 1.0
 
     def endpoint_values(self, problem, ends, system=None):
+        """The average speed's error at the phase's ends, ``displacement / duration - desired`` (m/s)."""
         from ..api import mass_center
         from ..state import State
 

@@ -56,6 +56,7 @@ class SumSquaredStates(Goal):
     pattern: str = ".*"
 
     def integrand(self, problem, t, y, controls, system=None):
+        """The weighted sum of the squared states at one grid point; see ``Goal.integrand``."""
         idx = [i for i, n in enumerate(problem.state_names) if re.fullmatch(self.pattern, n)]
         if not idx:
             raise ValueError(f"SumSquaredStates: no state matches {self.pattern!r}")

@@ -86,9 +86,11 @@ class OutputBound(_TimeBounds, PathConstraint):
         return OutputIntegral(self.output, exponent=self.exponent, index=self.index)
 
     def values(self, problem, system, t, y, controls):
+        """The output's value at one mesh point, as ``PathConstraint.values``."""
         return self._rows(jnp.reshape(self._integral.integrand(problem, t, y, controls, system), (1,)), t)
 
     def bounds(self, problem):
+        """``(lower, upper)`` on the output, as ``PathConstraint.bounds``."""
         return self._row_bounds(1)
 
 
@@ -196,6 +198,7 @@ class FrameDistance(PathConstraint):
         return None
 
     def values(self, problem, system, t, y, controls):
+        """The frames' distances (m) at one mesh point, as ``PathConstraint.values``."""
         from ..forward import Context
         from ..state import State
 
@@ -213,6 +216,7 @@ class FrameDistance(PathConstraint):
         return jnp.sum(r * r, axis=1)
 
     def bounds(self, problem):
+        """``(lower, upper)`` on the distance (m), as ``PathConstraint.bounds``."""
         self._checked(problem)
         lo = np.asarray([a for _, _, a, _ in self.pairs], float)
         hi = np.asarray([b for *_, b in self.pairs], float)

@@ -81,6 +81,7 @@ class ControlEffort(Goal):
     weights: Any = None
 
     def integrand(self, problem, t, y, controls, system=None):
+        """The weighted controls to the goal's exponent at one grid point; see ``Goal.integrand``."""
         import jax.numpy as jnp
 
         w = np.ones(len(problem.control_names))
@@ -96,6 +97,7 @@ class FinalTime(Goal):
     weight: float = 1.0
 
     def endpoint(self, problem, t0, tf):
+        """The final time's term, ``tf`` (s), as ``Goal.endpoint``."""
         return tf
 
 
