@@ -37,6 +37,22 @@ def compiler_options(backend: str | None = None) -> dict:
     return dict(_OPTIONS.get(backend or jax.default_backend(), {}))
 
 
+def full_precision(fun):
+    """``fun`` traced with full-precision float32 matrix products
+    (``jax.default_matmul_precision("highest")``): a GPU's float32 products default to
+    TensorFloat-32 (10-bit mantissas), too coarse for dynamics; "highest" changes nothing
+    in float64 or on a CPU. Every jitted entry point of simjax traces its function so.
+
+    **Arguments:** ``fun``: the function. **Returns:** the wrapped function.
+    """
+    @functools.wraps(fun)
+    def exact(*args, **kwargs):
+        with jax.default_matmul_precision("highest"):
+            return fun(*args, **kwargs)
+
+    return exact
+
+
 def jit(fun):
     """``equinox.filter_jit`` that compiles with ``compiler_options()`` for the backend in
     use when called at top level (one compiled function per backend). Called inside
@@ -47,13 +63,7 @@ def jit(fun):
 
     **Arguments:** ``fun``: the function. **Returns:** the jitted function.
     """
-    @functools.wraps(fun)
-    def exact(*args, **kwargs):
-        # a GPU's float32 products default to TensorFloat-32 (10-bit mantissas), too
-        # coarse for dynamics; "highest" changes nothing in float64 or on a CPU
-        with jax.default_matmul_precision("highest"):
-            return fun(*args, **kwargs)
-
+    exact = full_precision(fun)
     plain = eqx.filter_jit(exact)
     by_backend = {}
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import equinox as eqx
 
+from ..compiling import full_precision
 from ..forward import Context
 from ..state import State
 
@@ -30,6 +31,7 @@ __all__ = ["equilibrate_muscles"]
 
 
 @eqx.filter_jit
+@full_precision
 def equilibrate_muscles(system, state: State, controls=None) -> State:
     """A state whose muscles are in equilibrium (OpenSim ``equilibrateMuscles``).
 

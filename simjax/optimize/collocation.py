@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiling import full_precision
 from . import ipm, progress
 from .nlp import StagedNLP
 from .problem import Ends, Problem
@@ -630,6 +631,7 @@ def _trajectory(problem, unpack, sol) -> OptimalTrajectory:
 
 
 @eqx.filter_jit
+@full_precision
 def _solve_batch(nlp, z0, g0, options, values, weights, edit):
     def one(value, w):
         theta = dict(nlp.theta)
@@ -673,5 +675,6 @@ def _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode, acc
 
 
 @eqx.filter_jit
+@full_precision
 def _solve(nlp, z0, g0, options, multipliers, derivatives):
     return ipm.solve(nlp, z0, g0, options, multipliers, derivatives)

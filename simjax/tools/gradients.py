@@ -20,6 +20,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ..compiling import full_precision
+
 __all__ = ["implicit_root", "scaled_system"]
 
 
@@ -198,6 +200,7 @@ def _path_lengths(system) -> dict:
 
 
 @eqx.filter_jit
+@full_precision
 def _default_lengths(system):
     from ..forward import Context
     from ..muscles.path import path_geometry

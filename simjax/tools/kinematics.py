@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiling import full_precision
 from ..io.tables import TimeSeriesTable, read_table
 from ..mechanics.joints import ROTATIONAL
 from ..state import State
@@ -357,6 +358,7 @@ def _solve_frame(system, st, problem, q0, data, lo_q, hi_q, max_steps, tol):
 
 
 @eqx.filter_jit
+@full_precision
 def _solve(system, st: _Static, base: State, q_start, obs, weights, cvals, cweights, lo_q, hi_q, cw, tol):
     """All frames, in passes of a batched (vmap) solve that reproduce OpenSim's warm starts.
 
@@ -504,6 +506,7 @@ def marker_positions(system, markers, q, state: State | None = None):
 
 
 @eqx.filter_jit
+@full_precision
 def _marker_positions(system, paths, q, base):
     st = _Static(frames=tuple(system.topology.connections[(p, "parent_frame")] for p in paths), marker_paths=paths,
                  coord_q=(), coord_u=(), movable=(), bound_u=(), bound_q=(), fixed_q=(), constrained=True,
@@ -515,6 +518,7 @@ def _marker_positions(system, paths, q, base):
 
 
 @eqx.filter_jit
+@full_precision
 def _implicit(system, st: _Static, base: State, q_star, obs, weights, prob):
     """``q_star`` (the solver's optimum, ``(F, nq)``) with the derivatives of the
     optimum attached by the implicit function theorem, frame by frame (vmap).

@@ -42,6 +42,7 @@ import jax
 import numpy as np
 
 from ..component import ModelError
+from ..compiling import full_precision
 from ..functions import LinearFunction, MultiplierFunction
 from ..io.osim._xml import parse
 from ..io.tables import TimeSeriesTable, read_table
@@ -128,7 +129,7 @@ def _geometry(system, state, frames: tuple):
     return poses, lengths
 
 
-_geometry_jit = jax.jit(_geometry, static_argnums=2)
+_geometry_jit = jax.jit(full_precision(_geometry), static_argnums=2)
 
 
 def _default_geometry(model: Model, q=None):
