@@ -242,3 +242,8 @@ def test_implicit_dynamics_settings_are_read_with_moco_s_bounds_only(tmp_path):
                                     "</implicit_auxiliary_derivative_bounds>")
     with pytest.raises(study.StudyError, match=r"<implicit_auxiliary_derivative_bounds> = '-5 5'"):
         study.read_study(narrow)
+    # kinematic constraints: Moco's default method alone
+    bordalba = with_solver_properties("bordalba.omoco", "<kinematic_constraint_method>Bordalba2023"
+                                      "</kinematic_constraint_method>")
+    with pytest.raises(study.StudyError, match=r"<kinematic_constraint_method> = 'Bordalba2023'"):
+        study.read_study(bordalba)

@@ -101,8 +101,10 @@ acceleration or auxiliary derivative bounds, parameters, path
 constraints, initial or final bounds on controls, a model operator simjax lacks, a
 model with controllers, an unknown element) is a ``StudyError`` listing all of it;
 what cannot (solver options such as ``optim_sparsity_detection``, ``parallel``,
-``scale_variables_using_bounds``, the settings of kinematic constraints and implicit
-dynamics, ...) is ignored with one ``StudyWarning`` listing it.
+``scale_variables_using_bounds``, ...) is ignored with one ``StudyWarning`` listing
+it. Kinematic constraints are enforced by Moco's default method (Posa et al. 2016,
+derivatives enforced, velocity corrections within (-0.1, 0.1), multipliers not
+minimized); other settings of them are errors.
 
 Paths. Moco 4.6's ``MocoStudy`` reads its files (the model, a reference, the guess)
 relative to the working directory; here a relative path is looked for next to the
@@ -124,7 +126,7 @@ from typing import Any
 
 import numpy as np
 
-from .collocation import ACCELERATION_BOUNDS, TENDON_DERIVATIVE_BOUNDS
+from .collocation import ACCELERATION_BOUNDS, TENDON_DERIVATIVE_BOUNDS, VELOCITY_CORRECTION_BOUNDS
 
 __all__ = ["MODEL_OPERATORS", "Study", "StudyError", "StudyWarning", "read_study", "run_study", "solve_study"]
 
@@ -170,14 +172,9 @@ _SOLVER_IGNORED = {
     "output_interval": "IPOPT's intermediate output",
     "scale_variables_using_bounds": "simjax scales by gradients, as IPOPT does",
     "parameters_require_initsystem": "simjax sets parameters without re-initializing the model",
-    "enforce_constraint_derivatives": "kinematic constraints",
-    "kinematic_constraint_method": "kinematic constraints",
-    "velocity_correction_bounds": "kinematic constraints",
-    "minimize_lagrange_multipliers": "kinematic constraints",
-    "lagrange_multiplier_weight": "kinematic constraints",
-    "minimize_state_projection_distance": "kinematic constraints",
-    "state_projection_distance_weight": "kinematic constraints",
-    "projection_slack_variable_bounds": "kinematic constraints",
+    "lagrange_multiplier_weight": "the multipliers are not minimized",
+    "state_projection_distance_weight": "Bordalba et al. 2023's method is not used",
+    "projection_slack_variable_bounds": "Bordalba et al. 2023's method is not used",
     "enforce_path_constraint_mesh_interior_points": "path constraints",
 }
 
@@ -1014,6 +1011,22 @@ def _solver(r: _Reader, node) -> dict:
             if bounds not in ((), TENDON_DERIVATIVE_BOUNDS):
                 r.error(child, where, "simjax bounds the auxiliary derivatives by Moco's default "
                         f"{TENDON_DERIVATIVE_BOUNDS} only", text)
+        elif tag in ("kinematic_constraint_method", "enforce_constraint_derivatives", "velocity_correction_bounds",
+                     "minimize_lagrange_multipliers", "minimize_state_projection_distance"):
+            # (simjax enforces kinematic constraints by Moco's default method alone)
+            default = {"kinematic_constraint_method": "Posa2016", "enforce_constraint_derivatives": "true",
+                       "minimize_lagrange_multipliers": "false", "minimize_state_projection_distance": "false"}
+            if tag == "velocity_correction_bounds":
+                try:
+                    bounds = tuple(float(w) for w in text.strip("()[] ").split())
+                except ValueError:
+                    bounds = None
+                if bounds not in ((), VELOCITY_CORRECTION_BOUNDS):
+                    r.error(child, where, "simjax bounds the velocity corrections by Moco's default "
+                            f"{VELOCITY_CORRECTION_BOUNDS} only", text)
+            elif text and text.lower() != default[tag].lower():
+                r.error(child, where, f"simjax enforces kinematic constraints by Moco's default only ({default[tag]})",
+                        text)
         elif tag in ("minimize_implicit_multibody_accelerations", "minimize_implicit_auxiliary_derivatives"):
             minimize[tag] = r.flag(child, where)
         elif tag in ("implicit_multibody_accelerations_weight", "implicit_auxiliary_derivatives_weight"):
