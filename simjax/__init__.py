@@ -3,6 +3,7 @@
 The public API is re-exported here by name; the modules behind it may change.
 """
 
+from . import compilation_cache  # noqa: F401  (first: it turns JAX's persistent cache on before anything compiles)
 from . import models, spatial, view
 from .analysis.moment_arms import moment_arm, moment_arms
 from .api import (accelerations, assemble, body_poses, component_outputs, constraint_errors, controls, forward_dynamics,

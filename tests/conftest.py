@@ -1,5 +1,5 @@
-"""Test configuration: float64 everywhere, quiet OpenSim logging, and each module's
-compiled programs released when it ends."""
+"""Test configuration: float64 everywhere, quiet OpenSim logging, each module's
+compiled programs released when it ends, and simjax's compilation cache off."""
 
 import gc
 import os
@@ -9,6 +9,10 @@ import pytest
 
 jax.config.update("jax_enable_x64", True)
 os.environ.setdefault("OPENSIM_LOG_LEVEL", "off")
+# simjax's persistent compilation cache (simjax.compilation_cache) is off in the tests: they
+# write nothing to the user's cache folder (tests/test_compilation_cache.py turns it on in
+# subprocesses of its own)
+os.environ.setdefault("SIMJAX_NO_COMPILATION_CACHE", "1")
 
 
 def pytest_configure(config):
