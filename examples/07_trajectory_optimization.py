@@ -163,7 +163,7 @@ folder = sj.models.pipeline_path("Gait10dof18musc")
 model_file = os.path.join(folder, "subject01.osim")
 loads_file = os.path.join(folder, "ExperimentalData", "subject01_walk_grf.xml")
 motion_file = os.path.join(folder, "OutputReference", "IK", "subject01_walk_IK.mot")
-T0, T1 = 0.6, 1.4
+T0, T1 = 0.6, 1.0 if CI else 1.4   # s (a shorter window at CI size)
 
 walker = edits.ModelProcessor(
     model_file, functools.partial(edits.add_external_loads, path=loads_file), edits.ignore_tendon_compliance,
