@@ -54,6 +54,8 @@ class ControlTable(eqx.Module):
     values: jax.Array
 
     def __call__(self, t, state=None):
+        """The controls at time ``t`` (s), linear between the knots and held beyond
+        them: ``(n_actuators,)``; ``state`` is unused (a controller's signature)."""
         return jax.vmap(lambda v: jnp.interp(t, self.times, v), in_axes=1)(self.values)
 
 
