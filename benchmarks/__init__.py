@@ -26,6 +26,7 @@ def run_fresh(module: str, *args: str, timeout: float = 1200.0) -> dict:
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-m", module, *args], cwd=root, capture_output=True, text=True,
-                         check=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=root, capture_output=True, text=True, check=True, timeout=timeout
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -52,38 +52,57 @@ def measure(name: str, batches, accuracy: float, batch_time: float) -> dict:
     rhs = suite.simjax_rhs(system, state)
     grad = suite.simjax_gradient(system, state, 1.0, accuracy)
     batch = throughput.measure(name, batches, batch_time, accuracy)
-    return {"model": name, "dof": len(system.coordinate_names), "muscles_or_z": int(system.topology.nz),
-            "opensim_1s": os_run["wall"], "simjax_1s": sj_run["wall"], "ratio": sj_run["wall"] / os_run["wall"],
-            "steps_opensim": os_run["steps"], "steps_simjax": sj_run["steps"], "final_q_diff": dq,
-            "error_opensim": agree["opensim"], "error_simjax": agree["simjax"], "error_ratio": agree["ratio"],
-            "opensim_rhs": suite.opensim_rhs(om), "simjax_rhs_call": rhs["call"], "simjax_rhs_in_jit": rhs["in_jit"],
-            "batch_time": batch_time, "compile_simulate": sj_run["compile"],
-            "compile_simulate_all_cores": compile_time.measure(name, accuracy)["compile_simulate"],
-            "compile_gradient": grad["compile"],
-            "gradient_over_forward": grad["wall"] / grad["forward"],
-            "batch_cores": batch["cores"],
-            "batch": {n: {"throughput": b["throughput"], "per_world": b["per_world"],
-                          "world_steps_per_s": b["world_steps_per_s"]} for n, b in batch["batch"].items()},
-            "peak_memory_mb": suite.peak_memory_mb()}
+    return {
+        "model": name,
+        "dof": len(system.coordinate_names),
+        "muscles_or_z": int(system.topology.nz),
+        "opensim_1s": os_run["wall"],
+        "simjax_1s": sj_run["wall"],
+        "ratio": sj_run["wall"] / os_run["wall"],
+        "steps_opensim": os_run["steps"],
+        "steps_simjax": sj_run["steps"],
+        "final_q_diff": dq,
+        "error_opensim": agree["opensim"],
+        "error_simjax": agree["simjax"],
+        "error_ratio": agree["ratio"],
+        "opensim_rhs": suite.opensim_rhs(om),
+        "simjax_rhs_call": rhs["call"],
+        "simjax_rhs_in_jit": rhs["in_jit"],
+        "batch_time": batch_time,
+        "compile_simulate": sj_run["compile"],
+        "compile_simulate_all_cores": compile_time.measure(name, accuracy)["compile_simulate"],
+        "compile_gradient": grad["compile"],
+        "gradient_over_forward": grad["wall"] / grad["forward"],
+        "batch_cores": batch["cores"],
+        "batch": {
+            n: {"throughput": b["throughput"], "per_world": b["per_world"], "world_steps_per_s": b["world_steps_per_s"]}
+            for n, b in batch["batch"].items()
+        },
+        "peak_memory_mb": suite.peak_memory_mb(),
+    }
 
 
 def markdown(rows, machine) -> str:
     """The report as a Markdown table."""
-    lines = [f"# simjax benchmarks\n\nMachine: {machine}\n",
-             "| model | dof | OpenSim 1 s | simjax 1 s | ratio | error vs reference (OpenSim / simjax) | RHS OpenSim "
-             "| RHS simjax (in jit) | compile (this process / all cores) | grad compile | grad/fwd | best batch "
-             "world-s/s | peak MB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"# simjax benchmarks\n\nMachine: {machine}\n",
+        "| model | dof | OpenSim 1 s | simjax 1 s | ratio | error vs reference (OpenSim / simjax) | RHS OpenSim "
+        "| RHS simjax (in jit) | compile (this process / all cores) | grad compile | grad/fwd | best batch "
+        "world-s/s | peak MB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         best = max(r["batch"].items(), key=lambda kv: kv[1]["throughput"])
-        lines.append(f"| {r['model']} | {r['dof']} | {r['opensim_1s'] * 1e3:.1f} ms | {r['simjax_1s'] * 1e3:.1f} ms | "
-                     f"{r['ratio']:.2f} | {r['error_opensim']:.2e} / {r['error_simjax']:.2e} | "
-                     f"{r['opensim_rhs'] * 1e6:.1f} us | {r['simjax_rhs_in_jit'] * 1e6:.1f} us | "
-                     f"{r['compile_simulate']:.1f} / {r['compile_simulate_all_cores']:.1f} s | "
-                     f"{r['compile_gradient']:.1f} s | "
-                     f"{r['gradient_over_forward']:.1f} | {best[1]['throughput']:.1f} (batch {best[0]}, "
-                     f"{r['batch_cores']} cores) | "
-                     f"{r['peak_memory_mb']:.0f} |")
+        lines.append(
+            f"| {r['model']} | {r['dof']} | {r['opensim_1s'] * 1e3:.1f} ms | {r['simjax_1s'] * 1e3:.1f} ms | "
+            f"{r['ratio']:.2f} | {r['error_opensim']:.2e} / {r['error_simjax']:.2e} | "
+            f"{r['opensim_rhs'] * 1e6:.1f} us | {r['simjax_rhs_in_jit'] * 1e6:.1f} us | "
+            f"{r['compile_simulate']:.1f} / {r['compile_simulate_all_cores']:.1f} s | "
+            f"{r['compile_gradient']:.1f} s | "
+            f"{r['gradient_over_forward']:.1f} | {best[1]['throughput']:.1f} (batch {best[0]}, "
+            f"{r['batch_cores']} cores) | "
+            f"{r['peak_memory_mb']:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -92,41 +111,86 @@ def markdown(rows, machine) -> str:
 # median error ratio within the statistic's own spread (suite.agreement) counts as equal.
 AGREEMENT = 1.15
 GOALS = (
-    ("1 s simulation / OpenSim's, one world", "arm26", lambda r: r["ratio"], 0.5,
-     "OpenSim's ellipsoid wrap, reproduced pass for pass, is about two thirds of its right-hand side (the "
-     "tangent-point iteration's ~28 passes of ~23 kernels, the fan of 298 closest points, the surface polyline): "
-     "benchmarks.wrapping, benchmarks.hlo_ops; and the steps, OpenSim's as well, are held at the stability bound "
-     "of the stiffest fiber length (benchmarks.stiffness), as many as OpenSim's; solvers treating the fiber "
-     "lengths implicitly took more at this accuracy, and erred more (README)"),
+    (
+        "1 s simulation / OpenSim's, one world",
+        "arm26",
+        lambda r: r["ratio"],
+        0.5,
+        "OpenSim's ellipsoid wrap, reproduced pass for pass, is about two thirds of its right-hand side (the "
+        "tangent-point iteration's ~28 passes of ~23 kernels, the fan of 298 closest points, the surface polyline): "
+        "benchmarks.wrapping, benchmarks.hlo_ops; and the steps, OpenSim's as well, are held at the stability bound "
+        "of the stiffest fiber length (benchmarks.stiffness), as many as OpenSim's; solvers treating the fiber "
+        "lengths implicitly took more at this accuracy, and erred more (README)",
+    ),
     ("1 s simulation / OpenSim's, one world", "gait10dof18musc", lambda r: r["ratio"], 0.5, ""),
-    ("1 s simulation / OpenSim's, one world", "large", lambda r: r["ratio"], 0.3,
-     "wrapping, as arm26 (met since the cylinders' tangent points are solved only where a segment can wrap)"),
-    *(("final coordinates' error against a tight reference / OpenSim's (median of 33 runs)", model,
-       lambda r: r["error_ratio"], AGREEMENT,
-       "more than the ~15% by which the median of one engine's own runs moves between accuracies 1-5% apart: "
-       "look for a difference of the models or of the step-size control") for model in ("arm26", "gait10dof18musc",
-                                                                                          "large")),
-    ("best batch's time per world-second / OpenSim's 1 s run", "gait10dof18musc",
-     lambda r: min(b["per_world"] / r["batch_time"] for b in r["batch"].values()) / r["opensim_1s"],
-     0.05, "in a vmapped chunk a world's right-hand side costs ~17 us against ~21 us alone: XLA's CPU kernels "
-     "for the gathers, concatenations and small reductions over per-body blocks run at ~1 GFLOP/s whatever the "
-     "layout (a batch-minor layout, evaluated by a jaxpr interpreter, gave no gain), and the steps are held at "
-     "the stability bound of the stiffest fiber length (benchmarks.stiffness); a GPU would close it"),
-    ("compile time of simulate on all cores (s)", "gait10dof18musc", lambda r: r["compile_simulate_all_cores"], 10.0,
-     "XLA's optimisation of one right-hand side inlined in the solver's stages"),
-    ("compile time of simulate on all cores (s)", "large", lambda r: r["compile_simulate_all_cores"], 30.0,
-     "as gait10dof18musc, plus the wrapping engine's loops"),
-    ("reverse-mode gradient / forward wall time", "gait10dof18musc", lambda r: r["gradient_over_forward"], 5.0,
-     "the backward sweep re-runs each accepted step and takes a VJP per stage, ~3x a right-hand side"),
-    ("reverse-mode gradient / forward wall time", "arm26", lambda r: r["gradient_over_forward"], 5.0,
-     "the tangent points' derivative, taken at the passes' solution, still evaluates the ellipsoid's fan of 298 "
-     "closest points (about 40% of a right-hand side's VJP: benchmarks.gradient_parts; met since each stage's "
-     "VJP reuses the stage's wrap passes)"),
-    ("reverse-mode gradient / forward wall time", "large", lambda r: r["gradient_over_forward"], 5.0,
-     "the backward sweep re-runs each step and takes a right-hand side's VJP per stage, given the stage's wrap "
-     "passes ~2.2x a right-hand side; the paths' derivatives are ~40% of that VJP (the tangent points sliding "
-     "over the surfaces, for the forces' and speeds' derivatives, ~20%), many small kernels rather than "
-     "arithmetic: benchmarks.gradient_parts (met since each stage's VJP reuses the stage's wrap passes)"),
+    (
+        "1 s simulation / OpenSim's, one world",
+        "large",
+        lambda r: r["ratio"],
+        0.3,
+        "wrapping, as arm26 (met since the cylinders' tangent points are solved only where a segment can wrap)",
+    ),
+    *(
+        (
+            "final coordinates' error against a tight reference / OpenSim's (median of 33 runs)",
+            model,
+            lambda r: r["error_ratio"],
+            AGREEMENT,
+            "more than the ~15% by which the median of one engine's own runs moves between accuracies 1-5% apart: "
+            "look for a difference of the models or of the step-size control",
+        )
+        for model in ("arm26", "gait10dof18musc", "large")
+    ),
+    (
+        "best batch's time per world-second / OpenSim's 1 s run",
+        "gait10dof18musc",
+        lambda r: min(b["per_world"] / r["batch_time"] for b in r["batch"].values()) / r["opensim_1s"],
+        0.05,
+        "in a vmapped chunk a world's right-hand side costs ~17 us against ~21 us alone: XLA's CPU kernels "
+        "for the gathers, concatenations and small reductions over per-body blocks run at ~1 GFLOP/s whatever the "
+        "layout (a batch-minor layout, evaluated by a jaxpr interpreter, gave no gain), and the steps are held at "
+        "the stability bound of the stiffest fiber length (benchmarks.stiffness); a GPU would close it",
+    ),
+    (
+        "compile time of simulate on all cores (s)",
+        "gait10dof18musc",
+        lambda r: r["compile_simulate_all_cores"],
+        10.0,
+        "XLA's optimisation of one right-hand side inlined in the solver's stages",
+    ),
+    (
+        "compile time of simulate on all cores (s)",
+        "large",
+        lambda r: r["compile_simulate_all_cores"],
+        30.0,
+        "as gait10dof18musc, plus the wrapping engine's loops",
+    ),
+    (
+        "reverse-mode gradient / forward wall time",
+        "gait10dof18musc",
+        lambda r: r["gradient_over_forward"],
+        5.0,
+        "the backward sweep re-runs each accepted step and takes a VJP per stage, ~3x a right-hand side",
+    ),
+    (
+        "reverse-mode gradient / forward wall time",
+        "arm26",
+        lambda r: r["gradient_over_forward"],
+        5.0,
+        "the tangent points' derivative, taken at the passes' solution, still evaluates the ellipsoid's fan of 298 "
+        "closest points (about 40% of a right-hand side's VJP: benchmarks.gradient_parts; met since each stage's "
+        "VJP reuses the stage's wrap passes)",
+    ),
+    (
+        "reverse-mode gradient / forward wall time",
+        "large",
+        lambda r: r["gradient_over_forward"],
+        5.0,
+        "the backward sweep re-runs each step and takes a right-hand side's VJP per stage, given the stage's wrap "
+        "passes ~2.2x a right-hand side; the paths' derivatives are ~40% of that VJP (the tangent points sliding "
+        "over the surfaces, for the forces' and speeds' derivatives, ~20%), many small kernels rather than "
+        "arithmetic: benchmarks.gradient_parts (met since each stage's VJP reuses the stage's wrap passes)",
+    ),
 )
 
 
@@ -182,8 +246,17 @@ def main(argv=None) -> None:
     optimize_rows = [] if args.no_optimize else _rows_or_none("optimize", "trajectory optimisation", optimize.measure)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "report.json"), "w") as f:
-        json.dump({"machine": machine, "accuracy": args.accuracy, "models": rows, "tools": tool_rows,
-                   "optimize": optimize_rows}, f, indent=1)
+        json.dump(
+            {
+                "machine": machine,
+                "accuracy": args.accuracy,
+                "models": rows,
+                "tools": tool_rows,
+                "optimize": optimize_rows,
+            },
+            f,
+            indent=1,
+        )
     text = markdown(rows, machine) + goals(rows) + ("\n## Tools\n\n" + tools.markdown(tool_rows) if tool_rows else "")
     text += ("\n## Trajectory optimisation\n\n" + optimize.markdown(optimize_rows)) if optimize_rows else ""
     with open(os.path.join(args.out, "report.md"), "w") as f:

@@ -39,9 +39,11 @@ CASES = ("cli", "arm26_simulate", "arm26_gradient")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace",
-           "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-           "/jax/core/compile/backend_compile_duration": "compile"}
+_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
 
 
 def _case(name: str) -> dict:
@@ -89,9 +91,11 @@ def _case(name: str) -> dict:
     state = suite.initial_state(system)
     jax.block_until_ready(state.z)
     if name == "arm26_simulate":
+
         def call():
             return sj.simulate(system, state, 1.0, accuracy=1e-5, n_outputs=2).q
     elif name == "arm26_gradient":
+
         def loss(q0):
             traj = sj.simulate(system, state.replace(q=q0), 1.0, accuracy=1e-5, n_outputs=2, throw=False)
             return jnp.sum(traj.q[-1] ** 2) + jnp.sum(traj.u[-1] ** 2), traj.result
@@ -122,8 +126,14 @@ def _process(name: str, cache: str, explain: bool) -> dict:
     if explain:
         env["JAX_EXPLAIN_CACHE_MISSES"] = "1"
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "benchmarks.compile_cache", "--case", name], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=1800)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.compile_cache", "--case", name],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     wall = time.perf_counter() - t
     if out.returncode != 0:
         raise RuntimeError(f"{name}: {out.stderr[-2000:]}")
@@ -151,16 +161,23 @@ def measure(cases=CASES, explain: bool = False) -> list:
 
 def markdown(rows) -> str:
     """The figures as a Markdown table."""
-    lines = ["| case | process | process wall | first call (trace / lower / XLA compile or load) | later call | "
-             "first / later |", "| --- | --- | ---: | --- | ---: | ---: |"]
+    lines = [
+        "| case | process | process wall | first call (trace / lower / XLA compile or load) | later call | "
+        "first / later |",
+        "| --- | --- | ---: | --- | ---: | ---: |",
+    ]
     for r in rows:
         for which in ("cold", "warm"):
             c = r[which]
-            lines.append(f"| {r['case']} | {'1 (empty cache)' if which == 'cold' else '2'} | {c['process']:.1f} s | "
-                         f"{c['first']:.2f} s ({c['trace']:.2f} / {c['lower']:.2f} / {c['compile']:.2f} s) | "
-                         f"{c['second']:.3f} s | {c['first'] / c['second']:.2f} |")
-    return "\n".join(lines) + ("\n\nGoal: process 2's first call within 10% of a later call (ratio <= 1.1)."
-                               " Tracing and lowering are Python work that JAX's persistent cache does not keep.")
+            lines.append(
+                f"| {r['case']} | {'1 (empty cache)' if which == 'cold' else '2'} | {c['process']:.1f} s | "
+                f"{c['first']:.2f} s ({c['trace']:.2f} / {c['lower']:.2f} / {c['compile']:.2f} s) | "
+                f"{c['second']:.3f} s | {c['first'] / c['second']:.2f} |"
+            )
+    return "\n".join(lines) + (
+        "\n\nGoal: process 2's first call within 10% of a later call (ratio <= 1.1)."
+        " Tracing and lowering are Python work that JAX's persistent cache does not keep."
+    )
 
 
 def main(argv=None) -> None:

@@ -86,10 +86,14 @@ def bench_calls(system, om, s, names):
     _, cb = suite.timed(lambda: fb(states))
     t_b = suite.best(lambda: fb(states).block_until_ready(), repeat=5) / len(Q)
     print(f"   OpenSim set state + realizeAcceleration: {t_os * 1e6:9.1f} us/call")
-    print(f"   simjax jitted accelerations (1 state):   {t_sj * 1e6:9.1f} us/call   ratio {t_sj / t_os:6.2f}"
-          f"   (compile {c1:.1f} s)")
-    print(f"   simjax vmapped over 1024 states:         {t_b * 1e6:9.1f} us/world  ratio {t_b / t_os:6.2f}"
-          f"   (compile {cb:.1f} s)")
+    print(
+        f"   simjax jitted accelerations (1 state):   {t_sj * 1e6:9.1f} us/call   ratio {t_sj / t_os:6.2f}"
+        f"   (compile {c1:.1f} s)"
+    )
+    print(
+        f"   simjax vmapped over 1024 states:         {t_b * 1e6:9.1f} us/world  ratio {t_b / t_os:6.2f}"
+        f"   (compile {cb:.1f} s)"
+    )
 
 
 def _osim_final(om, names, accuracy):
@@ -107,8 +111,11 @@ def _osim_final(om, names, accuracy):
     s2 = man.integrate(1.0)
     wall = time.perf_counter() - t
     cs = om.getCoordinateSet()
-    return (np.array([cs.get(n).getValue(s2) for n in names]), np.array([cs.get(n).getSpeedValue(s2) for n in names]),
-            wall)
+    return (
+        np.array([cs.get(n).getValue(s2) for n in names]),
+        np.array([cs.get(n).getSpeedValue(s2) for n in names]),
+        wall,
+    )
 
 
 def bench_simulation(system, om, names, accuracy):
@@ -135,10 +142,14 @@ def bench_simulation(system, om, names, accuracy):
     qi, ui = _coordinate_indices(system, names)
     q_sj, u_sj = np.asarray(traj.q[-1])[qi], np.asarray(traj.u[-1])[ui]
     print(f"   OpenSim Manager.integrate:  {t_os * 1e3:8.1f} ms")
-    print(f"   simjax simulate:            {t_sj * 1e3:8.1f} ms   ratio {t_sj / t_os:5.2f} (goal <= 0.5)   "
-          f"(compile {comp:.1f} s)")
-    print(f"   final state difference: q {np.abs(q_sj - q_os).max():.2e}, u {np.abs(u_sj - u_os).max():.2e} "
-          f"(accuracy {accuracy:g})")
+    print(
+        f"   simjax simulate:            {t_sj * 1e3:8.1f} ms   ratio {t_sj / t_os:5.2f} (goal <= 0.5)   "
+        f"(compile {comp:.1f} s)"
+    )
+    print(
+        f"   final state difference: q {np.abs(q_sj - q_os).max():.2e}, u {np.abs(u_sj - u_os).max():.2e} "
+        f"(accuracy {accuracy:g})"
+    )
 
 
 def bench_batch(system, names, n, accuracy):
@@ -150,8 +161,13 @@ def bench_batch(system, names, n, accuracy):
     q[:, qi[names.index("yTranslation")]] = rng.uniform(1.0, 1.4, n)
     q[:, qi[names.index("zRotation")]] += rng.uniform(-0.2, 0.2, n)
     q[:, qi[names.index("pin1_rot")]] += rng.uniform(-0.2, 0.2, n)
-    states = sj.State(t=jnp.zeros(n), q=jnp.asarray(q), u=jnp.zeros((n, base.u.size)),
-                      z=jnp.zeros((n, base.z.size)), d=jnp.zeros((n, base.d.size)))
+    states = sj.State(
+        t=jnp.zeros(n),
+        q=jnp.asarray(q),
+        u=jnp.zeros((n, base.u.size)),
+        z=jnp.zeros((n, base.z.size)),
+        d=jnp.zeros((n, base.d.size)),
+    )
 
     def run():
         return sj.simulate_batch(system, states, 1.0, accuracy=accuracy, n_outputs=2)
@@ -159,8 +175,10 @@ def bench_batch(system, names, n, accuracy):
     traj, comp = suite.timed(run)
     t = suite.best(lambda: jax.block_until_ready(run().q), repeat=1)
     steps = np.asarray(getattr(traj, "num_steps", np.zeros(n)))
-    print(f"   total {t:.2f} s, {t / n * 1e3:.2f} ms per world; steps per world: median {np.median(steps):.0f}, "
-          f"max {steps.max():.0f}   (first call incl. compile {comp:.1f} s)")
+    print(
+        f"   total {t:.2f} s, {t / n * 1e3:.2f} ms per world; steps per world: median {np.median(steps):.0f}, "
+        f"max {steps.max():.0f}   (first call incl. compile {comp:.1f} s)"
+    )
 
 
 def main(argv=None):
@@ -179,8 +197,10 @@ def main(argv=None):
     om = osim.Model(MODEL)
     s = om.initSystem()
     names = [om.getCoordinateSet().get(i).getName() for i in range(om.getCoordinateSet().getSize())]
-    print(f"bouncing_block: {system.tree.nu} speeds, {len(system.z_names)} auxiliary states; jax "
-          f"{jax.__version__} on {jax.devices()[0].platform}; opensim {osim.__version__}")
+    print(
+        f"bouncing_block: {system.tree.nu} speeds, {len(system.z_names)} auxiliary states; jax "
+        f"{jax.__version__} on {jax.devices()[0].platform}; opensim {osim.__version__}"
+    )
     bench_calls(system, om, s, names)
     if hasattr(sj, "simulate"):
         bench_simulation(system, om, names, args.accuracy)

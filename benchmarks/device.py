@@ -120,20 +120,25 @@ def main(argv=None) -> None:
         pin_t = ref["pinocchio_aba"][label]
         for n in n_states:
             crba, aba = fd[f"{label}|crba|{n}"], fd[f"{label}|aba|{n}"]
-            print(f"  {label:14s} N={n:6d}  crba {crba * 1e9:9.1f} ns  aba {aba * 1e9:9.1f} ns  "
-                  f"Pinocchio {pin_t * 1e9:7.1f} ns  ratio {min(crba, aba) / pin_t:.4f}")
+            print(
+                f"  {label:14s} N={n:6d}  crba {crba * 1e9:9.1f} ns  aba {aba * 1e9:9.1f} ns  "
+                f"Pinocchio {pin_t * 1e9:7.1f} ns  ratio {min(crba, aba) / pin_t:.4f}"
+            )
     sims = batches_per_world(worlds)
     print(f"\n{_T_FINAL:g} s simulations at accuracy {_ACCURACY:g}, per world of a batch")
     for name, key, goal in (("double pendulum", "double_pendulum", 0.02), ("bicep curl", "bicep_curl", 0.01)):
         os_t = ref[f"opensim_{key}"]
         for n in worlds:
             per = sims[f"{key}|{n}"]
-            print(f"  {name:15s} {n:6d} worlds  {per * 1e3:9.4f} ms  OpenSim {os_t * 1e3:7.1f} ms  "
-                  f"ratio {per / os_t:.5f} (goal <= {goal})")
+            print(
+                f"  {name:15s} {n:6d} worlds  {per * 1e3:9.4f} ms  OpenSim {os_t * 1e3:7.1f} ms  "
+                f"ratio {per / os_t:.5f} (goal <= {goal})"
+            )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": _machine(), "reference": ref, "forward_dynamics": fd, "simulations": sims}, f,
-                      indent=1)
+            json.dump(
+                {"machine": _machine(), "reference": ref, "forward_dynamics": fd, "simulations": sims}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

@@ -48,25 +48,40 @@ def _box_inertia(mass, size):
 
 # (name, parent, joint kind, location in parent, mass, box size)
 def _arm():
-    return [("upper", None, "pin", (0, 0, 0), 2.0, (0.05, 0.3, 0.05)),
-            ("lower", "upper", "pin", (0, -0.3, 0), 1.5, (0.04, 0.25, 0.04))]
+    return [
+        ("upper", None, "pin", (0, 0, 0), 2.0, (0.05, 0.3, 0.05)),
+        ("lower", "upper", "pin", (0, -0.3, 0), 1.5, (0.04, 0.25, 0.04)),
+    ]
 
 
 def _chain(n):
-    return [(f"link{i}", None if i == 0 else f"link{i - 1}", "pin", (0, 0, 0) if i == 0 else (0, -0.2, 0), 1.0,
-             (0.03, 0.2, 0.03)) for i in range(n)]
+    return [
+        (
+            f"link{i}",
+            None if i == 0 else f"link{i - 1}",
+            "pin",
+            (0, 0, 0) if i == 0 else (0, -0.2, 0),
+            1.0,
+            (0.03, 0.2, 0.03),
+        )
+        for i in range(n)
+    ]
 
 
 def _humanoid():
-    spec = [("pelvis", None, "free", (0, 1.0, 0), 10.0, (0.3, 0.15, 0.2)),
-            ("torso", "pelvis", "universal", (0, 0.1, 0), 25.0, (0.35, 0.5, 0.2)),
-            ("head", "torso", "pin", (0, 0.3, 0), 5.0, (0.2, 0.2, 0.2))]
+    spec = [
+        ("pelvis", None, "free", (0, 1.0, 0), 10.0, (0.3, 0.15, 0.2)),
+        ("torso", "pelvis", "universal", (0, 0.1, 0), 25.0, (0.35, 0.5, 0.2)),
+        ("head", "torso", "pin", (0, 0.3, 0), 5.0, (0.2, 0.2, 0.2)),
+    ]
     for side, s in (("r", 1.0), ("l", -1.0)):
-        spec += [(f"thigh_{side}", "pelvis", "ball", (0, -0.05, 0.1 * s), 8.0, (0.1, 0.4, 0.1)),
-                 (f"shank_{side}", f"thigh_{side}", "pin", (0, -0.4, 0), 4.0, (0.08, 0.4, 0.08)),
-                 (f"foot_{side}", f"shank_{side}", "pin", (0, -0.4, 0), 1.0, (0.2, 0.05, 0.1)),
-                 (f"upperarm_{side}", "torso", "ball", (0, 0.25, 0.22 * s), 2.0, (0.06, 0.3, 0.06)),
-                 (f"forearm_{side}", f"upperarm_{side}", "pin", (0, -0.3, 0), 1.5, (0.05, 0.25, 0.05))]
+        spec += [
+            (f"thigh_{side}", "pelvis", "ball", (0, -0.05, 0.1 * s), 8.0, (0.1, 0.4, 0.1)),
+            (f"shank_{side}", f"thigh_{side}", "pin", (0, -0.4, 0), 4.0, (0.08, 0.4, 0.08)),
+            (f"foot_{side}", f"shank_{side}", "pin", (0, -0.4, 0), 1.0, (0.2, 0.05, 0.1)),
+            (f"upperarm_{side}", "torso", "ball", (0, 0.25, 0.22 * s), 2.0, (0.06, 0.3, 0.06)),
+            (f"forearm_{side}", f"upperarm_{side}", "pin", (0, -0.3, 0), 1.5, (0.05, 0.25, 0.05)),
+        ]
     return spec
 
 
@@ -87,8 +102,9 @@ def simjax_model(spec, name="bench"):
         model = model.add(sj.Body(body, mass=mass, mass_center=com, inertia=_box_inertia(mass, size)))
         ppath = "/ground" if parent is None else f"/bodyset/{parent}"
         cls = {"pin": sj.PinJoint, "ball": sj.BallJoint, "free": sj.FreeJoint, "universal": sj.UniversalJoint}[kind]
-        model = model.add(cls(f"j_{body}", ppath, f"/bodyset/{body}", location_in_parent=loc,
-                              orientation_in_parent=_orientation(i)))
+        model = model.add(
+            cls(f"j_{body}", ppath, f"/bodyset/{body}", location_in_parent=loc, orientation_in_parent=_orientation(i))
+        )
     return model
 
 
@@ -110,8 +126,12 @@ def build(spec, name="bench"):
     return simjax_model(spec, name), pm
 
 
-MODELS = (("2-link arm", _arm), ("10-link chain", lambda: _chain(10)), ("humanoid", _humanoid),
-          ("40-link chain", lambda: _chain(40)))
+MODELS = (
+    ("2-link arm", _arm),
+    ("10-link chain", lambda: _chain(10)),
+    ("humanoid", _humanoid),
+    ("40-link chain", lambda: _chain(40)),
+)
 
 
 def core_functions(model):
@@ -139,8 +159,11 @@ def random_states(tree, n, seed=0):
     """``n`` random ``(q, u, tau)`` for ``tree`` (``n=None``: one state, unbatched)."""
     rng = np.random.default_rng(seed)
     shape = () if n is None else (n,)
-    return (jnp.asarray(rng.uniform(-0.5, 0.5, shape + (tree.nq,))), jnp.asarray(rng.normal(size=shape + (tree.nu,))),
-            jnp.asarray(rng.normal(size=shape + (tree.nu,))))
+    return (
+        jnp.asarray(rng.uniform(-0.5, 0.5, shape + (tree.nq,))),
+        jnp.asarray(rng.normal(size=shape + (tree.nu,))),
+        jnp.asarray(rng.normal(size=shape + (tree.nu,))),
+    )
 
 
 def _median_time(fn, repeat, number):
@@ -182,6 +205,7 @@ def bench(label, spec, batch=4096, loop=1000, repeat=5):
     def looped(params, q, u, tau):
         def body(i, acc):
             return acc + core(params, q + 1e-9 * acc[0], u, tau)
+
         return jax.lax.fori_loop(0, loop, body, jnp.zeros_like(tau))
 
     fl = jit(looped)
@@ -216,15 +240,19 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = [bench(label, spec(), batch=args.batch, repeat=args.repeat) for label, spec in MODELS]
     us = 1e6
-    print(f"{'model':15s} {'bodies':>6s} {'nu':>4s} {'pin aba':>9s} {'sj api':>9s} {'sj core':>9s} {'in-jit':>9s} "
-          f"{'vmap crba':>10s} {'vmap aba':>9s} {'chunked crba':>13s} {'chunked aba':>12s} {'vmap/pin':>8s} "
-          f"{'compile':>8s}")
+    print(
+        f"{'model':15s} {'bodies':>6s} {'nu':>4s} {'pin aba':>9s} {'sj api':>9s} {'sj core':>9s} {'in-jit':>9s} "
+        f"{'vmap crba':>10s} {'vmap aba':>9s} {'chunked crba':>13s} {'chunked aba':>12s} {'vmap/pin':>8s} "
+        f"{'compile':>8s}"
+    )
     for r in rows:
         best = min(r[k] for k in ("vmap_crba", "vmap_aba", "vmap_crba_chunked", "vmap_aba_chunked"))
-        print(f"{r['label']:15s} {r['nb']:6d} {r['nu']:4d} {r['pin'] * us:8.2f}u {r['api'] * us:8.1f}u "
-              f"{r['core'] * us:8.1f}u {r['in_jit'] * us:8.2f}u {r['vmap_crba'] * us:9.2f}u "
-              f"{r['vmap_aba'] * us:8.2f}u {r['vmap_crba_chunked'] * us:12.2f}u {r['vmap_aba_chunked'] * us:11.2f}u "
-              f"{best / r['pin']:8.2f} {r['compile']:7.2f}s")
+        print(
+            f"{r['label']:15s} {r['nb']:6d} {r['nu']:4d} {r['pin'] * us:8.2f}u {r['api'] * us:8.1f}u "
+            f"{r['core'] * us:8.1f}u {r['in_jit'] * us:8.2f}u {r['vmap_crba'] * us:9.2f}u "
+            f"{r['vmap_aba'] * us:8.2f}u {r['vmap_crba_chunked'] * us:12.2f}u {r['vmap_aba_chunked'] * us:11.2f}u "
+            f"{best / r['pin']:8.2f} {r['compile']:7.2f}s"
+        )
     print(f"compile ratio 40-link chain / 2-link arm: {rows[-1]['compile'] / rows[0]['compile']:.2f} (goal <= 2)")
     print("(u = microseconds; vmap columns are per state over", args.batch, "states; vmap/pin uses the fastest)")
 

@@ -11,6 +11,7 @@ Measured on an H200 (2026-11-27, before compiling.full_precision covered
 ``equilibrate_muscles``): ``sim_q`` 4.6e-4 rad from float64 on the GPU, 1.0e-6 on the
 CPU, and 1.0e-6 on the GPU with ``JAX_DEFAULT_MATMUL_PRECISION=highest``.
 """
+
 import sys
 
 if sys.argv[1:2] == ["compare"]:
@@ -32,6 +33,7 @@ if sys.argv[1:2] == ["compare"]:
 
 import numpy as np
 import jax
+
 x64 = sys.argv[1] == "64"
 jax.config.update("jax_enable_x64", x64)
 import jax.numpy as jnp
@@ -50,8 +52,15 @@ def parts(state):
     ctx = Context(system, state)
     acc = ctx.acc
     out = {"udot": acc.udot, "zdot": acc.zdot, "M": ctx.mass_matrix.ravel(), "applied": ctx.generalized_applied}
-    for name in ("tendon_force", "fiber_velocity", "fiber_length", "active_fiber_force", "passive_fiber_force",
-                 "length", "lengthening_speed"):
+    for name in (
+        "tendon_force",
+        "fiber_velocity",
+        "fiber_length",
+        "active_fiber_force",
+        "passive_fiber_force",
+        "length",
+        "lengthening_speed",
+    ):
         try:
             out[name] = ctx.group_outputs(paths, name)
         except KeyError:

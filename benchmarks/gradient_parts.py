@@ -31,6 +31,7 @@ def _per_call(body, y, args, loops: int, repeat: int = 5) -> float:
     """Seconds per call of ``body(y, args)`` (a vector of ``y``'s shape), called
     ``loops`` times in one jitted loop, each call on a slightly different ``y`` so XLA
     cannot hoist it; best of ``repeat`` runs."""
+
     def run(y, args):
         step = lambda i, c: c + 1e-12 * body(y + 1e-9 * c, args)  # noqa: E731
         return jax.lax.fori_loop(0, loops, step, jnp.zeros_like(y))
@@ -70,11 +71,19 @@ def measure(name: str, loops: int = 200, h: float = 2e-3) -> dict:
         def g(y, a):
             out, pull = jax.vjp(lambda y: f(y, a), y)
             return pull(out)[0]
+
         return g
 
-    return {key: _per_call(f, state.y, args, loops) for key, f in
-            (("rhs", rhs), ("rhs_vjp", vjp_of(rhs)), ("rhs_vjp_given", vjp_of(rhs_given)), ("step", step),
-             ("step_vjp", vjp_of(step)))}
+    return {
+        key: _per_call(f, state.y, args, loops)
+        for key, f in (
+            ("rhs", rhs),
+            ("rhs_vjp", vjp_of(rhs)),
+            ("rhs_vjp_given", vjp_of(rhs_given)),
+            ("step", step),
+            ("step_vjp", vjp_of(step)),
+        )
+    }
 
 
 def main(argv=None) -> None:
@@ -84,11 +93,15 @@ def main(argv=None) -> None:
     options = parser.parse_args(argv)
     t = measure(options.model, options.loops)
     print(f"{options.model}, us per evaluation (float64):")
-    print(f"  right-hand side {t['rhs'] * 1e6:9.1f}   its VJP {t['rhs_vjp'] * 1e6:9.1f}"
-          f"   ratio {t['rhs_vjp'] / t['rhs']:.2f}")
+    print(
+        f"  right-hand side {t['rhs'] * 1e6:9.1f}   its VJP {t['rhs_vjp'] * 1e6:9.1f}"
+        f"   ratio {t['rhs_vjp'] / t['rhs']:.2f}"
+    )
     print(f"  its VJP given its searches {t['rhs_vjp_given'] * 1e6:9.1f}   ratio {t['rhs_vjp_given'] / t['rhs']:.2f}")
-    print(f"  RKM step        {t['step'] * 1e6:9.1f}   its VJP {t['step_vjp'] * 1e6:9.1f}"
-          f"   ratio {t['step_vjp'] / t['step']:.2f}")
+    print(
+        f"  RKM step        {t['step'] * 1e6:9.1f}   its VJP {t['step_vjp'] * 1e6:9.1f}"
+        f"   ratio {t['step_vjp'] / t['step']:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def _location(tables, frame_id: int) -> str:
 def report(text: str, top: int = 40) -> str:
     """A table of the entry computation's kernels by source line, most first."""
     tables = _tables(text)
-    entry = text[text.index("ENTRY"):].split("\n}\n", 1)[0]
+    entry = text[text.index("ENTRY") :].split("\n}\n", 1)[0]
     kinds, where = collections.Counter(), collections.Counter()
     for line in entry.splitlines()[1:]:
         m = re.search(r"= \S+ ([\w-]+)\(", line)

@@ -62,8 +62,10 @@ def main(argv=None) -> None:
     t_rhs = suite.best(lambda: jax.block_until_ready(rhs(system, params, states)), 10)
     t_chol = suite.best(lambda: jax.block_until_ready(cholesky(M)), 10)
     print(f"{args.model}: batch {args.batch}, {states.q.dtype}, device {jax.devices()[0]}")
-    print(f"  right-hand side {t_rhs * 1e3:.3f} ms a batch ({t_rhs / args.batch * 1e9:.1f} ns a world); "
-          f"Cholesky of the {M.shape[-1]}x{M.shape[-1]} mass matrices alone {t_chol * 1e3:.3f} ms")
+    print(
+        f"  right-hand side {t_rhs * 1e3:.3f} ms a batch ({t_rhs / args.batch * 1e9:.1f} ns a world); "
+        f"Cholesky of the {M.shape[-1]}x{M.shape[-1]} mass matrices alone {t_chol * 1e3:.3f} ms"
+    )
 
     folder = args.trace or tempfile.mkdtemp(prefix="simjax-kernels-")
     with jax.profiler.trace(folder, create_perfetto_trace=True):
@@ -71,10 +73,12 @@ def main(argv=None) -> None:
             jax.block_until_ready(rhs(system, params, states))
     totals, counts = _kernel_totals(folder)
     total = sum(totals.values())
-    print(f"  traced: {sum(counts.values()) / _TRACED:.0f} kernels and {total / _TRACED / 1e3:.3f} ms "
-          f"of kernel time per right-hand side; the top {args.top}:")
+    print(
+        f"  traced: {sum(counts.values()) / _TRACED:.0f} kernels and {total / _TRACED / 1e3:.3f} ms "
+        f"of kernel time per right-hand side; the top {args.top}:"
+    )
     print(f"  {'ms/eval':>8} {'share':>6} {'calls':>6}  kernel")
-    for name, dur in sorted(totals.items(), key=lambda kv: -kv[1])[:args.top]:
+    for name, dur in sorted(totals.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"  {dur / _TRACED / 1e3:>8.3f} {dur / total:>6.1%} {counts[name] / _TRACED:>6.0f}  {name[:110]}")
 
 
@@ -84,8 +88,7 @@ def _kernel_totals(folder: str):
     (path,) = glob.glob(f"{folder}/**/perfetto_trace.json.gz", recursive=True)
     with gzip.open(path) as f:
         events = json.load(f)["traceEvents"]
-    processes = {e["pid"]: e["args"]["name"] for e in events
-                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
     gpu = {pid for pid, name in processes.items() if "GPU" in name}
 
     def is_kernel(e):

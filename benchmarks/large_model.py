@@ -70,8 +70,18 @@ anterior 0.044 m, posterior 0.066 m; knee 0.047 m; ankle anterior 0.048 m,
 posterior 0.050 m). A PathWrap ``range`` (1-based path points, ``(-1, -1)`` for all)
 limits it to the segments that cross the joint."""
 
-_JOINT_TAGS = ("CustomJoint", "PinJoint", "WeldJoint", "SliderJoint", "UniversalJoint", "BallJoint", "FreeJoint",
-               "PlanarJoint", "GimbalJoint", "EllipsoidJoint")
+_JOINT_TAGS = (
+    "CustomJoint",
+    "PinJoint",
+    "WeldJoint",
+    "SliderJoint",
+    "UniversalJoint",
+    "BallJoint",
+    "FreeJoint",
+    "PlanarJoint",
+    "GimbalJoint",
+    "EllipsoidJoint",
+)
 
 
 def _fmt(x: float) -> str:
@@ -209,7 +219,8 @@ def osim_text(copies: int = 5) -> str:
     model.find("credits").text += (
         f" This file is a synthetic derivative made by simjax (benchmarks/large_model.py): {copies} copies of the "
         "model side by side, with wrap cylinders at the hips, knees and ankles added for benchmarking; not for "
-        "research use.")
+        "research use."
+    )
     ET.indent(root, space="\t")
     return '<?xml version="1.0" encoding="UTF-8" ?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -239,9 +250,12 @@ def counts(text: str) -> dict:
     """
     model = ET.fromstring(text).find("Model")
     muscles = list(model.iter("Millard2012EquilibriumMuscle"))
-    return {"dof": sum(1 for _ in model.iter("Coordinate")), "muscles": len(muscles),
-            "wrap_cylinders": sum(1 for _ in model.iter("WrapCylinder")),
-            "wrapped_muscles": sum(m.find("GeometryPath/PathWrapSet/objects/PathWrap") is not None for m in muscles)}
+    return {
+        "dof": sum(1 for _ in model.iter("Coordinate")),
+        "muscles": len(muscles),
+        "wrap_cylinders": sum(1 for _ in model.iter("WrapCylinder")),
+        "wrapped_muscles": sum(m.find("GeometryPath/PathWrapSet/objects/PathWrap") is not None for m in muscles),
+    }
 
 
 def main(argv=None):
@@ -254,8 +268,10 @@ def main(argv=None):
     with open(out, encoding="utf-8") as fh:
         c = counts(fh.read())
     copies = "1 copy" if args.copies == 1 else f"{args.copies} copies"
-    print(f"{out}: {copies} of {SOURCE}: {c['dof']} DoF, {c['muscles']} Millard muscles, "
-          f"{c['wrap_cylinders']} wrap cylinders, {c['wrapped_muscles']} wrapped muscles")
+    print(
+        f"{out}: {copies} of {SOURCE}: {c['dof']} DoF, {c['muscles']} Millard muscles, "
+        f"{c['wrap_cylinders']} wrap cylinders, {c['wrapped_muscles']} wrapped muscles"
+    )
 
 
 if __name__ == "__main__":

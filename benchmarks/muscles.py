@@ -124,8 +124,9 @@ def batch(args, system, state, os_wall):
     states, controls = excitation_batch(system, state, args.batch)
 
     def run():
-        return sj.simulate_batch(system, states, args.t_final, controls, rtol=args.accuracy, atol=args.accuracy,
-                                 n_outputs=2).q
+        return sj.simulate_batch(
+            system, states, args.t_final, controls, rtol=args.accuracy, atol=args.accuracy, n_outputs=2
+        ).q
 
     t = time.perf_counter()
     jax.block_until_ready(run())

@@ -49,8 +49,10 @@ from simjax import optimize as sjopt  # noqa: E402
 from simjax.optimize import collocation, ipm  # noqa: E402
 
 #: (problem, tests/_moco.py's function solving it, transcription)
-PROBLEMS = (("sliding mass, minimum time", "moco_sliding_mass", "trapezoidal"),
-            ("pendulum swing-up, least effort", "moco_pendulum_swing_up", "hermite-simpson"))
+PROBLEMS = (
+    ("sliding mass, minimum time", "moco_sliding_mass", "trapezoidal"),
+    ("pendulum swing-up, least effort", "moco_pendulum_swing_up", "hermite-simpson"),
+)
 MESHES = (50, 200)
 
 
@@ -90,9 +92,15 @@ def _simjax_timed(problem, mesh, scheme, options, interpolate_controls, repeat) 
     t = time.perf_counter()
     sol = jax.block_until_ready(run())
     first_s = time.perf_counter() - t
-    return {"simjax_transcribe": transcribe_s, "simjax_trace_lower": lower_s, "simjax_xla_compile": compile_s,
-            "simjax_compile": lower_s + compile_s, "simjax_first_run": first_s, "simjax": _best(run, repeat),
-            "solution": sol}
+    return {
+        "simjax_transcribe": transcribe_s,
+        "simjax_trace_lower": lower_s,
+        "simjax_xla_compile": compile_s,
+        "simjax_compile": lower_s + compile_s,
+        "simjax_first_run": first_s,
+        "simjax": _best(run, repeat),
+        "solution": sol,
+    }
 
 
 def gait_inverse_problem():
@@ -113,10 +121,14 @@ def gait_inverse_problem():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = edits.ModelProcessor(
-            str(mg.MODEL_PATH), functools.partial(edits.add_external_loads, path=str(mg.GRF_XML_PATH)),
-            edits.ignore_tendon_compliance, edits.replace_muscles_with_degroote, edits.ignore_passive_fiber_forces,
+            str(mg.MODEL_PATH),
+            functools.partial(edits.add_external_loads, path=str(mg.GRF_XML_PATH)),
+            edits.ignore_tendon_compliance,
+            edits.replace_muscles_with_degroote,
+            edits.ignore_passive_fiber_forces,
             functools.partial(edits.scale_active_fiber_force_curve_width, scale_factor=1.5),
-            functools.partial(edits.add_reserves, optimal_force=1.0)).process()
+            functools.partial(edits.add_reserves, optimal_force=1.0),
+        ).process()
     kinematics = filter_lowpass(read_table(mg.IK_MOT_PATH), mg.CUTOFF_HZ)
     return inverse_problem(model.build(), kinematics, initial_time=0.6, final_time=1.4, mesh_interval=0.02)
 
@@ -132,23 +144,35 @@ def measure_inverse(folder: str, repeat: int = 3) -> dict:
     best_run = min(runs, key=lambda r: r["solve_seconds"])
     settings = best_run["settings"]
     problem, n = gait_inverse_problem()
-    options = sjopt.Options(tol=settings["optim_convergence_tolerance"],
-                            constraint_tol=settings["optim_constraint_tolerance"])
+    options = sjopt.Options(
+        tol=settings["optim_convergence_tolerance"], constraint_tol=settings["optim_constraint_tolerance"]
+    )
     timed = _simjax_timed(problem, n, "hermite-simpson", options, False, repeat)
     sol = timed.pop("solution")
     sj_obj, mo_obj = float(sol.objective), best_run["objective"]
-    return {"problem": "MocoInverse, gait10dof18musc walking", "scheme": "hermite-simpson", "mesh_intervals": n,
-            "tolerance": settings["optim_convergence_tolerance"],
-            "constraint_tolerance": settings["optim_constraint_tolerance"],
-            "hessian": settings["optim_hessian_approximation"], **timed,
-            "simjax_iterations": int(sol.iterations), "simjax_objective": sj_obj, "simjax_status": int(sol.status),
-            "simjax_per_iteration": timed["simjax"] / max(int(sol.iterations), 1),
-            "moco": best_run["solve_seconds"], "moco_solver_timer": best_run["solver_seconds"],
-            "moco_runs": [r["solve_seconds"] for r in runs], "moco_iterations": best_run["iterations"],
-            "moco_objective": mo_obj, "moco_status": best_run["status"],
-            "moco_per_iteration": best_run["solve_seconds"] / max(best_run["iterations"], 1),
-            "ratio": timed["simjax"] / best_run["solve_seconds"], "objective_difference": sj_obj - mo_obj,
-            "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj)}
+    return {
+        "problem": "MocoInverse, gait10dof18musc walking",
+        "scheme": "hermite-simpson",
+        "mesh_intervals": n,
+        "tolerance": settings["optim_convergence_tolerance"],
+        "constraint_tolerance": settings["optim_constraint_tolerance"],
+        "hessian": settings["optim_hessian_approximation"],
+        **timed,
+        "simjax_iterations": int(sol.iterations),
+        "simjax_objective": sj_obj,
+        "simjax_status": int(sol.status),
+        "simjax_per_iteration": timed["simjax"] / max(int(sol.iterations), 1),
+        "moco": best_run["solve_seconds"],
+        "moco_solver_timer": best_run["solver_seconds"],
+        "moco_runs": [r["solve_seconds"] for r in runs],
+        "moco_iterations": best_run["iterations"],
+        "moco_objective": mo_obj,
+        "moco_status": best_run["status"],
+        "moco_per_iteration": best_run["solve_seconds"] / max(best_run["iterations"], 1),
+        "ratio": timed["simjax"] / best_run["solve_seconds"],
+        "objective_difference": sj_obj - mo_obj,
+        "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj),
+    }
 
 
 def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, repeat: int = 3) -> dict:
@@ -157,10 +181,14 @@ def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, re
     # Moco: the first solve writes the model file and warms up; then best of `repeat`
     ref = getattr(moco, moco_fn)(folder, transcription=scheme, num_mesh_intervals=mesh)
     settings = ref["settings"]
-    study = moco.study_from_problem(ref["model_path"], ref["problem"], transcription=scheme,
-                                    num_mesh_intervals=mesh,
-                                    convergence_tolerance=settings["optim_convergence_tolerance"],
-                                    constraint_tolerance=settings["optim_constraint_tolerance"])
+    study = moco.study_from_problem(
+        ref["model_path"],
+        ref["problem"],
+        transcription=scheme,
+        num_mesh_intervals=mesh,
+        convergence_tolerance=settings["optim_convergence_tolerance"],
+        constraint_tolerance=settings["optim_constraint_tolerance"],
+    )
     runs = [moco.solve(study) for _ in range(repeat)]
     best_run = min(runs, key=lambda r: r["solve_seconds"])
 
@@ -169,26 +197,37 @@ def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, re
         warnings.simplefilter("ignore")
         system = sj.load_osim(ref["model_path"]).build()
     problem = moco.simjax_problem(ref["problem"], system)
-    options = sjopt.Options(tol=settings["optim_convergence_tolerance"],
-                            constraint_tol=settings["optim_constraint_tolerance"])
+    options = sjopt.Options(
+        tol=settings["optim_convergence_tolerance"], constraint_tol=settings["optim_constraint_tolerance"]
+    )
     timed = _simjax_timed(problem, mesh, scheme, options, True, repeat)
     sol, sj_s = timed.pop("solution"), timed["simjax"]
 
     sj_iter, mo_iter = int(sol.iterations), best_run["iterations"]
     sj_obj, mo_obj = float(sol.objective), best_run["objective"]
-    return {"problem": name, "scheme": scheme, "mesh_intervals": mesh,
-            "tolerance": settings["optim_convergence_tolerance"],
-            "constraint_tolerance": settings["optim_constraint_tolerance"],
-            "hessian": settings["optim_hessian_approximation"],
-            **timed, "simjax_iterations": sj_iter, "simjax_objective": sj_obj, "simjax_status": int(sol.status),
-            "simjax_per_iteration": sj_s / max(sj_iter, 1),
-            "moco": best_run["solve_seconds"], "moco_solver_timer": best_run["solver_seconds"],
-            "moco_runs": [r["solve_seconds"] for r in runs], "moco_iterations": mo_iter,
-            "moco_objective": mo_obj, "moco_status": best_run["status"],
-            "moco_per_iteration": best_run["solve_seconds"] / max(mo_iter, 1),
-            "ratio": sj_s / best_run["solve_seconds"],
-            "objective_difference": sj_obj - mo_obj,
-            "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj) if mo_obj else float("nan")}
+    return {
+        "problem": name,
+        "scheme": scheme,
+        "mesh_intervals": mesh,
+        "tolerance": settings["optim_convergence_tolerance"],
+        "constraint_tolerance": settings["optim_constraint_tolerance"],
+        "hessian": settings["optim_hessian_approximation"],
+        **timed,
+        "simjax_iterations": sj_iter,
+        "simjax_objective": sj_obj,
+        "simjax_status": int(sol.status),
+        "simjax_per_iteration": sj_s / max(sj_iter, 1),
+        "moco": best_run["solve_seconds"],
+        "moco_solver_timer": best_run["solver_seconds"],
+        "moco_runs": [r["solve_seconds"] for r in runs],
+        "moco_iterations": mo_iter,
+        "moco_objective": mo_obj,
+        "moco_status": best_run["status"],
+        "moco_per_iteration": best_run["solve_seconds"] / max(mo_iter, 1),
+        "ratio": sj_s / best_run["solve_seconds"],
+        "objective_difference": sj_obj - mo_obj,
+        "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj) if mo_obj else float("nan"),
+    }
 
 
 def measure(meshes=MESHES, repeat: int = 3, inverse: bool = True) -> list[dict]:
@@ -225,37 +264,50 @@ def scaling(rows) -> list[dict]:
         if len(mine) < 2:
             continue
         a, b = mine[0], mine[-1]
-        out.append({"problem": name, "meshes": (a["mesh_intervals"], b["mesh_intervals"]),
-                    "mesh_ratio": b["mesh_intervals"] / a["mesh_intervals"],
-                    "simjax": b["simjax_per_iteration"] / a["simjax_per_iteration"],
-                    "moco": b["moco_per_iteration"] / a["moco_per_iteration"]})
+        out.append(
+            {
+                "problem": name,
+                "meshes": (a["mesh_intervals"], b["mesh_intervals"]),
+                "mesh_ratio": b["mesh_intervals"] / a["mesh_intervals"],
+                "simjax": b["simjax_per_iteration"] / a["simjax_per_iteration"],
+                "moco": b["moco_per_iteration"] / a["moco_per_iteration"],
+            }
+        )
     return out
 
 
 def markdown(rows) -> str:
     """The rows as Markdown: a table, the growth with the mesh, and a note where the
     machine was busy."""
-    lines = ["| problem | scheme, intervals | simjax compile (trace + XLA) | simjax run | Moco `study.solve()` "
-             "| ratio | iterations (simjax / Moco) | objective simjax | objective Moco | difference |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| problem | scheme, intervals | simjax compile (trace + XLA) | simjax run | Moco `study.solve()` "
+        "| ratio | iterations (simjax / Moco) | objective simjax | objective Moco | difference |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         status = "" if r["simjax_status"] == 0 else f" (status {r['simjax_status']})"
-        lines.append(f"| {r['problem']} | {r['scheme']}, {r['mesh_intervals']} | "
-                     f"{r['simjax_compile']:.1f} s ({r['simjax_trace_lower']:.1f} + {r['simjax_xla_compile']:.1f}) | "
-                     f"{r['simjax'] * 1e3:.0f} ms{status} | {r['moco'] * 1e3:.0f} ms | {r['ratio']:.2f} | "
-                     f"{r['simjax_iterations']} / {r['moco_iterations']} | {r['simjax_objective']:.10g} | "
-                     f"{r['moco_objective']:.10g} | {r['objective_difference']:.1e} "
-                     f"({r['objective_relative_difference']:.1e} rel.) |")
+        lines.append(
+            f"| {r['problem']} | {r['scheme']}, {r['mesh_intervals']} | "
+            f"{r['simjax_compile']:.1f} s ({r['simjax_trace_lower']:.1f} + {r['simjax_xla_compile']:.1f}) | "
+            f"{r['simjax'] * 1e3:.0f} ms{status} | {r['moco'] * 1e3:.0f} ms | {r['ratio']:.2f} | "
+            f"{r['simjax_iterations']} / {r['moco_iterations']} | {r['simjax_objective']:.10g} | "
+            f"{r['moco_objective']:.10g} | {r['objective_difference']:.1e} "
+            f"({r['objective_relative_difference']:.1e} rel.) |"
+        )
     for s in scaling(rows):
-        lines.append(f"\n{s['problem']}: time per iteration at {s['meshes'][1]} intervals / at {s['meshes'][0]} = "
-                     f"{s['simjax']:.1f} (simjax), {s['moco']:.1f} (Moco) for {s['mesh_ratio']:.0f}x the intervals.")
+        lines.append(
+            f"\n{s['problem']}: time per iteration at {s['meshes'][1]} intervals / at {s['meshes'][0]} = "
+            f"{s['simjax']:.1f} (simjax), {s['moco']:.1f} (Moco) for {s['mesh_ratio']:.0f}x the intervals."
+        )
     if rows:
         r = rows[0]
         busy = max(max(x["load_average"]) for x in rows)
-        lines.append(f"\nTolerances {r['tolerance']:g} (constraints {r['constraint_tolerance']:g}); Moco's Hessian "
-                     f"{r['hessian']}; best of 3 after a warm-up run; {r['cores']} of {r['cpus']} CPUs "
-                     f"(pin with taskset -c 0); 1-minute load average up to {busy:.1f}"
-                     + (": the machine was busy, timings contended." if busy > r["cpus"] + 0.5 else "."))
+        lines.append(
+            f"\nTolerances {r['tolerance']:g} (constraints {r['constraint_tolerance']:g}); Moco's Hessian "
+            f"{r['hessian']}; best of 3 after a warm-up run; {r['cores']} of {r['cpus']} CPUs "
+            f"(pin with taskset -c 0); 1-minute load average up to {busy:.1f}"
+            + (": the machine was busy, timings contended." if busy > r["cpus"] + 0.5 else ".")
+        )
     return "\n".join(lines) + "\n"
 
 

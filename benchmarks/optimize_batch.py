@@ -45,8 +45,11 @@ def reserve_scaling(problem):
     paths = [p for p in problem.control_names if p.rsplit("/", 1)[-1].startswith("reserve_")]
 
     def edit(system, scale):
-        return eqx.tree_at(lambda s: [s.model.find(p).optimal_force for p in paths], system,
-                           [scale * system.model.find(p).optimal_force for p in paths])
+        return eqx.tree_at(
+            lambda s: [s.model.find(p).optimal_force for p in paths],
+            system,
+            [scale * system.model.find(p).optimal_force for p in paths],
+        )
 
     return edit
 
@@ -71,27 +74,44 @@ def measure_batch(batch: int = 64, repeat: int = 2) -> dict:
     options = Options(tol=TOLERANCE, constraint_tol=TOLERANCE)
     scales = jnp.linspace(0.5, 2.0, batch)
     edit = reserve_scaling(problem)
-    first, walls, sols = _timed(lambda: collocation.solve_batch(problem, scales, edit, mesh=n, options=options,
-                                                                interpolate_controls=False), repeat)
+    first, walls, sols = _timed(
+        lambda: collocation.solve_batch(problem, scales, edit, mesh=n, options=options, interpolate_controls=False),
+        repeat,
+    )
     status = np.asarray(sols.status)
     at_one = int(np.argmin(np.abs(np.asarray(scales) - 1.0)))
-    return {"device": str(jax.devices()[0]), "jax": jax.__version__, "batch": batch, "mesh_intervals": n,
-            "batch_first_run_with_compile": first, "batch_wall": min(walls), "batch_walls": walls,
-            "per_problem": min(walls) / batch, "iterations_max": int(np.max(sols.iterations)),
-            "iterations_mean": float(np.mean(sols.iterations)),
-            "statuses": {ipm.STATUS[int(k)]: int(np.sum(status == k)) for k in np.unique(status)},
-            "objectives_first_last": [float(sols.objective[0]), float(sols.objective[-1])],
-            "scale_nearest_one": float(scales[at_one]), "objective_there": float(sols.objective[at_one])}
+    return {
+        "device": str(jax.devices()[0]),
+        "jax": jax.__version__,
+        "batch": batch,
+        "mesh_intervals": n,
+        "batch_first_run_with_compile": first,
+        "batch_wall": min(walls),
+        "batch_walls": walls,
+        "per_problem": min(walls) / batch,
+        "iterations_max": int(np.max(sols.iterations)),
+        "iterations_mean": float(np.mean(sols.iterations)),
+        "statuses": {ipm.STATUS[int(k)]: int(np.sum(status == k)) for k in np.unique(status)},
+        "objectives_first_last": [float(sols.objective[0]), float(sols.objective[-1])],
+        "scale_nearest_one": float(scales[at_one]),
+        "objective_there": float(sols.objective[at_one]),
+    }
 
 
 def measure_one(repeat: int = 2) -> dict:
     """One problem alone on the same device (``optimize.solve``), timed (s)."""
     problem, n = bench.gait_inverse_problem()
     options = Options(tol=TOLERANCE, constraint_tol=TOLERANCE)
-    first, walls, one = _timed(lambda: collocation.solve(problem, mesh=n, options=options,
-                                                         interpolate_controls=False), repeat)
-    return {"one_first_run_with_compile": first, "one_wall": min(walls), "one_iterations": int(one.iterations),
-            "one_objective": float(one.objective), "one_status": int(one.status)}
+    first, walls, one = _timed(
+        lambda: collocation.solve(problem, mesh=n, options=options, interpolate_controls=False), repeat
+    )
+    return {
+        "one_first_run_with_compile": first,
+        "one_wall": min(walls),
+        "one_iterations": int(one.iterations),
+        "one_objective": float(one.objective),
+        "one_status": int(one.status),
+    }
 
 
 def measure_reference(path: str, repeat: int = 3) -> None:
@@ -140,6 +160,7 @@ def main(argv=None) -> None:
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(row, f, indent=1)
+
 
 if __name__ == "__main__":
     main()

@@ -42,8 +42,15 @@ def measure(copies: int, final_time: float, folder: str) -> dict:
 
     _, first = suite.timed(run)
     wall = suite.best(run, 3)
-    return {"copies": copies, "dof": counts["dof"], "muscles": counts["muscles"],
-            "cylinders": counts["wrap_cylinders"], "kernels": kernels, "compile": first - wall, "run": wall}
+    return {
+        "copies": copies,
+        "dof": counts["dof"],
+        "muscles": counts["muscles"],
+        "cylinders": counts["wrap_cylinders"],
+        "kernels": kernels,
+        "compile": first - wall,
+        "run": wall,
+    }
 
 
 def main(argv=None) -> None:
@@ -52,13 +59,18 @@ def main(argv=None) -> None:
     ap.add_argument("--copies", default="1,2,3,5")
     ap.add_argument("--final-time", type=float, default=0.1)
     args = ap.parse_args(argv)
-    print(f"{'copies':>6} {'dof':>5} {'muscles':>8} {'cylinders':>10} {'kernels':>8} {'compile s':>10} "
-          f"{'run ms':>8}   ({args.final_time:g} s simulated)")
+    print(
+        f"{'copies':>6} {'dof':>5} {'muscles':>8} {'cylinders':>10} {'kernels':>8} {'compile s':>10} "
+        f"{'run ms':>8}   ({args.final_time:g} s simulated)"
+    )
     with tempfile.TemporaryDirectory() as folder:
         for n in (int(c) for c in args.copies.split(",")):
             r = measure(n, args.final_time, folder)
-            print(f"{r['copies']:>6} {r['dof']:>5} {r['muscles']:>8} {r['cylinders']:>10} {r['kernels']:>8} "
-                  f"{r['compile']:>10.1f} {r['run'] * 1e3:>8.1f}", flush=True)
+            print(
+                f"{r['copies']:>6} {r['dof']:>5} {r['muscles']:>8} {r['cylinders']:>10} {r['kernels']:>8} "
+                f"{r['compile']:>10.1f} {r['run'] * 1e3:>8.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

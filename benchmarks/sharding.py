@@ -58,14 +58,27 @@ def _one(model: str, batch: int, final_time: float, accuracy: float, repeat: int
         run()
         walls.append(time.perf_counter() - t)
     wall = min(walls)
-    return {"devices": len(devices), "batch": batch, "wall": wall, "compile": max(first - wall, 0.0),
-            "worlds_per_s": batch / wall, "throughput": batch * final_time / wall,
-            "world_steps_per_s": float(np.sum(np.asarray(steps))) / wall,
-            "failed": int(np.sum(np.asarray(result) != 0)), "q_final": np.asarray(q[:, -1]).tolist()}
+    return {
+        "devices": len(devices),
+        "batch": batch,
+        "wall": wall,
+        "compile": max(first - wall, 0.0),
+        "worlds_per_s": batch / wall,
+        "throughput": batch * final_time / wall,
+        "world_steps_per_s": float(np.sum(np.asarray(steps))) / wall,
+        "failed": int(np.sum(np.asarray(result) != 0)),
+        "q_final": np.asarray(q[:, -1]).tolist(),
+    }
 
 
-def measure(devices=(1, 2, 4), batch: int = 64, final_time: float = 0.05, accuracy: float = 1e-5,
-            model: str = "gait10dof18musc", repeat: int = 2) -> list:
+def measure(
+    devices=(1, 2, 4),
+    batch: int = 64,
+    final_time: float = 0.05,
+    accuracy: float = 1e-5,
+    model: str = "gait10dof18musc",
+    repeat: int = 2,
+) -> list:
     """Each device count in a fresh process.
 
     **Returns:** one dict a device count (see ``_one``), with ``"efficiency"`` against
@@ -78,18 +91,38 @@ def measure(devices=(1, 2, 4), batch: int = 64, final_time: float = 0.05, accura
         flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform")]
         env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={n}"])
         env["JAX_PLATFORMS"] = "cpu"
-        out = subprocess.run([sys.executable, "-m", "benchmarks.sharding", "--one", "--batch", str(batch),
-                              "--final-time", str(final_time), "--accuracy", str(accuracy), "--model", model,
-                              "--repeat", str(repeat)], cwd=ROOT, env=env, capture_output=True, text=True,
-                             timeout=3600)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.sharding",
+                "--one",
+                "--batch",
+                str(batch),
+                "--final-time",
+                str(final_time),
+                "--accuracy",
+                str(accuracy),
+                "--model",
+                model,
+                "--repeat",
+                str(repeat),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"{n} devices: {out.stderr[-2000:]}")
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     base = rows[0]
     for r in rows:
         r["efficiency"] = r["throughput"] / (base["throughput"] * r["devices"] / base["devices"])
-        r["max_diff"] = max((abs(a - b) for qa, qb in zip(r["q_final"], base["q_final"]) for a, b in zip(qa, qb)),
-                            default=0.0)
+        r["max_diff"] = max(
+            (abs(a - b) for qa, qb in zip(r["q_final"], base["q_final"]) for a, b in zip(qa, qb)), default=0.0
+        )
     return rows
 
 
@@ -107,15 +140,27 @@ def main(argv=None) -> None:
     if args.one:
         print(json.dumps(_one(args.model, args.batch, args.final_time, args.accuracy, args.repeat)))
         return
-    rows = measure(tuple(int(n) for n in args.devices.split(",")), args.batch, args.final_time, args.accuracy,
-                   args.model, args.repeat)
-    print(f"{args.model}: batch of {args.batch} worlds x {args.final_time:g} s, accuracy {args.accuracy:g}, "
-          f"{os.cpu_count()} CPUs")
-    print(f"{'devices':>7} {'wall s':>8} {'compile s':>9} {'worlds/s':>9} {'world-s/s':>9} {'efficiency':>10} "
-          f"{'max |dq| vs 1':>13}")
+    rows = measure(
+        tuple(int(n) for n in args.devices.split(",")),
+        args.batch,
+        args.final_time,
+        args.accuracy,
+        args.model,
+        args.repeat,
+    )
+    print(
+        f"{args.model}: batch of {args.batch} worlds x {args.final_time:g} s, accuracy {args.accuracy:g}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'devices':>7} {'wall s':>8} {'compile s':>9} {'worlds/s':>9} {'world-s/s':>9} {'efficiency':>10} "
+        f"{'max |dq| vs 1':>13}"
+    )
     for r in rows:
-        print(f"{r['devices']:>7} {r['wall']:>8.3f} {r['compile']:>9.1f} {r['worlds_per_s']:>9.1f} "
-              f"{r['throughput']:>9.2f} {r['efficiency']:>10.2f} {r['max_diff']:>13.2e}")
+        print(
+            f"{r['devices']:>7} {r['wall']:>8.3f} {r['compile']:>9.1f} {r['worlds_per_s']:>9.1f} "
+            f"{r['throughput']:>9.2f} {r['efficiency']:>10.2f} {r['max_diff']:>13.2e}"
+        )
     print(json.dumps([{k: v for k, v in r.items() if k != "q_final"} for r in rows]))
 
 

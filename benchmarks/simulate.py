@@ -32,11 +32,15 @@ def main(argv=None) -> None:
     dq = max(abs(sj_run["q"][p] - os_run["q"][p]) for p in os_run["q"])
     print(f"double_pendulum.osim, {T:g} s, Runge-Kutta-Merson, accuracy {acc:g}")
     print(f"  OpenSim Manager.integrate      {os_run['wall'] * 1e3:9.2f} ms  ({os_run['steps']} steps)")
-    print(f"  simjax simulate                {sj_run['wall'] * 1e3:9.2f} ms  ({sj_run['steps']} steps)   "
-          f"ratio {sj_run['wall'] / os_run['wall']:.3f} (goal <= 1)")
-    print(f"  simjax batch of {args.batch} ({usable_cores()} cores), "
-          f"per world {batch['per_world'] * 1e3:9.3f} ms   "
-          f"ratio {batch['per_world'] / os_run['wall']:.4f} (goal <= 0.02)")
+    print(
+        f"  simjax simulate                {sj_run['wall'] * 1e3:9.2f} ms  ({sj_run['steps']} steps)   "
+        f"ratio {sj_run['wall'] / os_run['wall']:.3f} (goal <= 1)"
+    )
+    print(
+        f"  simjax batch of {args.batch} ({usable_cores()} cores), "
+        f"per world {batch['per_world'] * 1e3:9.3f} ms   "
+        f"ratio {batch['per_world'] / os_run['wall']:.4f} (goal <= 0.02)"
+    )
     print(f"  compile: simulate {sj_run['compile']:.1f} s, vmapped batch {batch['compile']:.1f} s")
     print(f"  final coordinates, simjax - OpenSim: max {dq:.2e}")
 

@@ -38,8 +38,10 @@ def batches(n: int) -> dict:
     states, controls = muscles.excitation_batch(bicep, muscles.bicep_curl.initial_state(bicep), n)
     pendulum = suite.load_simjax("double_pendulum")
     p_states = suite.perturbed_states(pendulum, suite.initial_state(pendulum), n)
-    return {"bicep curl": lambda t: sj.simulate_batch(bicep, states, t, controls, accuracy=_ACCURACY, n_outputs=2),
-            "double pendulum": lambda t: sj.simulate_batch(pendulum, p_states, t, accuracy=_ACCURACY, n_outputs=2)}
+    return {
+        "bicep curl": lambda t: sj.simulate_batch(bicep, states, t, controls, accuracy=_ACCURACY, n_outputs=2),
+        "double pendulum": lambda t: sj.simulate_batch(pendulum, p_states, t, accuracy=_ACCURACY, n_outputs=2),
+    }
 
 
 def profile(run, top: int) -> None:
@@ -51,8 +53,10 @@ def profile(run, top: int) -> None:
     with jax.profiler.trace(folder, create_perfetto_trace=True):
         jax.block_until_ready(run())
     totals, counts = kernels._kernel_totals(folder)
-    print(f"    profile of {steps} steps: {sum(counts.values()) / steps:.0f} device events and "
-          f"{sum(totals.values()) / steps:.1f} us of device time a step")
+    print(
+        f"    profile of {steps} steps: {sum(counts.values()) / steps:.0f} device events and "
+        f"{sum(totals.values()) / steps:.1f} us of device time a step"
+    )
     for name, count in counts.most_common(top):
         print(f"    {count / steps:7.1f} a step {totals[name] / count:7.2f} us  {name[:90]}")
 
@@ -70,9 +74,11 @@ def main(argv=None) -> None:
         traj, compile_and_run = suite.timed(lambda: run(args.final_time))
         wall = suite.best(lambda: jax.block_until_ready(run(args.final_time)), 2)
         steps = int(jnp.max(traj.num_steps))
-        print(f"  {name}, {args.final_time:g} s: {wall:.3f} s ({wall / args.batch * 1e3:.4f} ms a world, "
-              f"{wall / steps * 1e6:.0f} us a step of the {steps} steps of the longest world; "
-              f"first call {compile_and_run:.1f} s)")
+        print(
+            f"  {name}, {args.final_time:g} s: {wall:.3f} s ({wall / args.batch * 1e3:.4f} ms a world, "
+            f"{wall / steps * 1e6:.0f} us a step of the {steps} steps of the longest world; "
+            f"first call {compile_and_run:.1f} s)"
+        )
         profile(lambda: run(args.profile_time), args.top)
 
 

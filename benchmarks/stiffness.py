@@ -79,8 +79,9 @@ def measure(name: str, samples: int = 12, accuracy: float = 1e-5, t_final: float
         j = np.asarray(jacobian(step_start.y, step_start.t))
         rate = float(np.linalg.eigvals(j).real.min())
         h = float(t[k + 1] - t[k])
-        rows.append({"t": float(t[k]), "h": h, "rate": rate, "h_rate": h * rate,
-                     "stiffest": names[int(np.argmin(np.diag(j)))]})
+        rows.append(
+            {"t": float(t[k]), "h": h, "rate": rate, "h_rate": h * rate, "stiffest": names[int(np.argmin(np.diag(j)))]}
+        )
     return {"steps": len(t), "bound": stability_bound(), "rows": rows}
 
 
@@ -91,8 +92,10 @@ def main(argv=None) -> None:
     parser.add_argument("--accuracy", type=float, default=1e-5)
     options = parser.parse_args(argv)
     got = measure(options.model, options.samples, options.accuracy)
-    print(f"{options.model}: {got['steps']} accepted steps over 1 s at accuracy {options.accuracy:g};"
-          f" Runge-Kutta-Merson is stable for h * rate > {got['bound']:.3f}")
+    print(
+        f"{options.model}: {got['steps']} accepted steps over 1 s at accuracy {options.accuracy:g};"
+        f" Runge-Kutta-Merson is stable for h * rate > {got['bound']:.3f}"
+    )
     print(f"{'t (s)':>7} {'h (ms)':>7} {'rate (1/s)':>11} {'h * rate':>9}  stiffest state")
     for r in got["rows"]:
         print(f"{r['t']:7.3f} {r['h'] * 1e3:7.2f} {r['rate']:11.0f} {r['h_rate']:9.2f}  {r['stiffest']}")

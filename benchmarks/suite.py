@@ -148,6 +148,7 @@ def opensim_simulation(om, t_final: float, accuracy: float, repeat: int = 3) -> 
 
     **Returns:** ``{"wall": s, "steps": n, "q": final coordinate values by path}``.
     """
+
     def run():
         man, t = _opensim_manager(om, accuracy)
         s = man.integrate(t_final)
@@ -164,17 +165,24 @@ def simjax_simulation(system, state, t_final: float, accuracy: float, repeat: in
     **Returns:** ``{"wall": s, "compile": s (first call), "steps": n, "q": final values by
     coordinate path}``.
     """
+
     def run():
         return sj.simulate(system, state, t_final, accuracy=accuracy, n_outputs=2)
 
     traj, first = timed(run)
     wall = best(lambda: jax.block_until_ready(run().q), repeat)
-    return {"wall": wall, "compile": max(first - wall, 0.0), "steps": int(traj.num_steps),
-            "q": _simjax_q(system, traj)}
+    return {"wall": wall, "compile": max(first - wall, 0.0), "steps": int(traj.num_steps), "q": _simjax_q(system, traj)}
 
 
-def agreement(system, state, om, accuracy: float, ends=tuple(np.linspace(0.5, 1.0, 11)),
-              spreads=(1.0, 1.01, 1.02), reference_accuracy: float = 1e-9) -> dict:
+def agreement(
+    system,
+    state,
+    om,
+    accuracy: float,
+    ends=tuple(np.linspace(0.5, 1.0, 11)),
+    spreads=(1.0, 1.01, 1.02),
+    reference_accuracy: float = 1e-9,
+) -> dict:
     """How close simjax's and OpenSim's runs at ``accuracy`` come to a tight-tolerance
     reference solution (OpenSim's Runge-Kutta-Merson at ``reference_accuracy``).
 
@@ -202,8 +210,13 @@ def agreement(system, state, om, accuracy: float, ends=tuple(np.linspace(0.5, 1.
             sj_errors.append(largest_difference(_simjax_q(system, traj), ref))
     os_median, sj_median = float(np.median(os_errors)), float(np.median(sj_errors))
     ratio = sj_median / os_median if os_median > 0 else (1.0 if sj_median == 0 else float("inf"))
-    return {"opensim": os_median, "simjax": sj_median, "ratio": ratio, "runs": len(os_errors),
-            "reference_accuracy": reference_accuracy}
+    return {
+        "opensim": os_median,
+        "simjax": sj_median,
+        "ratio": ratio,
+        "runs": len(os_errors),
+        "reference_accuracy": reference_accuracy,
+    }
 
 
 def opensim_rhs(om, n: int = 2000) -> float:
@@ -226,6 +239,7 @@ def simjax_rhs(system, state, n: int = 2000) -> dict:
 
     **Returns:** ``{"call": s, "in_jit": s}``.
     """
+
     def rhs(system, state):
         acc = sj.accelerations(system, state)
         return acc.udot, acc.zdot
@@ -239,6 +253,7 @@ def simjax_rhs(system, state, n: int = 2000) -> dict:
             eps = 1e-12 * carry[0][0]
             st = state.replace(t=state.t + 1e-9 * i, q=state.q + eps, u=state.u + eps, z=state.z + eps)
             return rhs(system, st)
+
         return jax.lax.fori_loop(0, n, body, rhs(system, state))
 
     jax.block_until_ready(one(system, state))
@@ -272,9 +287,14 @@ def simjax_batch(system, state, n: int, t_final: float, accuracy: float, chunk_s
 
     (q, steps), first = timed(run)
     wall = best(lambda: jax.block_until_ready(run()), 1 if n > 64 else 3)
-    return {"wall": wall, "compile": max(first - wall, 0.0), "per_world": wall / n,
-            "throughput": n * t_final / wall, "world_steps_per_s": float(np.sum(np.asarray(steps))) / wall,
-            "q_final": np.asarray(q[:, -1])}
+    return {
+        "wall": wall,
+        "compile": max(first - wall, 0.0),
+        "per_world": wall / n,
+        "throughput": n * t_final / wall,
+        "world_steps_per_s": float(np.sum(np.asarray(steps))) / wall,
+        "q_final": np.asarray(q[:, -1]),
+    }
 
 
 def simjax_gradient(system, state, t_final: float, accuracy: float, repeat: int = 3) -> dict:
@@ -285,6 +305,7 @@ def simjax_gradient(system, state, t_final: float, accuracy: float, repeat: int 
     **Returns:** ``{"wall": s, "forward": s, "compile": s}`` (each wall time the best
     of ``repeat``).
     """
+
     def loss(q0):
         traj = sj.simulate(system, state.replace(q=q0), t_final, accuracy=accuracy, n_outputs=2)
         return jnp.sum(traj.q[-1] ** 2) + jnp.sum(traj.u[-1] ** 2)

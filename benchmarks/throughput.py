@@ -50,8 +50,10 @@ def main(argv=None) -> None:
     dtype = state.q.dtype.name
     rows = {}
     if not args.json:
-        print(f"{args.model}: {args.final_time:g} s per world, accuracy {args.accuracy:g}, {dtype}, "
-              f"device {jax.devices()[0]}, {usable_cores()} cores")
+        print(
+            f"{args.model}: {args.final_time:g} s per world, accuracy {args.accuracy:g}, {dtype}, "
+            f"device {jax.devices()[0]}, {usable_cores()} cores"
+        )
         print(f"{'batch':>7} {'wall s':>9} {'compile s':>10} {'world-s/s':>11} {'world-steps/s':>14}")
     for n in (int(b) for b in args.batches.split(",")):
         r = rows[str(n)] = suite.simjax_batch(system, state, n, args.final_time, args.accuracy, args.chunk_size)
@@ -59,8 +61,11 @@ def main(argv=None) -> None:
         if args.save_final:
             np.save(f"{args.save_final}/q_final_{dtype}_{n}.npy", q_final[:16])
         if not args.json:
-            print(f"{n:>7} {r['wall']:>9.3f} {r['compile']:>10.1f} {r['throughput']:>11.2f} "
-                  f"{r['world_steps_per_s']:>14.0f}", flush=True)
+            print(
+                f"{n:>7} {r['wall']:>9.3f} {r['compile']:>10.1f} {r['throughput']:>11.2f} "
+                f"{r['world_steps_per_s']:>14.0f}",
+                flush=True,
+            )
     if args.json:
         print(json.dumps({"model": args.model, "cores": usable_cores(), "batch": rows}))
 
@@ -68,8 +73,18 @@ def main(argv=None) -> None:
 def measure(name: str, batches, t_final: float, accuracy: float) -> dict:
     """Run this script in a fresh process on all cores. **Returns:** ``{"cores": n,
     "batch": {batch size (str): suite.simjax_batch's figures}}``."""
-    return run_fresh("benchmarks.throughput", "--model", name, "--json", "--batches", ",".join(map(str, batches)),
-                     "--final-time", str(t_final), "--accuracy", str(accuracy))
+    return run_fresh(
+        "benchmarks.throughput",
+        "--model",
+        name,
+        "--json",
+        "--batches",
+        ",".join(map(str, batches)),
+        "--final-time",
+        str(t_final),
+        "--accuracy",
+        str(accuracy),
+    )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,11 @@ jax.config.update("jax_enable_x64", True)
 PIPELINE = sj.models.pipeline_path("Gait10dof18musc")
 
 #: (tool, setup file in the pipeline, OpenSim's class, goal: simjax / OpenSim)
-TOOLS = (("inverse kinematics", "IK/walk_Setup_IK.xml", "InverseKinematicsTool", 0.1),
-         ("inverse dynamics", "ID/walk_Setup_ID.xml", "InverseDynamicsTool", 0.5),
-         ("static optimization", "SO/walk_Setup_SO.xml", "AnalyzeTool", 0.1))
+TOOLS = (
+    ("inverse kinematics", "IK/walk_Setup_IK.xml", "InverseKinematicsTool", 0.1),
+    ("inverse dynamics", "ID/walk_Setup_ID.xml", "InverseDynamicsTool", 0.5),
+    ("static optimization", "SO/walk_Setup_SO.xml", "AnalyzeTool", 0.1),
+)
 
 
 @contextlib.contextmanager
@@ -92,19 +94,32 @@ def measure(pipeline: str = PIPELINE, reference: dict | None = None) -> list[dic
             first = time.perf_counter() - t
             os_time = suite.best(theirs) if reference is None else reference[name]
             sj_time = suite.best(ours)
-            rows.append({"tool": name, "setup": rel, "opensim": os_time, "simjax": sj_time,
-                         "simjax_first_run": first, "ratio": sj_time / os_time, "goal": goal})
+            rows.append(
+                {
+                    "tool": name,
+                    "setup": rel,
+                    "opensim": os_time,
+                    "simjax": sj_time,
+                    "simjax_first_run": first,
+                    "ratio": sj_time / os_time,
+                    "goal": goal,
+                }
+            )
     return rows
 
 
 def markdown(rows) -> str:
     """The rows as a Markdown table, with each goal met or missed."""
-    lines = ["| tool (Gait10dof18musc pipeline) | OpenSim | simjax | ratio | goal | simjax first run (compiles) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| tool (Gait10dof18musc pipeline) | OpenSim | simjax | ratio | goal | simjax first run (compiles) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         verdict = "met" if r["ratio"] <= r["goal"] else f"missed by {r['ratio'] / r['goal']:.1f}x"
-        lines.append(f"| {r['tool']} ({r['setup']}) | {r['opensim'] * 1e3:.1f} ms | {r['simjax'] * 1e3:.1f} ms | "
-                     f"{r['ratio']:.2f} | <= {r['goal']:g}: {verdict} | {r['simjax_first_run']:.1f} s |")
+        lines.append(
+            f"| {r['tool']} ({r['setup']}) | {r['opensim'] * 1e3:.1f} ms | {r['simjax'] * 1e3:.1f} ms | "
+            f"{r['ratio']:.2f} | <= {r['goal']:g}: {verdict} | {r['simjax_first_run']:.1f} s |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -112,8 +127,11 @@ def measure_reference(path: str, pipeline: str = PIPELINE) -> dict:
     """Measure OpenSim's time per tool here and record it as ``path``'s ``opensim_tools``
     (the file's other entries are kept). **Returns:** the recorded entry."""
     rows = measure(pipeline)
-    entry = {"machine": f"{platform.platform()}, {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} used",
-             "date": datetime.date.today().isoformat(), **{r["tool"]: r["opensim"] for r in rows}}
+    entry = {
+        "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} used",
+        "date": datetime.date.today().isoformat(),
+        **{r["tool"]: r["opensim"] for r in rows},
+    }
     ref = {}
     if os.path.exists(path):
         with open(path) as f:

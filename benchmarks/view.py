@@ -58,8 +58,13 @@ def gait_motion(system, seconds: float, rate: float, motion: str | None = None) 
         q[:, coords[system.coordinate_path("pelvis_tx")].q] = 1.2 * times
         q[:, coords[system.coordinate_path("pelvis_ty")].q] = 0.95
     n = len(times)
-    return State(t=jax.numpy.asarray(times), q=jax.numpy.asarray(q), u=jax.numpy.zeros((n, len(base.u))),
-                 z=jax.numpy.tile(base.z, (n, 1)), d=jax.numpy.tile(base.d, (n, 1)))
+    return State(
+        t=jax.numpy.asarray(times),
+        q=jax.numpy.asarray(q),
+        u=jax.numpy.zeros((n, len(base.u))),
+        z=jax.numpy.tile(base.z, (n, 1)),
+        d=jax.numpy.tile(base.d, (n, 1)),
+    )
 
 
 def opensim_frames(path: str, system, states: State) -> float:
@@ -69,8 +74,10 @@ def opensim_frames(path: str, system, states: State) -> float:
     om = opensim.Model(path)
     s = om.initSystem()
     cs = om.getCoordinateSet()
-    coords = [(cs.get(n), system.topology.tree.coordinates[p].q)
-              for n, p in zip(system.coordinate_names, system.coordinate_paths)]
+    coords = [
+        (cs.get(n), system.topology.tree.coordinates[p].q)
+        for n, p in zip(system.coordinate_names, system.coordinate_paths)
+    ]
     bodies = [om.getBodySet().get(i) for i in range(om.getBodySet().getSize())]
     muscles = om.getMuscles()
     paths = [muscles.get(i).getGeometryPath() for i in range(muscles.getSize())]
@@ -110,17 +117,23 @@ def main(argv=None):
     t_first = time.perf_counter() - t
     t_frames = best(lambda: scene.frames(states), 3)
     faces = sum(v.mesh.n_faces for v in scene.visuals)
-    print(f"gait10dof18musc scene: {len(scene.visuals)} visuals ({faces} triangles), {len(scene.frame_paths)} frames, "
-          f"{len(scene.paths)} muscle paths; motion: {args.seconds:g} s at {args.rate:g} frames/s = {n} frames "
-          f"({'from ' + args.motion if args.motion else 'synthetic walk'})")
+    print(
+        f"gait10dof18musc scene: {len(scene.visuals)} visuals ({faces} triangles), {len(scene.frame_paths)} frames, "
+        f"{len(scene.paths)} muscle paths; motion: {args.seconds:g} s at {args.rate:g} frames/s = {n} frames "
+        f"({'from ' + args.motion if args.motion else 'synthetic walk'})"
+    )
     print(f"  build the scene (model read + meshes)   {t_cold:8.3f} s cold, {t_warm:.3f} s with meshes cached")
     print(f"  frames, first call (compile + run)      {t_first:8.3f} s")
-    print(f"  frames, after compilation               {t_frames:8.3f} s  ({1e6 * t_frames / n:.1f} us/frame, "
-          f"{n / t_frames:.0f} frames/s)")
+    print(
+        f"  frames, after compilation               {t_frames:8.3f} s  ({1e6 * t_frames / n:.1f} us/frame, "
+        f"{n / t_frames:.0f} frames/s)"
+    )
     if not args.no_opensim:
         t_os = opensim_frames(path, system, states)
-        print(f"  OpenSim, same poses                     {t_os * n:8.3f} s  ({1e6 * t_os:.1f} us/frame); "
-              f"simjax / OpenSim = {t_frames / (t_os * n):.3f}")
+        print(
+            f"  OpenSim, same poses                     {t_os * n:8.3f} s  ({1e6 * t_os:.1f} us/frame); "
+            f"simjax / OpenSim = {t_frames / (t_os * n):.3f}"
+        )
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "walk.html")
         t = time.perf_counter()

@@ -99,15 +99,23 @@ def main(argv=None):
     print(f"arm26 path lengths (6 muscles), {args.batch} random states")
     print(f"  agreement with OpenSim: max |dL| = {np.abs(got - ref).max():.2e} m")
     print(f"  OpenSim                 {1e6 * t_os:10.1f} us/state")
-    print(f"  simjax single state     {1e6 * t['single']:10.1f} us  ({t['single'] / t_os:.2f}x OpenSim), "
-          f"compile {t['compile_single']:.1f} s")
-    print(f"  simjax vmapped          {1e6 * t['per_state']:10.1f} us/state ({t['per_state'] / t_os:.3f}x OpenSim), "
-          f"compile {t['compile_batch']:.1f} s")
-    print(f"  straight paths, vmapped {1e6 * t_straight['per_state']:10.1f} us/state "
-          f"(wrapping costs {t['per_state'] / t_straight['per_state']:.0f}x)")
-    print(f"  smoothed ({1e3 * args.smoothing:g} mm), vmapped {1e6 * t_smooth['per_state']:6.1f} us/state "
-          f"({t_smooth['per_state'] / t['per_state']:.2f}x exact), compile {t_smooth['compile_batch']:.1f} s; "
-          f"{100 * moved.mean():.1f}% of lengths moved from OpenSim's, by at most {np.abs(smoothed - ref).max():.2e} m")
+    print(
+        f"  simjax single state     {1e6 * t['single']:10.1f} us  ({t['single'] / t_os:.2f}x OpenSim), "
+        f"compile {t['compile_single']:.1f} s"
+    )
+    print(
+        f"  simjax vmapped          {1e6 * t['per_state']:10.1f} us/state ({t['per_state'] / t_os:.3f}x OpenSim), "
+        f"compile {t['compile_batch']:.1f} s"
+    )
+    print(
+        f"  straight paths, vmapped {1e6 * t_straight['per_state']:10.1f} us/state "
+        f"(wrapping costs {t['per_state'] / t_straight['per_state']:.0f}x)"
+    )
+    print(
+        f"  smoothed ({1e3 * args.smoothing:g} mm), vmapped {1e6 * t_smooth['per_state']:6.1f} us/state "
+        f"({t_smooth['per_state'] / t['per_state']:.2f}x exact), compile {t_smooth['compile_batch']:.1f} s; "
+        f"{100 * moved.mean():.1f}% of lengths moved from OpenSim's, by at most {np.abs(smoothed - ref).max():.2e} m"
+    )
 
 
 if __name__ == "__main__":

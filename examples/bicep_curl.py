@@ -29,10 +29,16 @@ def build_model() -> sj.Model:
     model = model.add(sj.Body("humerus", 1.0, (0, 0, 0), (0, 0, 0)))
     model = model.add(sj.Body("radius", 1.0, (0, 0, 0), (0, 0, 0)))
     # pin joints; each body is 1 m long
-    model = model.add(sj.PinJoint("shoulder", "/ground", "/bodyset/humerus", location_in_parent=(0, 0, 0),
-                                  location_in_child=(0, 1, 0)))
-    model = model.add(sj.PinJoint("elbow", "/bodyset/humerus", "/bodyset/radius", location_in_parent=(0, 0, 0),
-                                  location_in_child=(0, 1, 0)))
+    model = model.add(
+        sj.PinJoint(
+            "shoulder", "/ground", "/bodyset/humerus", location_in_parent=(0, 0, 0), location_in_child=(0, 1, 0)
+        )
+    )
+    model = model.add(
+        sj.PinJoint(
+            "elbow", "/bodyset/humerus", "/bodyset/radius", location_in_parent=(0, 0, 0), location_in_child=(0, 1, 0)
+        )
+    )
     # a muscle that flexes the elbow
     biceps = sj.Millard2012EquilibriumMuscle("biceps", 200, 0.6, 0.55, 0)
     biceps = biceps.add_new_path_point("origin", "/bodyset/humerus", (0, 0.8, 0))

@@ -15,11 +15,32 @@ from .forward import Accelerations, Context, quaternion_errors
 from .mechanics import dynamics as dyn
 from .state import State
 
-__all__ = ["forward_dynamics", "accelerations", "mass_matrix", "inverse_dynamics", "output", "outputs",
-           "constraint_errors", "frame_transform", "station_location", "kinetic_energy", "potential_energy",
-           "momentum", "mass_center", "body_poses", "controls", "assemble", "project", "frame_velocity",
-           "frame_acceleration", "frame_jacobian", "station_velocity", "station_acceleration", "station_jacobian",
-           "component_outputs"]
+__all__ = [
+    "forward_dynamics",
+    "accelerations",
+    "mass_matrix",
+    "inverse_dynamics",
+    "output",
+    "outputs",
+    "constraint_errors",
+    "frame_transform",
+    "station_location",
+    "kinetic_energy",
+    "potential_energy",
+    "momentum",
+    "mass_center",
+    "body_poses",
+    "controls",
+    "assemble",
+    "project",
+    "frame_velocity",
+    "frame_acceleration",
+    "frame_jacobian",
+    "station_velocity",
+    "station_acceleration",
+    "station_jacobian",
+    "component_outputs",
+]
 
 
 @jit
@@ -89,8 +110,7 @@ def output(system, state: State, spec: str, controls=None):
     path, _, name = spec.rpartition("|")
     comp = system.model.find(path)
     if name not in comp.output_specs():
-        raise KeyError(f"{type(comp).__name__} {path!r} has no output {name!r}; it has "
-                       f"{sorted(comp.output_specs())}")
+        raise KeyError(f"{type(comp).__name__} {path!r} has no output {name!r}; it has {sorted(comp.output_specs())}")
     return _output(system, state, path, name, controls)
 
 
@@ -192,8 +212,15 @@ def mass_center(system, state: State):
     return dyn.mass_center(ctx.params, ctx.pos)
 
 
-def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: int = 100, throw: bool = True,
-             return_info: bool = False):
+def assemble(
+    system,
+    state: State,
+    weights=None,
+    tol: float = 1e-10,
+    max_steps: int = 100,
+    throw: bool = True,
+    return_info: bool = False,
+):
     """Satisfy all position and velocity constraints, keeping coordinates near ``state``'s.
 
     Minimizes ``sum_i w_i (q_i - state.q_i)^2`` over the coordinates that are neither
@@ -216,8 +243,9 @@ def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: 
 def _assemble(system, state, weights, tol, max_steps, throw, return_info):
     from .mechanics import assembly
 
-    return assembly.assemble(system, state, weights=weights, tol=tol, max_steps=max_steps, throw=throw,
-                             return_info=return_info)
+    return assembly.assemble(
+        system, state, weights=weights, tol=tol, max_steps=max_steps, throw=throw, return_info=return_info
+    )
 
 
 @jit

@@ -33,8 +33,14 @@ from .compiling import jit
 __all__ = ["map_batch", "cache_chunk", "usable_cores", "batch_mesh", "gather"]
 
 
-def map_batch(fn: Callable, *args, chunk_size: int | None = None, workers: int | None = None,
-              piece_size: int | None = None, devices=None):
+def map_batch(
+    fn: Callable,
+    *args,
+    chunk_size: int | None = None,
+    workers: int | None = None,
+    piece_size: int | None = None,
+    devices=None,
+):
     """``jax.vmap(fn)(*args)``, in vmapped chunks solved side by side on the cores.
 
     ``fn`` is compiled once per function object (define it once, not per call) and
@@ -221,8 +227,9 @@ def _on_mesh(static, mesh, dyn, chunk):
     def local(dyn, chunk):  # one device's shard, solved on it alone
         return eqx.combine(dyn, static)(*chunk)
 
-    return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec,
-                         check_vma=False)(dyn, chunk)
+    return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec, check_vma=False)(
+        dyn, chunk
+    )
 
 
 def usable_cores() -> int:

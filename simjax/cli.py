@@ -99,8 +99,10 @@ def _info(args: argparse.Namespace) -> int:
     for p in system.coordinate_paths:
         c = model.find(p)
         flags = [f for f in ("locked", "clamped", "prescribed") if getattr(c, f)]
-        out.append(f"  {p}  {tree.coordinates[p].motion_type}  default {_fmt(c.default_value)}  range "
-                   f"[{_fmt(c.range[0])}, {_fmt(c.range[1])}]" + (f"  ({', '.join(flags)})" if flags else ""))
+        out.append(
+            f"  {p}  {tree.coordinates[p].motion_type}  default {_fmt(c.default_value)}  range "
+            f"[{_fmt(c.range[0])}, {_fmt(c.range[1])}]" + (f"  ({', '.join(flags)})" if flags else "")
+        )
     out.append(f"Actuators ({len(system.actuator_paths)}):")
     for p in system.actuator_paths:
         out.append(f"  {p}  [{type(model.find(p)).__name__}]")
@@ -113,8 +115,9 @@ def _info(args: argparse.Namespace) -> int:
 
 def _configure_info(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
-    parser.add_argument("--strict", action="store_true",
-                        help="fail on content simjax does not model yet (default: skip and list it)")
+    parser.add_argument(
+        "--strict", action="store_true", help="fail on content simjax does not model yet (default: skip and list it)"
+    )
 
 
 # -- validate -----------------------------------------------------------------------------------
@@ -150,32 +153,42 @@ def _validate_folder(args: argparse.Namespace, version: str) -> int:
     from .io.osim.validate import CHECKS, validate
 
     names = [c for c in CHECKS if args.check is None or c in args.check]
-    print(f"simjax vs OpenSim {version}, {args.states} random states per model (`simjax validate FOLDER`): "
-          "the worst relative error of each quantity (max |simjax - OpenSim| / max |OpenSim|), "
-          "'-' where a check does not apply.\n")
+    print(
+        f"simjax vs OpenSim {version}, {args.states} random states per model (`simjax validate FOLDER`): "
+        "the worst relative error of each quantity (max |simjax - OpenSim| / max |OpenSim|), "
+        "'-' where a check does not apply.\n"
+    )
     print("| model | " + " | ".join(names) + " | status |")
     print("|---" * (len(names) + 2) + "|")
     failed = 0
     for file in sorted(f for f in os.listdir(args.model) if f.endswith(".osim")):
         try:
-            results = {r.name: r for r in validate(os.path.join(args.model, file), n_states=args.states,
-                                                   seed=args.seed, checks=args.check)}
+            results = {
+                r.name: r
+                for r in validate(
+                    os.path.join(args.model, file), n_states=args.states, seed=args.seed, checks=args.check
+                )
+            }
         except Exception as e:  # a row per model, whatever goes wrong in one
             failed += 1
-            print(f"| {file} | " + " | ".join("" for _ in names) + f" | error: {type(e).__name__}: "
-                  f"{str(e).splitlines()[0][:120]} |", flush=True)
+            print(
+                f"| {file} | " + " | ".join("" for _ in names) + f" | error: {type(e).__name__}: "
+                f"{str(e).splitlines()[0][:120]} |",
+                flush=True,
+            )
             continue
         cells = [f"{results[n].max_rel:.1e}" if n in results else "-" for n in names]
         bad = [n for n, r in results.items() if not r.passed]
         failed += bool(bad)
-        print(f"| {file} | " + " | ".join(cells) + f" | {'FAIL: ' + ', '.join(bad) if bad else 'ok'} |",
-              flush=True)
+        print(f"| {file} | " + " | ".join(cells) + f" | {'FAIL: ' + ', '.join(bad) if bad else 'ok'} |", flush=True)
     return 1 if failed else 0
 
 
 def _configure_validate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="an .osim file, the name of a shipped model, or a folder: every .osim in it, "
-                        "reported as a Markdown table")
+    parser.add_argument(
+        "model",
+        help="an .osim file, the name of a shipped model, or a folder: every .osim in it, reported as a Markdown table",
+    )
     parser.add_argument("-n", "--states", type=int, default=50, help="number of random states (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--check", action="append", help="run only this check (repeatable)")
@@ -255,16 +268,19 @@ def _configure_simulate(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
     parser.add_argument("--final-time", type=float, default=1.0, help="end time in s (default 1)")
     parser.add_argument("--out", help="write an OpenSim states .sto file")
-    parser.add_argument("--solver", default="rkm", help="rkm (default), tsit5, dopri5, kvaerno5, rk4, "
-                        "semi_implicit_euler")
+    parser.add_argument(
+        "--solver", default="rkm", help="rkm (default), tsit5, dopri5, kvaerno5, rk4, semi_implicit_euler"
+    )
     parser.add_argument("--accuracy", type=float, default=1e-5, help="integrator accuracy (default 1e-5)")
     parser.add_argument("--dt", type=float, help="step size for the fixed-step solvers")
-    parser.add_argument("--controls", type=float, help="a constant control for every actuator "
-                        "(default: the model's controllers)")
+    parser.add_argument(
+        "--controls", type=float, help="a constant control for every actuator (default: the model's controllers)"
+    )
     parser.add_argument("--outputs", type=int, default=101, help="number of output times (default 101)")
     parser.add_argument("--progress", action="store_true", help="print progress while integrating")
-    parser.add_argument("--skip-unsupported", action="store_true",
-                        help="skip content simjax does not model yet instead of failing")
+    parser.add_argument(
+        "--skip-unsupported", action="store_true", help="skip content simjax does not model yet instead of failing"
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -281,8 +297,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _configure_run(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("setup", help="an OpenSim tool setup file (.xml): InverseKinematicsTool, "
-                        "InverseDynamicsTool, ScaleTool, AnalyzeTool")
+    parser.add_argument(
+        "setup",
+        help="an OpenSim tool setup file (.xml): InverseKinematicsTool, InverseDynamicsTool, ScaleTool, AnalyzeTool",
+    )
 
 
 def _moco(args: argparse.Namespace) -> int:
@@ -299,22 +317,36 @@ def _moco(args: argparse.Namespace) -> int:
 
 def _configure_moco(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("study", help="a MocoStudy setup file (.omoco), as MocoStudy.print writes it")
-    parser.add_argument("--output", help="the solution's MocoTrajectory .sto (default: "
-                        "<results_directory>/<study name>_solution.sto, next to the study)")
-    parser.add_argument("--skip-unsupported", action="store_true",
-                        help="skip model content simjax does not model yet instead of failing")
+    parser.add_argument(
+        "--output",
+        help="the solution's MocoTrajectory .sto (default: "
+        "<results_directory>/<study name>_solution.sto, next to the study)",
+    )
+    parser.add_argument(
+        "--skip-unsupported",
+        action="store_true",
+        help="skip model content simjax does not model yet instead of failing",
+    )
 
 
-register_subcommand("run", "run an OpenSim tool from its setup file, writing OpenSim's output files",
-                    _configure_run, _run)
-register_subcommand("moco", "solve a Moco study (.omoco) by direct collocation, writing its solution as Moco does",
-                    _configure_moco, _moco)
-register_subcommand("simulate", "run a forward simulation of a model and print a report",
-                    _configure_simulate, _simulate)
-register_subcommand("info", "list a model's components, coordinates, actuators and state variables",
-                    _configure_info, _info)
-register_subcommand("validate", "compare simjax with OpenSim on a model at random states",
-                    _configure_validate, _validate)
+register_subcommand(
+    "run", "run an OpenSim tool from its setup file, writing OpenSim's output files", _configure_run, _run
+)
+register_subcommand(
+    "moco",
+    "solve a Moco study (.omoco) by direct collocation, writing its solution as Moco does",
+    _configure_moco,
+    _moco,
+)
+register_subcommand(
+    "simulate", "run a forward simulation of a model and print a report", _configure_simulate, _simulate
+)
+register_subcommand(
+    "info", "list a model's components, coordinates, actuators and state variables", _configure_info, _info
+)
+register_subcommand(
+    "validate", "compare simjax with OpenSim on a model at random states", _configure_validate, _validate
+)
 
 
 # -- view --------------------------------------------------------------------------------------------
@@ -330,8 +362,11 @@ def _view(args: argparse.Namespace) -> int:
     if follow is not None and follow not in scene.frame_paths:
         hits = [p for p in scene.frame_paths if p.rsplit("/", 1)[-1] == follow]
         if len(hits) != 1:
-            print(f"simjax view: --follow {follow!r} names no frame of the model; its bodies are "
-                  f"{', '.join(scene.body_paths)}", file=sys.stderr)
+            print(
+                f"simjax view: --follow {follow!r} names no frame of the model; its bodies are "
+                f"{', '.join(scene.body_paths)}",
+                file=sys.stderr,
+            )
             return 2
         follow = hits[0]
     try:
@@ -358,8 +393,11 @@ def _view(args: argparse.Namespace) -> int:
 
 def _configure_view(parser: argparse.ArgumentParser) -> None:
     _model_argument(parser)
-    parser.add_argument("--motion", help="a Trajectory states file (.sto) or a coordinates motion (.mot, .sto) to "
-                        "play (default: the model's default pose)")
+    parser.add_argument(
+        "--motion",
+        help="a Trajectory states file (.sto) or a coordinates motion (.mot, .sto) to "
+        "play (default: the model's default pose)",
+    )
     parser.add_argument("--overlay", help="a second motion drawn over the first, translucent (e.g. a reference)")
     parser.add_argument("--markers", help="experimental markers to show (.trc)")
     parser.add_argument("--html", help="write a self-contained HTML page (opens offline in any browser)")
@@ -367,8 +405,12 @@ def _configure_view(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--live", action="store_true", help="start the live viewer (the default without --html/--gif)")
     parser.add_argument("--follow", help="a body (name or path) for the camera to follow")
     parser.add_argument("--rate", type=float, help="resample the motion to this many frames per second")
-    parser.add_argument("--color-by", default="activation", choices=("activation", "tension", "none"),
-                        help="what colours the muscles (default activation)")
+    parser.add_argument(
+        "--color-by",
+        default="activation",
+        choices=("activation", "tension", "none"),
+        help="what colours the muscles (default activation)",
+    )
     parser.add_argument("--geometry-path", action="append", help="a folder to search for mesh files (repeatable)")
     parser.add_argument("--stride", type=int, default=1, help="use every n-th frame in the animation (default 1)")
     parser.add_argument("--fps", type=float, default=20.0, help="frames per second of the animation (default 20)")
@@ -376,8 +418,12 @@ def _configure_view(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="the live viewer's port (default: a free one)")
 
 
-register_subcommand("view", "show a model in 3D, playing a motion: live in the browser, as HTML, or as a GIF/MP4",
-                    _configure_view, _view)
+register_subcommand(
+    "view",
+    "show a model in 3D, playing a motion: live in the browser, as HTML, or as a GIF/MP4",
+    _configure_view,
+    _view,
+)
 
 
 # -- sweep ------------------------------------------------------------------------------------------
@@ -395,9 +441,11 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"simjax sweep: {e}", file=sys.stderr)
         return 1
     if not args.process_id:
-        print(f"simjax sweep: {summary.n_cases} cases in {summary.n_chunks} files in {summary.out_dir} "
-              f"({summary.chunks_run} chunks run, {summary.chunks_skipped} finished before; {summary.failed} "
-              f"failed case(s) in this run) in {summary.seconds:.1f} s")
+        print(
+            f"simjax sweep: {summary.n_cases} cases in {summary.n_chunks} files in {summary.out_dir} "
+            f"({summary.chunks_run} chunks run, {summary.chunks_skipped} finished before; {summary.failed} "
+            f"failed case(s) in this run) in {summary.seconds:.1f} s"
+        )
     return 0
 
 
@@ -413,8 +461,10 @@ def _sweep_processes(args: argparse.Namespace) -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # (each joins the runtime before simjax is imported: before JAX starts its backends)
-    boot = ("import sys, jax; jax.distributed.initialize(sys.argv[1], num_processes=int(sys.argv[2]), "
-            "process_id=int(sys.argv[3])); from simjax.cli import main; sys.exit(main(sys.argv[4:]))")
+    boot = (
+        "import sys, jax; jax.distributed.initialize(sys.argv[1], num_processes=int(sys.argv[2]), "
+        "process_id=int(sys.argv[3])); from simjax.cli import main; sys.exit(main(sys.argv[4:]))"
+    )
     base = [sys.executable, "-c", boot, f"127.0.0.1:{port}", str(args.processes)]
     sweep_args = ["sweep", args.spec, "--processes", str(args.processes)]
     for flag, value in (("--out", args.out), ("--cases", args.cases)):
@@ -422,8 +472,9 @@ def _sweep_processes(args: argparse.Namespace) -> int:
             sweep_args += [flag, value]
     if args.quiet:
         sweep_args.append("--quiet")
-    children = [subprocess.Popen(base + [str(i)] + sweep_args + ["--process-id", str(i)])
-                for i in range(args.processes)]
+    children = [
+        subprocess.Popen(base + [str(i)] + sweep_args + ["--process-id", str(i)]) for i in range(args.processes)
+    ]
     status = 0
     try:
         running = list(children)
@@ -448,17 +499,24 @@ def _sweep_processes(args: argparse.Namespace) -> int:
 
 def _configure_sweep(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="a sweep spec (.json, or .toml on Python 3.11+): model, cases, t_final, outputs")
-    parser.add_argument("--out", help="the output folder of Parquet files (default: SPEC without its extension, "
-                        "plus .sweep)")
+    parser.add_argument(
+        "--out", help="the output folder of Parquet files (default: SPEC without its extension, plus .sweep)"
+    )
     parser.add_argument("--cases", help="a case table (.csv or .parquet) instead of the spec's")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    parser.add_argument("--processes", type=int, default=1, help="run in this many processes on this machine, "
-                        "joined by JAX's distributed runtime on the loopback address (default 1)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="run in this many processes on this machine, "
+        "joined by JAX's distributed runtime on the loopback address (default 1)",
+    )
     parser.add_argument("--process-id", type=int, help=argparse.SUPPRESS)  # (set for the N processes)
 
 
-register_subcommand("sweep", "run a sweep of simulations over a table of cases, resumable, written as Parquet",
-                    _configure_sweep, _sweep)
+register_subcommand(
+    "sweep", "run a sweep of simulations over a table of cases, resumable, written as Parquet", _configure_sweep, _sweep
+)
 
 
 # -- entry point -----------------------------------------------------------------------------------

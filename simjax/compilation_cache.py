@@ -66,8 +66,11 @@ def enable(path: str | os.PathLike | None = None) -> str | None:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
-        warnings.warn(f"simjax: the compilation cache folder {path!r} cannot be created ({e}); compiling without "
-                      f"it. Set {ENV_DIR} to another folder, or {ENV_OFF}=1 to stop trying.", stacklevel=2)
+        warnings.warn(
+            f"simjax: the compilation cache folder {path!r} cannot be created ({e}); compiling without "
+            f"it. Set {ENV_DIR} to another folder, or {ENV_OFF}=1 to stop trying.",
+            stacklevel=2,
+        )
         return None
     jax.config.update("jax_compilation_cache_dir", path)
     return path

@@ -45,6 +45,7 @@ def full_precision(fun):
 
     **Arguments:** ``fun``: the function. **Returns:** the wrapped function.
     """
+
     @functools.wraps(fun)
     def exact(*args, **kwargs):
         with jax.default_matmul_precision("highest"):
@@ -99,5 +100,4 @@ def unrolled_off_cpu(loop, *operands):
 
     **Returns:** ``loop``'s result.
     """
-    return jax.lax.platform_dependent(*operands, cpu=functools.partial(loop, 1),
-                                      default=functools.partial(loop, True))
+    return jax.lax.platform_dependent(*operands, cpu=functools.partial(loop, 1), default=functools.partial(loop, True))

@@ -127,8 +127,11 @@ def check_name(name: Any, where: str = "") -> str:
         raise ModelError(loc, f"a component name must be a non-empty string, got {name!r}")
     bad = sorted(_FORBIDDEN.intersection(name))
     if bad:
-        raise ModelError(loc, f"component name {name!r} must not contain {' '.join(repr(c) for c in bad)} "
-                         "(OpenSim rejects \\ / * + and whitespace in names)")
+        raise ModelError(
+            loc,
+            f"component name {name!r} must not contain {' '.join(repr(c) for c in bad)} "
+            "(OpenSim rejects \\ / * + and whitespace in names)",
+        )
     if name in (".", ".."):
         raise ModelError(loc, f"component name {name!r} would read as a path element ('.' or '..')")
     return name
@@ -156,8 +159,9 @@ def _as_property(x: Any) -> Any:
     return np.asarray(x, dtype=np.float64)
 
 
-def prop(default: Any, *, doc: str = "", bounds: tuple[float | None, float | None] | None = None,
-         shape: tuple[int, ...] = ()):
+def prop(
+    default: Any, *, doc: str = "", bounds: tuple[float | None, float | None] | None = None, shape: tuple[int, ...] = ()
+):
     """Declare a numeric property: a traced array leaf of the component.
 
     **Arguments:**
@@ -200,8 +204,7 @@ def socket(connectee: str, *, doc: str = "", hard: bool = True, many: bool = Fal
     return eqx.field(default=() if many else "", static=True, metadata=meta)
 
 
-def input_(value_type: str = "double", *, stage: Stage = Stage.DYNAMICS, many: bool = False,
-           doc: str = ""):
+def input_(value_type: str = "double", *, stage: Stage = Stage.DYNAMICS, many: bool = False, doc: str = ""):
     """Declare an input: a slot connected to outputs of other components.
 
     The value is a tuple of connection strings ``"path|output[:channel][(alias)]"``;

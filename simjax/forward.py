@@ -57,8 +57,7 @@ class Context:
     same state and controls, to use rather than search again.
     """
 
-    def __init__(self, system, state: State, controls=None, mobility_forces=None, parameters=None,
-                 searches=None):
+    def __init__(self, system, state: State, controls=None, mobility_forces=None, parameters=None, searches=None):
         self.system = system
         self.model = system.model
         self.topology = system.topology
@@ -151,8 +150,9 @@ class Context:
         """Poses in Ground of PhysicalFrames (static paths): ``(R (k,3,3), p (k,3))``."""
         rows = frame_table_rows(self.tree, frame_paths)
         mobs = self.tree.frame_mob[rows]
-        return spatial.compose((self.pos.R0[mobs], self.pos.p0[mobs]),
-                               (self.params["frame_R"][rows], self.params["frame_p"][rows]))
+        return spatial.compose(
+            (self.pos.R0[mobs], self.pos.p0[mobs]), (self.params["frame_R"][rows], self.params["frame_p"][rows])
+        )
 
     def frame_transform(self, path: str):
         """Pose ``(R, p)`` of one PhysicalFrame in Ground."""
@@ -247,8 +247,9 @@ class Context:
         if self._controls is not None:
             c = jnp.asarray(self._controls, dtype)
             if c.shape != (n,):
-                raise ValueError(f"controls must have shape ({n},) in actuator order {self.system.actuator_names}, "
-                                 f"got {c.shape}")
+                raise ValueError(
+                    f"controls must have shape ({n},) in actuator order {self.system.actuator_names}, got {c.shape}"
+                )
             return _check_control_bounds(self, c)
         total = jnp.zeros(n, dtype)
         for g in self.topology.role_groups("controls"):
@@ -366,8 +367,14 @@ class Context:
         """
         M = self.mass_matrix
         body, mob = self.applied
-        f = dyn.generalized_forces(self.tree, self.pos, body - dyn.inertial_forces(
-            self.tree, self.params, self.pos, self.vel, None, self.inertias)) + mob
+        f = (
+            dyn.generalized_forces(
+                self.tree,
+                self.pos,
+                body - dyn.inertial_forces(self.tree, self.params, self.pos, self.vel, None, self.inertias),
+            )
+            + mob
+        )
         rows = self.constraints
         if rows.G.shape[0]:
             # one pair of triangular solves for both right-hand sides
@@ -410,6 +417,7 @@ class _At:
 
 def _control_bounds(ctx: Context):
     """``(min_control, max_control)`` of every actuator (a context parameter)."""
+
     def compute():
         dtype = jnp.result_type(float)
         paths = ctx.topology.actuators
@@ -464,16 +472,16 @@ def prescribed_motion(system, t, ctx=None):
     if pres is None:
         return None
     tt = jnp.broadcast_to(jnp.asarray(t), (len(pres["paths"]),))
-    f0, f1, f2 = bank_eval(pres["bank"], _prescribed_functions(ctx or Context(system, None)), tt,
-                           orders=(0, 1, 2))
+    f0, f1, f2 = bank_eval(pres["bank"], _prescribed_functions(ctx or Context(system, None)), tt, orders=(0, 1, 2))
     return pres["q"], pres["u"], f0, f1, f2
 
 
 def _prescribed_functions(ctx: Context):
     """The prescribed-motion functions' parameters (a context parameter)."""
     pres = ctx.topology.prescribed
-    return ctx.parameter("prescribed", lambda: bank_params(
-        pres["bank"], [ctx.model.find(p).prescribed_function for p in pres["paths"]]))
+    return ctx.parameter(
+        "prescribed", lambda: bank_params(pres["bank"], [ctx.model.find(p).prescribed_function for p in pres["paths"]])
+    )
 
 
 def quaternion_errors(tree, q):

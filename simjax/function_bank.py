@@ -42,8 +42,9 @@ class FunctionBank:
         ``None`` means identity (default True for all).
         """
         kinds = np.asarray([_kind(f) for f in functions], dtype=np.int8)
-        return FunctionBank(len(kinds), np.flatnonzero(kinds == 0), np.flatnonzero(kinds == 1),
-                            np.flatnonzero(kinds == 2))
+        return FunctionBank(
+            len(kinds), np.flatnonzero(kinds == 0), np.flatnonzero(kinds == 1), np.flatnonzero(kinds == 2)
+        )
 
 
 def _kind(f) -> int:
@@ -109,8 +110,11 @@ def bank_eval(bank: FunctionBank, params: dict, x, orders=(0,)):
             parts[k].append(jax.vmap(lambda f, s, o=order: f.derivative(s, o))(params["pp"], x[i]))
     if len(bank.other):
         for k, order in enumerate(orders):
-            parts[k].append(jnp.stack([_scalar_derivative(fn, x[j], order)
-                                       for j, fn in zip(bank.other, params["other"])]).astype(x.dtype))
+            parts[k].append(
+                jnp.stack([_scalar_derivative(fn, x[j], order) for j, fn in zip(bank.other, params["other"])]).astype(
+                    x.dtype
+                )
+            )
     perm = np.argsort(np.concatenate([bank.affine, bank.pp, bank.other]))
     return tuple(jnp.concatenate(p)[perm] for p in parts)
 

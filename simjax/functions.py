@@ -212,9 +212,7 @@ def _pp_eval(breaks, coefs, left, right, n, search, x, order):
     bn = breaks[n - 1]
     closed = search == SEARCH_BISECT_CLOSED
     in_left = jnp.where(closed, x <= b0 + ROUNDOFF_ERROR, x < b0)
-    in_right = jnp.where(
-        closed, x >= bn - ROUNDOFF_ERROR, jnp.where(search == SEARCH_RIGHT, x >= bn, x > bn)
-    )
+    in_right = jnp.where(closed, x >= bn - ROUNDOFF_ERROR, jnp.where(search == SEARCH_RIGHT, x >= bn, x > bn))
     k_sorted = jnp.searchsorted(breaks, x, side="right", method="compare_all").astype(jnp.int32) - 1
     # OpenSim's bisection lands in the interval holding x, as k_sorted does, except on
     # an exact knot, where its halving decides the side: found once per knot (a
@@ -334,9 +332,7 @@ class PiecewisePolynomial(eqx.Module):
         """
         order = _check_order(order)
         if self.breaks.ndim != 1:
-            raise ValueError(
-                "PiecewisePolynomial: this PP is batched (see stack_pp); evaluate it under jax.vmap"
-            )
+            raise ValueError("PiecewisePolynomial: this PP is batched (see stack_pp); evaluate it under jax.vmap")
         return _pp_apply(self, jnp.asarray(x), order)
 
 
@@ -465,9 +461,7 @@ class LinearFunction(Function):
 
     def __check_init__(self):
         if jnp.shape(self.coefficients) != (2,):
-            raise _error(
-                "LinearFunction", "coefficients", self.coefficients, "must be [slope, intercept]"
-            )
+            raise _error("LinearFunction", "coefficients", self.coefficients, "must be [slope, intercept]")
 
     def to_pp(self) -> PiecewisePolynomial:
         """This function as a ``PiecewisePolynomial``: one global degree-1 piece."""
@@ -487,9 +481,7 @@ class PolynomialFunction(Function):
 
     def __check_init__(self):
         if jnp.ndim(self.coefficients) != 1 or jnp.shape(self.coefficients)[0] < 1:
-            raise _error(
-                "PolynomialFunction", "coefficients", self.coefficients, "must be a non-empty 1-D array"
-            )
+            raise _error("PolynomialFunction", "coefficients", self.coefficients, "must be a non-empty 1-D array")
 
     def to_pp(self) -> PiecewisePolynomial:
         """This function as a ``PiecewisePolynomial``: one global piece with these
@@ -595,9 +587,7 @@ def _simm_coefficients(x: Array, y: Array) -> tuple[Array, Array, Array]:
 
     _, c_bs = _knot_scan(backward, c_last, (c_el[:-1], d, b_el[:-1]), reverse=True)
     sig = jnp.concatenate([c_bs, c_last[None]])
-    b = jnp.concatenate(
-        [slope - d * (sig[1:] + 2.0 * sig[:-1]), (slope[-1] + d[-1] * (sig[-2] + 2.0 * sig[-1]))[None]]
-    )
+    b = jnp.concatenate([slope - d * (sig[1:] + 2.0 * sig[:-1]), (slope[-1] + d[-1] * (sig[-2] + 2.0 * sig[-1]))[None]])
     dd = (sig[1:] - sig[:-1]) / d
     return b, 3.0 * sig, jnp.concatenate([dd, dd[-1:]])
 
@@ -912,7 +902,9 @@ class StepFunction(Function):
         t0, t1 = _concrete(self.transition_start_time), _concrete(self.transition_end_time)
         if t0 is not None and t1 is not None and t0 == t1:
             raise _error(
-                "StepFunction", "transition_end_time", self.transition_end_time,
+                "StepFunction",
+                "transition_end_time",
+                self.transition_end_time,
                 "must differ from 'transition_start_time' (a zero-length transition)",
             )
 
@@ -951,9 +943,7 @@ class StepFunction(Function):
         h, yr = b - a, yb - ya
         zero = jnp.zeros_like(yr)
         coefs = jnp.stack([ya, zero, zero, 10 * yr / h**3, -15 * yr / h**4, 6 * yr / h**5])
-        return PiecewisePolynomial(
-            jnp.stack([a, b]), coefs[None], ya[None], yb[None], search=SEARCH_BISECT_CLOSED
-        )
+        return PiecewisePolynomial(jnp.stack([a, b]), coefs[None], ya[None], yb[None], search=SEARCH_BISECT_CLOSED)
 
 
 class Sine(Function):
@@ -990,6 +980,4 @@ class Sine(Function):
 
     def to_pp(self) -> PiecewisePolynomial:
         """Always raises ``NotImplementedError``: a sine is not piecewise polynomial."""
-        raise NotImplementedError(
-            "Sine has no exact piecewise-polynomial representation; evaluate it directly"
-        )
+        raise NotImplementedError("Sine has no exact piecewise-polynomial representation; evaluate it directly")

@@ -290,8 +290,7 @@ class MultibodyGraphMaker:
 
     def __init__(self, weld_type_name: str = "weld", free_type_name: str = "free"):
         if weld_type_name == free_type_name:
-            raise GraphError(f"the weld and free joint types need distinct names, "
-                             f"both are {weld_type_name!r}")
+            raise GraphError(f"the weld and free joint types need distinct names, both are {weld_type_name!r}")
         self._weld_type_name = weld_type_name
         self._free_type_name = free_type_name
         self._joint_types: list[JointType] = [
@@ -390,9 +389,9 @@ class MultibodyGraphMaker:
 
     # -- input ---------------------------------------------------------------------------
 
-    def add_joint_type(self, name: str, num_mobilities: int,
-                       have_good_loop_joint_available: bool = False,
-                       user_ref: Any = None) -> int:
+    def add_joint_type(
+        self, name: str, num_mobilities: int, have_good_loop_joint_available: bool = False, user_ref: Any = None
+    ) -> int:
         """Register a joint type.
 
         **Arguments:**
@@ -405,22 +404,22 @@ class MultibodyGraphMaker:
 
         **Returns:** the new type's number.
         """
-        if isinstance(num_mobilities, bool) or not isinstance(num_mobilities, int) \
-                or not 0 <= num_mobilities <= 6:
-            raise GraphError(f"joint type {name!r}: the number of mobilities must be an "
-                             f"integer from 0 to 6, got {num_mobilities!r}")
+        if isinstance(num_mobilities, bool) or not isinstance(num_mobilities, int) or not 0 <= num_mobilities <= 6:
+            raise GraphError(
+                f"joint type {name!r}: the number of mobilities must be an integer from 0 to 6, got {num_mobilities!r}"
+            )
         if name in (self._weld_type_name, self._free_type_name):
-            raise GraphError(f"joint type {name!r} is reserved for the predefined "
-                             f"{'weld' if name == self._weld_type_name else 'free'} type")
+            raise GraphError(
+                f"joint type {name!r} is reserved for the predefined "
+                f"{'weld' if name == self._weld_type_name else 'free'} type"
+            )
         if name in self._type_num:
             raise GraphError(f"duplicate joint type {name!r}")
         self._type_num[name] = len(self._joint_types)
-        self._joint_types.append(
-            JointType(name, num_mobilities, bool(have_good_loop_joint_available), user_ref))
+        self._joint_types.append(JointType(name, num_mobilities, bool(have_good_loop_joint_available), user_ref))
         return self._type_num[name]
 
-    def add_body(self, name: str, mass: float, must_be_base_body: bool = False,
-                 user_ref: Any = None) -> None:
+    def add_body(self, name: str, mass: float, must_be_base_body: bool = False, user_ref: Any = None) -> None:
         """Add an input body; the first body added is Ground.
 
         **Arguments:**
@@ -472,8 +471,15 @@ class MultibodyGraphMaker:
         self._body_num = {b.name: i for i, b in enumerate(self._bodies)}
         return True
 
-    def add_joint(self, name: str, type: str, parent_body_name: str, child_body_name: str,
-                  must_be_loop_joint: bool = False, user_ref: Any = None) -> None:
+    def add_joint(
+        self,
+        name: str,
+        type: str,
+        parent_body_name: str,
+        child_body_name: str,
+        must_be_loop_joint: bool = False,
+        user_ref: Any = None,
+    ) -> None:
         """Add an input joint.
 
         **Arguments:**
@@ -487,8 +493,7 @@ class MultibodyGraphMaker:
         """
         self._check_new_joint(name, type, parent_body_name, child_body_name)
         self._invalidate()
-        self._append_joint(name, type, parent_body_name, child_body_name,
-                           bool(must_be_loop_joint), user_ref)
+        self._append_joint(name, type, parent_body_name, child_body_name, bool(must_be_loop_joint), user_ref)
 
     def delete_joint(self, name: str) -> bool:
         """Delete a joint; later joints move down.
@@ -566,36 +571,76 @@ class MultibodyGraphMaker:
 
         out = ["", "MULTIBODY GRAPH", "---------------", "", f"{len(self._bodies)} BODIES:"]
         for i, b in enumerate(self._bodies):
-            out.append("%2d %2d: %s mass=%g mob=%d master=%d %s" % (
-                i, n(b.level), b.name, b.mass, n(b.mobilizer), n(b.master),
-                "MUST BE BASE BODY" if b.must_be_base_body else ""))
-            out.append("  jointsAsParent=[%s]\t  jointsAsChild=[%s]\t  slaves=[%s]" % (
-                "".join(f" {j}" for j in b.joints_as_parent),
-                "".join(f" {j}" for j in b.joints_as_child),
-                "".join(f" {s}" for s in b.slaves)))
+            out.append(
+                "%2d %2d: %s mass=%g mob=%d master=%d %s"
+                % (
+                    i,
+                    n(b.level),
+                    b.name,
+                    b.mass,
+                    n(b.mobilizer),
+                    n(b.master),
+                    "MUST BE BASE BODY" if b.must_be_base_body else "",
+                )
+            )
+            out.append(
+                "  jointsAsParent=[%s]\t  jointsAsChild=[%s]\t  slaves=[%s]"
+                % (
+                    "".join(f" {j}" for j in b.joints_as_parent),
+                    "".join(f" {j}" for j in b.joints_as_child),
+                    "".join(f" {s}" for s in b.slaves),
+                )
+            )
         out += ["", f"{len(self._joints)} JOINTS:"]
         for i, j in enumerate(self._joints):
-            out.append("%2d %2d: %20s %20s->%-20s %10s loopc=%2d %s %s" % (
-                i, n(j.mobilizer), j.name, self._bodies[j.parent_body].name,
-                self._bodies[j.child_body].name, j.type_name, n(j.loop_constraint),
-                "MUST BE LOOP" if j.must_be_loop_joint else "",
-                "ADDED BASE JOINT" if j.is_added_base_joint else ""))
+            out.append(
+                "%2d %2d: %20s %20s->%-20s %10s loopc=%2d %s %s"
+                % (
+                    i,
+                    n(j.mobilizer),
+                    j.name,
+                    self._bodies[j.parent_body].name,
+                    self._bodies[j.child_body].name,
+                    j.type_name,
+                    n(j.loop_constraint),
+                    "MUST BE LOOP" if j.must_be_loop_joint else "",
+                    "ADDED BASE JOINT" if j.is_added_base_joint else "",
+                )
+            )
         out += ["", f"{len(self._mobilizers)} MOBILIZERS:"]
         for m in self._mobilizers:
             if m.is_ground:
-                out.append("%2d %2d: %20s %20s->%-20s %10s %2d %3s" % (
-                    m.index, m.level, "", "", self._bodies[m.outboard_body].name, "", -1, ""))
+                out.append(
+                    "%2d %2d: %20s %20s->%-20s %10s %2d %3s"
+                    % (m.index, m.level, "", "", self._bodies[m.outboard_body].name, "", -1, "")
+                )
                 continue
-            out.append("%2d %2d: %20s %20s->%-20s %10s %2d %3s" % (
-                m.index, m.level, self._joints[m.joint].name,
-                self._bodies[m.inboard_body].name, self._bodies[m.outboard_body].name,
-                m.joint_type_name, m.joint, "REV" if m.is_reversed else ""))
+            out.append(
+                "%2d %2d: %20s %20s->%-20s %10s %2d %3s"
+                % (
+                    m.index,
+                    m.level,
+                    self._joints[m.joint].name,
+                    self._bodies[m.inboard_body].name,
+                    self._bodies[m.outboard_body].name,
+                    m.joint_type_name,
+                    m.joint,
+                    "REV" if m.is_reversed else "",
+                )
+            )
         out += ["", f"{len(self._loop_constraints)} LOOP CONSTRAINTS:"]
         for c in self._loop_constraints:
-            out.append("%d: %s parent=%s child=%s jointNum=%d%s" % (
-                c.index, c.type_name, self._bodies[c.parent_body].name,
-                self._bodies[c.child_body].name, c.joint,
-                " SLAVE WELD" if c.is_slave_weld else ""))
+            out.append(
+                "%d: %s parent=%s child=%s jointNum=%d%s"
+                % (
+                    c.index,
+                    c.type_name,
+                    self._bodies[c.parent_body].name,
+                    self._bodies[c.child_body].name,
+                    c.joint,
+                    " SLAVE WELD" if c.is_slave_weld else "",
+                )
+            )
         out += ["", "----- END OF MULTIBODY GRAPH.", "", ""]
         return "\n".join(out)
 
@@ -609,8 +654,10 @@ class MultibodyGraphMaker:
         if name in self._joint_num:
             raise GraphError(f"duplicate joint name {name!r}")
         if type not in self._type_num:
-            raise GraphError(f"joint {name!r} has unknown joint type {type!r}; known types: "
-                             f"{', '.join(repr(t.name) for t in self._joint_types)}")
+            raise GraphError(
+                f"joint {name!r} has unknown joint type {type!r}; known types: "
+                f"{', '.join(repr(t.name) for t in self._joint_types)}"
+            )
         for role, body in (("parent", parent), ("child", child)):
             if body not in self._body_num:
                 raise GraphError(f"joint {name!r} has unknown {role} body {body!r}")
@@ -645,30 +692,33 @@ class MultibodyGraphMaker:
                 if body.num_joints == 0:
                     raise GraphError(
                         f"body {body.name!r} is massless and has no joint: a massless body "
-                        f"must be internal to the tree or welded to a massful body")
+                        f"must be internal to the tree or welded to a massful body"
+                    )
                 if body.num_joints == 1:
                     only = self._joints[(body.joints_as_child or body.joints_as_parent)[0]]
                     if self._joint_types[only.type_num].num_mobilities > 0:
                         raise GraphError(
                             f"body {body.name!r} is massless and its only joint {only.name!r} "
                             f"(type {only.type_name!r}) has mobilities, so it would end a "
-                            f"branch of the tree; weld it or give it mass")
-            if body.num_joints == 0 or (body.must_be_base_body
-                                        and not self._connected_to_ground(num)):
+                            f"branch of the tree; weld it or give it mass"
+                        )
+            if body.num_joints == 0 or (body.must_be_base_body and not self._connected_to_ground(num)):
                 self._connect_to_ground(num)
 
     def _connected_to_ground(self, num: int) -> bool:
         body = self._bodies[num]
-        return (any(self._joints[j].child_body == 0 for j in body.joints_as_parent)
-                or any(self._joints[j].parent_body == 0 for j in body.joints_as_child))
+        return any(self._joints[j].child_body == 0 for j in body.joints_as_parent) or any(
+            self._joints[j].parent_body == 0 for j in body.joints_as_child
+        )
 
     def _connect_to_ground(self, num: int) -> None:
         name = f"#{self.ground_name}_{self._bodies[num].name}"
         if name in self._joint_num:
-            raise GraphError(f"cannot add free joint {name!r} connecting body "
-                             f"{self._bodies[num].name!r} to Ground: a joint has that name")
-        joint = self._append_joint(name, self._free_type_name, self.ground_name,
-                                   self._bodies[num].name, False, None)
+            raise GraphError(
+                f"cannot add free joint {name!r} connecting body "
+                f"{self._bodies[num].name!r} to Ground: a joint has that name"
+            )
+        joint = self._append_joint(name, self._free_type_name, self.ground_name, self._bodies[num].name, False, None)
         joint.is_added_base_joint = True
 
     def _add_mobilizer(self, jnum: int) -> int:
@@ -676,8 +726,7 @@ class MultibodyGraphMaker:
         joint = self._joints[jnum]
         parent = self._bodies[joint.parent_body]
         reversed_ = not parent.is_in_tree
-        inb, outb = (joint.child_body, joint.parent_body) if reversed_ else \
-            (joint.parent_body, joint.child_body)
+        inb, outb = (joint.child_body, joint.parent_body) if reversed_ else (joint.parent_body, joint.child_body)
         outboard = self._bodies[outb]
         outboard.level = self._bodies[inb].level + 1
         outboard.mobilizer = joint.mobilizer = len(self._mobs)
@@ -689,7 +738,7 @@ class MultibodyGraphMaker:
         the tree, over joints where ``num`` is the parent (``forward``) or the child."""
         body = self._bodies[num]
         best, best_mass = None, 0.0
-        for jnum in (body.joints_as_parent if forward else body.joints_as_child):
+        for jnum in body.joints_as_parent if forward else body.joints_as_child:
             joint = self._joints[jnum]
             if joint.has_mobilizer or joint.must_be_loop_joint:
                 continue
@@ -722,8 +771,7 @@ class MultibodyGraphMaker:
                 outb = self._add_mobilizer(jnum)
                 added.add(jnum)
                 grew = True
-                if (self._joint_types[joint.type_num].num_mobilities == 0
-                        or self._bodies[outb].mass > 0):
+                if self._joint_types[joint.type_num].num_mobilities == 0 or self._bodies[outb].mass > 0:
                     continue
                 # A mobile massless body must not end a branch: extend to the heaviest
                 # massful neighbour. Like Simbody, only massful neighbours are considered,
@@ -737,7 +785,8 @@ class MultibodyGraphMaker:
                         f"(mobilized by joint {joint.name!r}, type {joint.type_name!r}) with "
                         f"no massful body outboard of it. Give the body mass, weld it, or "
                         f"change which joints close loops (must_be_loop_joint) or the "
-                        f"parent/child order")
+                        f"parent/child order"
+                    )
                 self._add_mobilizer(nxt)
                 added.add(nxt)
             if not grew:
@@ -775,8 +824,7 @@ class MultibodyGraphMaker:
             master = self._bodies[joint.child_body]
             slave_num = len(self._bodies)
             master.slaves.append(slave_num)
-            slave = Body(f"#{master.name}_slave_{len(master.slaves)}", math.nan,
-                         master=joint.child_body)
+            slave = Body(f"#{master.name}_slave_{len(master.slaves)}", math.nan, master=joint.child_body)
             self._bodies.append(slave)  # no name lookup for slaves
             slave.level = self._bodies[joint.parent_body].level + 1
             slave.mobilizer = joint.mobilizer = len(self._mobs)
@@ -790,37 +838,82 @@ class MultibodyGraphMaker:
         B, J = self._bodies, self._joints
         ground = B[0]
         ground.mobilizer = 0
-        mobs = [Mobilizer(
-            index=0, joint=None, level=0, inboard_body=None, outboard_body=0,
-            outboard_master_body=0, is_reversed=False, is_added_base_mobilizer=False,
-            is_slave_mobilizer=False, num_fragments=ground.num_fragments, joint_type_name=None,
-            num_mobilities=0, outboard_body_ref=ground.user_ref,
-            outboard_master_body_ref=ground.user_ref)]
+        mobs = [
+            Mobilizer(
+                index=0,
+                joint=None,
+                level=0,
+                inboard_body=None,
+                outboard_body=0,
+                outboard_master_body=0,
+                is_reversed=False,
+                is_added_base_mobilizer=False,
+                is_slave_mobilizer=False,
+                num_fragments=ground.num_fragments,
+                joint_type_name=None,
+                num_mobilities=0,
+                outboard_body_ref=ground.user_ref,
+                outboard_master_body_ref=ground.user_ref,
+            )
+        ]
         for m in self._mobs:
             joint, out = J[m.joint], B[m.outboard]
             jtype = self._joint_types[joint.type_num]
             master = out.master if out.is_slave else m.outboard
-            mobs.append(Mobilizer(
-                index=len(mobs), joint=m.joint, level=m.level, inboard_body=m.inboard,
-                outboard_body=m.outboard, outboard_master_body=master, is_reversed=m.reversed,
-                is_added_base_mobilizer=joint.is_added_base_joint, is_slave_mobilizer=out.is_slave,
-                num_fragments=B[master].num_fragments, joint_type_name=jtype.name,
-                num_mobilities=jtype.num_mobilities, joint_ref=joint.user_ref,
-                joint_type_ref=jtype.user_ref, inboard_body_ref=B[m.inboard].user_ref,
-                outboard_body_ref=out.user_ref, outboard_master_body_ref=B[master].user_ref))
+            mobs.append(
+                Mobilizer(
+                    index=len(mobs),
+                    joint=m.joint,
+                    level=m.level,
+                    inboard_body=m.inboard,
+                    outboard_body=m.outboard,
+                    outboard_master_body=master,
+                    is_reversed=m.reversed,
+                    is_added_base_mobilizer=joint.is_added_base_joint,
+                    is_slave_mobilizer=out.is_slave,
+                    num_fragments=B[master].num_fragments,
+                    joint_type_name=jtype.name,
+                    num_mobilities=jtype.num_mobilities,
+                    joint_ref=joint.user_ref,
+                    joint_type_ref=jtype.user_ref,
+                    inboard_body_ref=B[m.inboard].user_ref,
+                    outboard_body_ref=out.user_ref,
+                    outboard_master_body_ref=B[master].user_ref,
+                )
+            )
         # Mobilizer numbers so far were built without Ground's placeholder.
         for obj in (*B[1:], *J):
             if obj.mobilizer is not None:
                 obj.mobilizer += 1
         constraints = []
         for jnum, master, slave in welds:
-            constraints.append(LoopConstraint(
-                len(constraints), self._weld_type_name, jnum, master, slave, True,
-                J[jnum].user_ref, B[master].user_ref, None))
+            constraints.append(
+                LoopConstraint(
+                    len(constraints),
+                    self._weld_type_name,
+                    jnum,
+                    master,
+                    slave,
+                    True,
+                    J[jnum].user_ref,
+                    B[master].user_ref,
+                    None,
+                )
+            )
         for jnum, parent, child in joint_constraints:
             J[jnum].loop_constraint = len(constraints)
-            constraints.append(LoopConstraint(
-                len(constraints), J[jnum].type_name, jnum, parent, child, False,
-                J[jnum].user_ref, B[parent].user_ref, B[child].user_ref))
+            constraints.append(
+                LoopConstraint(
+                    len(constraints),
+                    J[jnum].type_name,
+                    jnum,
+                    parent,
+                    child,
+                    False,
+                    J[jnum].user_ref,
+                    B[parent].user_ref,
+                    B[child].user_ref,
+                )
+            )
         self._mobilizers = tuple(mobs)
         self._loop_constraints = tuple(constraints)

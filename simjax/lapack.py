@@ -98,7 +98,7 @@ def _fused_triangular_solve(L, b, transpose):
     n = L.shape[-1]
     rows = jnp.arange(n)
     B, x = b.reshape(n, -1), [None] * n
-    for j in (reversed(range(n)) if transpose else range(n)):
+    for j in reversed(range(n)) if transpose else range(n):
         x[j] = B[j] / L[j, j]
         coupled = jnp.where(rows < j, L[j, :], 0.0) if transpose else jnp.where(rows > j, L[:, j], 0.0)
         B = B - coupled[:, None] * x[j][None, :]
@@ -106,8 +106,7 @@ def _fused_triangular_solve(L, b, transpose):
 
 
 # (the costs are jaxlib's own estimates; the eigendecomposition's bounds its 4 n^3)
-_potrf = _serial_lapack(lambda M: jax.lax.linalg.cholesky(M, symmetrize_input=False),
-                        lambda M: M.shape[-1] ** 3 // 3)
+_potrf = _serial_lapack(lambda M: jax.lax.linalg.cholesky(M, symmetrize_input=False), lambda M: M.shape[-1] ** 3 // 3)
 
 
 @jax.custom_jvp
@@ -132,15 +131,16 @@ def _cholesky_jvp(primals, tangents):
 def _raw_triangular_solve(L, b, transpose):
     """``L^-1 b`` (``L^-T b`` if ``transpose``) for a lower-triangular ``L (n, n)``,
     ``b (n,)`` or ``(n, k)``."""
-    x = jax.lax.linalg.triangular_solve(L, b.reshape(b.shape[0], -1), left_side=True, lower=True,
-                                        transpose_a=transpose)
+    x = jax.lax.linalg.triangular_solve(L, b.reshape(b.shape[0], -1), left_side=True, lower=True, transpose_a=transpose)
     return x.reshape(b.shape)
 
 
 @functools.cache
 def _trsm(transpose: bool):
-    return _serial_lapack(functools.partial(_raw_triangular_solve, transpose=transpose),
-                          lambda L, b: L.shape[-1] ** 2 * (b.shape[-1] if b.ndim == 2 else 1))
+    return _serial_lapack(
+        functools.partial(_raw_triangular_solve, transpose=transpose),
+        lambda L, b: L.shape[-1] ** 2 * (b.shape[-1] if b.ndim == 2 else 1),
+    )
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
@@ -192,8 +192,7 @@ def _spd_solve_jvp(primals, tangents):
 
 @functools.cache
 def _pinv(rtol: float):
-    return _serial_lapack(lambda A: jnp.linalg.pinv(A, rtol=rtol, hermitian=True),
-                          lambda A: 10 * A.shape[-1] ** 3)
+    return _serial_lapack(lambda A: jnp.linalg.pinv(A, rtol=rtol, hermitian=True), lambda A: 10 * A.shape[-1] ** 3)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))

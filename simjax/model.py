@@ -24,8 +24,16 @@ __all__ = ["Model", "RemovalReport", "resolve_path"]
 
 log = logging.getLogger("simjax")
 
-_SET_NAMES = ("bodyset", "jointset", "controllerset", "constraintset", "forceset", "markerset",
-              "contactgeometryset", "probeset")
+_SET_NAMES = (
+    "bodyset",
+    "jointset",
+    "controllerset",
+    "constraintset",
+    "forceset",
+    "markerset",
+    "contactgeometryset",
+    "probeset",
+)
 
 
 def resolve_path(path: str, relative_to: str = "/") -> str:
@@ -71,7 +79,7 @@ def _ref_targets(comp: Component, path: str) -> Iterator[tuple[str, str, str, bo
     """``(socket/input name, reference string, resolved target path, hard)`` of a component."""
     for name, f in comp.socket_fields().items():
         value = getattr(comp, name)
-        for ref in (value if f.metadata["many"] else (value,)):
+        for ref in value if f.metadata["many"] else (value,):
             if ref:
                 yield name, ref, resolve_path(ref, path), f.metadata["hard"]
     for name in comp.input_fields():
@@ -94,8 +102,7 @@ class Model(Component):
     ``load_osim`` with their file and line: ``build`` does not repeat them).
     """
 
-    gravity: np.ndarray = prop((0.0, -9.80665, 0.0), doc="Acceleration of gravity in Ground (m/s^2).",
-                               shape=(3,))
+    gravity: np.ndarray = prop((0.0, -9.80665, 0.0), doc="Acceleration of gravity in Ground (m/s^2).", shape=(3,))
     ground: Ground = None
     bodyset: Set = None
     jointset: Set = None
@@ -107,8 +114,9 @@ class Model(Component):
     probeset: Set = None
     credits: str = eqx.field(static=True, default="")
     publications: str = eqx.field(static=True, default="")
-    use_quaternions: bool = flag(False, doc="Parametrize Ball and Free joints by quaternions instead of "
-                                 "OpenSim's body-fixed XYZ angles.")
+    use_quaternions: bool = flag(
+        False, doc="Parametrize Ball and Free joints by quaternions instead of OpenSim's body-fixed XYZ angles."
+    )
     reported_warnings: tuple = eqx.field(static=True, default=())
 
     _requires_children: ClassVar[bool] = False
@@ -121,8 +129,15 @@ class Model(Component):
     # time quadratic in it.
     __getattribute__ = object.__getattribute__
 
-    def __init__(self, name: str = "model", gravity=(0.0, -9.80665, 0.0), *, credits: str = "",
-                 publications: str = "", use_quaternions: bool = False):
+    def __init__(
+        self,
+        name: str = "model",
+        gravity=(0.0, -9.80665, 0.0),
+        *,
+        credits: str = "",
+        publications: str = "",
+        use_quaternions: bool = False,
+    ):
         self.name = name
         self.gravity = gravity
         self.ground = Ground()
@@ -268,6 +283,7 @@ class Model(Component):
 
         The replacement must keep the name (rename with ``rename``).
         """
+
         def swap(old: Component) -> Component:
             if component.name != old.name:
                 raise ModelError(path, f"replacement is named {component.name!r}; use rename() to rename")

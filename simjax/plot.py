@@ -112,8 +112,13 @@ def animate(traj, plane: str = "xy", stride: int = 1, interval_ms: int = 40):
     from .state import State
 
     keep = np.flatnonzero(np.asarray(traj.valid))[::stride]
-    states = State(t=traj.t[keep], q=traj.q[keep], u=traj.u[keep], z=traj.z[keep],
-                   d=np.broadcast_to(np.asarray(traj.d), (len(keep),) + np.shape(traj.d)))
+    states = State(
+        t=traj.t[keep],
+        q=traj.q[keep],
+        u=traj.u[keep],
+        z=traj.z[keep],
+        d=np.broadcast_to(np.asarray(traj.d), (len(keep),) + np.shape(traj.d)),
+    )
     P = _frame_origins(traj.system, states)
     axes = ["xyz".index(c) for c in plane]
     parent = np.asarray(traj.system.topology.tree.parent)

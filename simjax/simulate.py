@@ -83,7 +83,7 @@ def _rhs_searched(system, t, y, d, controls=None, parameters=None, searches=None
     used rather than made again."""
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
-    state = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
+    state = State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
     ctx = Context(system, state, _controls_at(controls, t, state), parameters=parameters, searches=searches)
     acc = ctx.acc
     return jnp.concatenate([acc.qdot, acc.udot, acc.zdot]), ctx.searches()
@@ -132,8 +132,13 @@ def _kinematics(t, q, u, args):
 
 def _has_constraints(system) -> bool:
     topo = system.topology
-    return bool(topo.role_groups("constraints") or len(topo.locked_u) or topo.prescribed is not None
-                or topo.tree.slave_welds or len(topo.tree.quat_q))
+    return bool(
+        topo.role_groups("constraints")
+        or len(topo.locked_u)
+        or topo.prescribed is not None
+        or topo.tree.slave_welds
+        or len(topo.tree.quat_q)
+    )
 
 
 def _projector(tol):
@@ -167,7 +172,8 @@ _NONFINITE_MESSAGE = (
     "simulate: the state became non-finite (NaN or inf). A step too large for the model's fastest "
     "dynamics does this with a fixed-step solver (the fiber lengths of muscles with elastic tendons are "
     "stiff): use a smaller dt or an adaptive solver (solver='rkm'). With throw=False the trajectory comes "
-    "back with result = simjax.NONFINITE_STATE (100).")
+    "back with result = simjax.NONFINITE_STATE (100)."
+)
 
 
 class Trajectory(eqx.Module):
@@ -221,15 +227,16 @@ class Trajectory(eqx.Module):
             return State(t=self.t[i], q=self.q[i], u=self.u[i], z=self.z[i], d=self.d)
         nq, nu = self.q.shape[-1], self.u.shape[-1]
         y = self.y_end
-        return State(t=self.t_end, q=y[..., :nq], u=y[..., nq:nq + nu], z=y[..., nq + nu:], d=self.d)
+        return State(t=self.t_end, q=y[..., :nq], u=y[..., nq : nq + nu], z=y[..., nq + nu :], d=self.d)
 
     def output(self, spec: str):
         """An output evaluated at every sample: ``traj.output("/forceset/biceps|fiber_force")``."""
         path, _, name = spec.rpartition("|")
         comp = self.system.model.find(path)
         if name not in comp.output_specs():
-            raise KeyError(f"{type(comp).__name__} {path!r} has no output {name!r}; it has "
-                           f"{sorted(comp.output_specs())}")
+            raise KeyError(
+                f"{type(comp).__name__} {path!r} has no output {name!r}; it has {sorted(comp.output_specs())}"
+            )
         return _trajectory_output(self.system, self.t, self.q, self.u, self.z, self.d, self.controls, path, name)
 
     def to_table(self, outputs=()):
@@ -285,12 +292,30 @@ def _adjoint(name: str):
     raise ValueError(f"unknown adjoint {name!r}: use 'checkpoint', 'direct' or 'backsolve'")
 
 
-def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm", rtol: float | None = None,
-             atol: float | None = None, accuracy: float = 1e-5, dt: float | None = None, ts=None,
-             n_outputs: int = 101, save_steps: bool = False, max_steps: int = 100_000, project: bool = True,
-             events=(), max_events: int = 100, progress: bool = False, throw: bool = True,
-             adjoint: str = "checkpoint", max_step_size: float | None = None,
-             constraint_tolerance: float | None = None) -> Trajectory:
+def simulate(
+    system,
+    state: State,
+    t_final,
+    controls=None,
+    *,
+    solver: str = "rkm",
+    rtol: float | None = None,
+    atol: float | None = None,
+    accuracy: float = 1e-5,
+    dt: float | None = None,
+    ts=None,
+    n_outputs: int = 101,
+    save_steps: bool = False,
+    max_steps: int = 100_000,
+    project: bool = True,
+    events=(),
+    max_events: int = 100,
+    progress: bool = False,
+    throw: bool = True,
+    adjoint: str = "checkpoint",
+    max_step_size: float | None = None,
+    constraint_tolerance: float | None = None,
+) -> Trajectory:
     """Integrate the model from ``state`` to ``t_final``.
 
     **Arguments:**
@@ -340,24 +365,37 @@ def simulate(system, state: State, t_final, controls=None, *, solver: str = "rkm
     if adjoint == "backsolve" and solver == "rkm":
         # (the backward solve integrates the state and its adjoints together; the rkm
         # step control is Simbody's error norm, defined on the state alone)
-        raise ValueError("adjoint='backsolve' cannot use solver='rkm' (Simbody's step control is defined on the "
-                         "state alone, not on the adjoint system): use another adaptive solver (e.g. 'tsit5') or "
-                         "adjoint='checkpoint'")
+        raise ValueError(
+            "adjoint='backsolve' cannot use solver='rkm' (Simbody's step control is defined on the "
+            "state alone, not on the adjoint system): use another adaptive solver (e.g. 'tsit5') or "
+            "adjoint='checkpoint'"
+        )
     dtype = state.q.dtype if state.q.size else jnp.result_type(float)
     t0 = state.t
     t_final = jnp.asarray(t_final, dtype)
     if ts is None and not save_steps:
         ts = jnp.linspace(0.0, 1.0, n_outputs, dtype=dtype) * (t_final - t0) + t0
-    options = dict(solver=solver, rtol=accuracy if rtol is None else rtol, atol=accuracy if atol is None else atol,
-                   dt=dt, save_steps=save_steps, max_steps=max_steps, project=project, progress=progress,
-                   throw=throw, adjoint=adjoint, max_step_size=max_step_size,
-                   constraint_tolerance=constraint_tolerance)
+    options = dict(
+        solver=solver,
+        rtol=accuracy if rtol is None else rtol,
+        atol=accuracy if atol is None else atol,
+        dt=dt,
+        save_steps=save_steps,
+        max_steps=max_steps,
+        project=project,
+        progress=progress,
+        throw=throw,
+        adjoint=adjoint,
+        max_step_size=max_step_size,
+        constraint_tolerance=constraint_tolerance,
+    )
     terminal = [e for e in events if e.handler is None]
     handled = [e for e in events if e.handler is not None]
     if not handled:
         return _solve(system, state, t_final, controls, ts, tuple(terminal), options)
-    return _solve_with_handlers(system, state, t_final, controls, ts, tuple(terminal), tuple(handled), max_events,
-                                options)
+    return _solve_with_handlers(
+        system, state, t_final, controls, ts, tuple(terminal), tuple(handled), max_events, options
+    )
 
 
 def _solve_with_handlers(system, state, t_final, controls, ts, terminal, handled, max_events, options):
@@ -391,10 +429,20 @@ def _solve_with_handlers(system, state, t_final, controls, ts, terminal, handled
     t_out = np.where(done, t, np.inf)
     ev = np.full(max(1, len(event_times)), np.inf)
     ev[: len(event_times)] = event_times
-    return Trajectory(t=jnp.asarray(t_out), q=jnp.asarray(q), u=jnp.asarray(u), z=jnp.asarray(z), d=state.d,
-                      system=system, controls=controls, result=last.result,
-                      num_steps=sum(int(p.num_steps) for p in pieces), event_times=jnp.asarray(ev),
-                      t_end=last.t_end, y_end=last.y_end)
+    return Trajectory(
+        t=jnp.asarray(t_out),
+        q=jnp.asarray(q),
+        u=jnp.asarray(u),
+        z=jnp.asarray(z),
+        d=state.d,
+        system=system,
+        controls=controls,
+        result=last.result,
+        num_steps=sum(int(p.num_steps) for p in pieces),
+        event_times=jnp.asarray(ev),
+        t_end=last.t_end,
+        y_end=last.y_end,
+    )
 
 
 class _Segment(Trajectory):
@@ -404,8 +452,12 @@ class _Segment(Trajectory):
 def _solve(system, state, t_final, controls, ts, events, options) -> _Segment:
     # the system and controls are attached outside the compiled solve: returning them
     # from it would copy every leaf and rebuild the model's pytree on each call
-    return _Segment(**_solve_arrays(system, state, t_final, controls, ts, events, options), d=state.d,
-                    system=system, controls=controls)
+    return _Segment(
+        **_solve_arrays(system, state, t_final, controls, ts, events, options),
+        d=state.d,
+        system=system,
+        controls=controls,
+    )
 
 
 @jit
@@ -418,8 +470,9 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
     elif issubclass(cls, ExplicitRungeKutta):
         # the stage loop differentiable as the adjoint needs (Diffrax does this for its
         # own Runge-Kutta solvers)
-        solver = cls(scan_kind={"direct": "bounded", "backsolve": "lax"}.get(options["adjoint"]),
-                     searched=_searched_field)
+        solver = cls(
+            scan_kind={"direct": "bounded", "backsolve": "lax"}.get(options["adjoint"]), searched=_searched_field
+        )
     else:
         solver = cls()
     if options["project"] and _has_constraints(system):
@@ -436,22 +489,35 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
     saveat = diffrax.SaveAt(steps=True, t1=True) if options["save_steps"] else diffrax.SaveAt(ts=ts, t1=True)
     event = None
     if events:
+
         def make(e):
             def cond(t, y, args, **kwargs):
                 sys_, _, d, _ = args.unpack()
-                st = State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
+                st = State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
                 return e.fn(sys_, st)
+
             return cond
 
         dirs = tuple({0: None, 1: True, -1: False}[e.direction] for e in events)
-        event = diffrax.Event(tuple(make(e) for e in events) if len(events) > 1 else make(events[0]),
-                              root_finder=_root_finder(options), direction=dirs if len(events) > 1 else dirs[0])
+        event = diffrax.Event(
+            tuple(make(e) for e in events) if len(events) > 1 else make(events[0]),
+            root_finder=_root_finder(options),
+            direction=dirs if len(events) > 1 else dirs[0],
+        )
     y0 = state.y
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_vector_field), solver, t0=state.t, t1=t_final, dt0=options["dt"], y0=y0,
-        args=_Packed.of(system, controls, state.d, Context(system, state).prepared()), saveat=saveat,
+        diffrax.ODETerm(_vector_field),
+        solver,
+        t0=state.t,
+        t1=t_final,
+        dt0=options["dt"],
+        y0=y0,
+        args=_Packed.of(system, controls, state.d, Context(system, state).prepared()),
+        saveat=saveat,
         stepsize_controller=controller,
-        max_steps=options["max_steps"], adjoint=_adjoint(options["adjoint"]), event=event,
+        max_steps=options["max_steps"],
+        adjoint=_adjoint(options["adjoint"]),
+        event=event,
         throw=options["throw"],
         progress_meter=diffrax.TextProgressMeter() if options["progress"] else diffrax.NoProgressMeter(),
     )
@@ -474,9 +540,18 @@ def _solve_arrays(system, state, t_final, controls, ts, events, options) -> dict
         ev_index = jnp.where(jnp.any(jnp.stack([jnp.asarray(m) for m in masks])), ev_index, -1)
     result = jnp.asarray(sol.result._value if hasattr(sol.result, "_value") else 0)
     result, y_end = _finite_or_fail(result, ys, keep, y_end, options["throw"])
-    return dict(t=t, q=ys[:, :nq], u=ys[:, nq:nq + nu], z=ys[:, nq + nu:], result=result,
-                num_steps=sol.stats["num_steps"], event_times=jnp.full(1, jnp.inf), event_index=ev_index,
-                t_end=t_end, y_end=y_end)
+    return dict(
+        t=t,
+        q=ys[:, :nq],
+        u=ys[:, nq : nq + nu],
+        z=ys[:, nq + nu :],
+        result=result,
+        num_steps=sol.stats["num_steps"],
+        event_times=jnp.full(1, jnp.inf),
+        event_index=ev_index,
+        t_end=t_end,
+        y_end=y_end,
+    )
 
 
 def _finite_or_fail(result, ys, keep, y_end, throw: bool):
@@ -497,8 +572,18 @@ def _root_finder(options):
     return optx.Newton(rtol=tol, atol=tol)
 
 
-def simulate_batch(system, states: State, t_final, controls=None, *, chunk_size: int | None = None,
-                   workers: int | None = None, properties: dict | None = None, devices=None, **kwargs):
+def simulate_batch(
+    system,
+    states: State,
+    t_final,
+    controls=None,
+    *,
+    chunk_size: int | None = None,
+    workers: int | None = None,
+    properties: dict | None = None,
+    devices=None,
+    **kwargs,
+):
     """``simulate`` over a batch of initial states (and controls, and model
     properties), in vmapped chunks solved side by side on the machine's cores, or
     sharded over its devices (``batching.map_batch``).
@@ -529,8 +614,16 @@ def simulate_batch(system, states: State, t_final, controls=None, *, chunk_size:
     targets = tuple(property_target(system, key) for key in (properties or {}))
     values = tuple(jnp.asarray(v) for v in (properties or {}).values())
     solve = jax.tree_util.Partial(_solve_chunk, system, t_final, dyn, static, targets)
-    merged = map_chunks(solve, states, controls, values, chunk_size=chunk_size, workers=workers,
-                        cpu_chunk=_cpu_chunk(states), devices=devices)
+    merged = map_chunks(
+        solve,
+        states,
+        controls,
+        values,
+        chunk_size=chunk_size,
+        workers=workers,
+        cpu_chunk=_cpu_chunk(states),
+        devices=devices,
+    )
     return dataclasses.replace(merged, system=system, controls=controls)
 
 
@@ -558,8 +651,9 @@ def property_target(system, key: str) -> tuple[str, str, int | None]:
     """
     path, sep, name = str(key).rpartition("|")
     if not sep or not path or not name:
-        raise ValueError(f"property {key!r}: expected 'component path|property', e.g. "
-                         "'/forceset/TRIlong|max_isometric_force'")
+        raise ValueError(
+            f"property {key!r}: expected 'component path|property', e.g. '/forceset/TRIlong|max_isometric_force'"
+        )
     element = None
     if name.endswith("]") and "[" in name:
         name, _, index = name[:-1].partition("[")
@@ -573,17 +667,23 @@ def property_target(system, key: str) -> tuple[str, str, int | None]:
         raise ValueError(f"property {key!r}: {path!r} names no component of the model ({exc})") from None
     fields = comp.property_fields()
     if name not in fields:
-        raise ValueError(f"property {key!r}: {type(comp).__name__} {path!r} has no numeric property {name!r}; "
-                         f"it has {sorted(fields)}")
+        raise ValueError(
+            f"property {key!r}: {type(comp).__name__} {path!r} has no numeric property {name!r}; "
+            f"it has {sorted(fields)}"
+        )
     shape = np.shape(getattr(comp, name))
     if shape == () and element is not None:
         raise ValueError(f"property {key!r}: {name!r} of {path!r} is a scalar; drop the [{element}]")
     if len(shape) == 1 and (element is None or not 0 <= element < shape[0]):
-        raise ValueError(f"property {key!r}: {name!r} of {path!r} has {shape[0]} elements: name one as "
-                         f"'{path}|{name}[i]', i in 0..{shape[0] - 1}")
+        raise ValueError(
+            f"property {key!r}: {name!r} of {path!r} has {shape[0]} elements: name one as "
+            f"'{path}|{name}[i]', i in 0..{shape[0] - 1}"
+        )
     if len(shape) > 1:
-        raise ValueError(f"property {key!r}: {name!r} of {path!r} has shape {shape}; only scalar and vector "
-                         "properties can be set this way")
+        raise ValueError(
+            f"property {key!r}: {name!r} of {path!r} has shape {shape}; only scalar and vector "
+            "properties can be set this way"
+        )
     return (path, name, element)
 
 

@@ -18,8 +18,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["ExplicitRungeKutta", "RungeKuttaMerson", "RK4", "SemiImplicitEuler", "Projected", "SimbodyController",
-           "CubicHermite"]
+__all__ = [
+    "ExplicitRungeKutta",
+    "RungeKuttaMerson",
+    "RK4",
+    "SemiImplicitEuler",
+    "Projected",
+    "SimbodyController",
+    "CubicHermite",
+]
 
 
 def _linear_interpolation(*, t0, t1, y0, y1, k=None, **kwargs):
@@ -72,8 +79,9 @@ def _stage_loop(solver, terms, t0, t1, y0, args, kind):
         return i + 1, _with_stage(ks, i, _increment(solver, terms, t0, t1, y0, args, ks, i))
 
     zeros = jax.tree.map(jnp.zeros_like, y0)
-    _, ks = eqxi.while_loop(lambda carry: carry[0] < n, stage, (jnp.asarray(0), (zeros,) * n), max_steps=n,
-                            kind=kind, checkpoints=n)
+    _, ks = eqxi.while_loop(
+        lambda carry: carry[0] < n, stage, (jnp.asarray(0), (zeros,) * n), max_steps=n, kind=kind, checkpoints=n
+    )
     return ks
 
 
@@ -129,8 +137,10 @@ def _stages_bwd(residuals, ct_ks, perturbed, inputs, solver, terms):
     ks, found = residuals
     n = len(solver.c)
     diff, static = eqx.partition(inputs, perturbed)
-    ct_ks = tuple(jax.tree.map(lambda c, k: jnp.zeros_like(k) if c is None else c, ct, k,
-                               is_leaf=lambda x: x is None) for ct, k in zip(ct_ks, ks))
+    ct_ks = tuple(
+        jax.tree.map(lambda c, k: jnp.zeros_like(k) if c is None else c, ct, k, is_leaf=lambda x: x is None)
+        for ct, k in zip(ct_ks, ks)
+    )
 
     def walk(_):
         def back(m, carry):
@@ -140,8 +150,7 @@ def _stages_bwd(residuals, ct_ks, perturbed, inputs, solver, terms):
             # the VJP in the increments too: stage i's input carries its cotangent on to
             # the earlier stages (and to y0 through ``d``, where differentiated)
             searches = None if found is None else jax.tree.map(lambda f: f[i], found)
-            _, pull = jax.vjp(lambda d, k: _increment(solver, terms, *eqx.combine(d, static), k, i, searches),
-                              diff, ks)
+            _, pull = jax.vjp(lambda d, k: _increment(solver, terms, *eqx.combine(d, static), k, i, searches), diff, ks)
             g_d, g_k = pull(ct_i)
             return jax.tree.map(jnp.add, ct_k, g_k), jax.tree.map(jnp.add, ct_d, g_d)
 
@@ -173,8 +182,15 @@ class CubicHermite(diffrax.AbstractLocalInterpolation):
         h = self.t1 - self.t0
         s = jnp.where(h == 0, 0.0, (t0 - self.t0) / jnp.where(h == 0, 1.0, h))
         s2, s3 = s * s, s * s * s
-        return jax.tree.map(lambda y0, y1, k0, k1: (2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * k0
-                            + (3 * s2 - 2 * s3) * y1 + (s3 - s2) * k1, self.y0, self.y1, self.k0, self.k1)
+        return jax.tree.map(
+            lambda y0, y1, k0, k1: (
+                (2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * k0 + (3 * s2 - 2 * s3) * y1 + (s3 - s2) * k1
+            ),
+            self.y0,
+            self.y1,
+            self.k0,
+            self.k1,
+        )
 
 
 def _hermite_interpolation(*, t0, t1, y0, y1, k0, k1, **kwargs):
@@ -254,8 +270,15 @@ class RungeKuttaMerson(ExplicitRungeKutta):
     step boundaries, so outputs are 4th-order like OpenSim's.
     """
 
-    a: ClassVar[np.ndarray] = np.array([[0, 0, 0, 0, 0], [1 / 3, 0, 0, 0, 0], [1 / 6, 1 / 6, 0, 0, 0],
-                                        [1 / 8, 0, 3 / 8, 0, 0], [1 / 2, 0, -3 / 2, 2, 0]])
+    a: ClassVar[np.ndarray] = np.array(
+        [
+            [0, 0, 0, 0, 0],
+            [1 / 3, 0, 0, 0, 0],
+            [1 / 6, 1 / 6, 0, 0, 0],
+            [1 / 8, 0, 3 / 8, 0, 0],
+            [1 / 2, 0, -3 / 2, 2, 0],
+        ]
+    )
     b: ClassVar[np.ndarray] = np.array([1 / 6, 0.0, 0.0, 2 / 3, 1 / 6])
     # Merson's error estimate h (2 k1 - 9 k3 + 8 k4 - k5) / 30
     b_error: ClassVar[np.ndarray | None] = np.array([2 / 30, 0.0, -9 / 30, 8 / 30, -1 / 30])
@@ -304,8 +327,8 @@ class SemiImplicitEuler(diffrax.AbstractSolver):
         h = t1 - t0
         dy = terms.vf(t0, y0, args)
         nq, nu = self.nq, self.nu
-        u1 = y0[nq:nq + nu] + h * dy[nq:nq + nu]
-        z1 = y0[nq + nu:] + h * dy[nq + nu:]
+        u1 = y0[nq : nq + nu] + h * dy[nq : nq + nu]
+        z1 = y0[nq + nu :] + h * dy[nq + nu :]
         q1 = y0[:nq] + h * self.kinematics(t0, y0[:nq], u1, args)
         y1 = jnp.concatenate([q1, u1, z1])
         return y1, None, dict(y0=y0, y1=y1), None, diffrax.RESULTS.successful
@@ -370,8 +393,9 @@ class Projected(diffrax.AbstractAdaptiveSolver, diffrax.AbstractWrappedSolver):
 
         **Returns:** ``(y1, y_error, dense_info, solver_state, result)`` as Diffrax's
         ``AbstractSolver.step``."""
-        y1, y_error, dense_info, solver_state, result = self._inner().step(terms, t0, t1, y0, args, solver_state,
-                                                                           made_jump)
+        y1, y_error, dense_info, solver_state, result = self._inner().step(
+            terms, t0, t1, y0, args, solver_state, made_jump
+        )
         y1 = self.project(t1, y1, args)
         if "y1" in dense_info:
             dense_info = dict(dense_info, y1=y1)
@@ -455,8 +479,10 @@ class SimbodyController(diffrax.AbstractAdaptiveStepSizeController):
         """Simbody's error norm of a step from ``y0`` with error estimate ``y_error``."""
         nq, nu = self.nq, self.nu
         scale = 1.0 / jnp.maximum(jnp.abs(y0[nq:]), 1.0)
-        return jnp.maximum(jnp.maximum(_rms(y_error[:nq]), _rms(y_error[nq:nq + nu] * scale[:nu])),
-                           _rms(y_error[nq + nu:] * scale[nu:]))
+        return jnp.maximum(
+            jnp.maximum(_rms(y_error[:nq]), _rms(y_error[nq : nq + nu] * scale[:nu])),
+            _rms(y_error[nq + nu :] * scale[nu:]),
+        )
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
         """Accept or reject a step by Simbody's error norm and choose the next one.
@@ -468,7 +494,7 @@ class SimbodyController(diffrax.AbstractAdaptiveStepSizeController):
         err = jax.lax.stop_gradient(self.error(y0, y_error))
         acc = self.accuracy
         ratio = acc / jnp.where(err > 0, err, 1.0)
-        new = jnp.where(~jnp.isfinite(err), 0.1 * h, jnp.where(err == 0, 5.0 * h, 0.9 * h * ratio ** 0.25))
+        new = jnp.where(~jnp.isfinite(err), 0.1 * h, jnp.where(err == 0, 5.0 * h, 0.9 * h * ratio**0.25))
         new = jnp.where((new > h) & (limited | (new < 1.2 * h)), h, new)
         new = jnp.where((new < h) & (err <= acc), h, jnp.where(new < h, jnp.minimum(new, 0.9 * h), new))
         new = jnp.clip(new, 0.1 * h, 5.0 * h)

@@ -35,8 +35,13 @@ class State(eqx.Module):
     def with_y(self, y, t=None) -> State:
         """A state with ``(q, u, z)`` taken from ``y`` (and optionally a new time)."""
         nq, nu = self.q.shape[-1], self.u.shape[-1]
-        return State(t=self.t if t is None else jnp.asarray(t, self.t.dtype), q=y[..., :nq],
-                     u=y[..., nq:nq + nu], z=y[..., nq + nu:], d=self.d)
+        return State(
+            t=self.t if t is None else jnp.asarray(t, self.t.dtype),
+            q=y[..., :nq],
+            u=y[..., nq : nq + nu],
+            z=y[..., nq + nu :],
+            d=self.d,
+        )
 
     def replace(self, **changes) -> State:
         """A copy with some fields replaced: ``state.replace(t=1.0)``."""

@@ -130,18 +130,30 @@ def _resolve_sockets(index: dict, entries) -> dict:
                 if not ref:
                     if f.metadata["many"] or not f.metadata["hard"]:
                         continue
-                    raise ModelError(path, f"socket '{name}' is not connected (expects a {expected.__name__})",
-                                     prop=f"socket_{name}", value=ref)
+                    raise ModelError(
+                        path,
+                        f"socket '{name}' is not connected (expects a {expected.__name__})",
+                        prop=f"socket_{name}",
+                        value=ref,
+                    )
                 try:
                     target = resolve_path(ref, path)
                     conn = index[target]
                 except (KeyError, ModelError):
-                    raise ModelError(path, f"socket '{name}' refers to {ref!r}, but there is no component at "
-                                     f"{resolve_path(ref, path)!r} (expects a {expected.__name__})",
-                                     prop=f"socket_{name}", value=ref) from None
+                    raise ModelError(
+                        path,
+                        f"socket '{name}' refers to {ref!r}, but there is no component at "
+                        f"{resolve_path(ref, path)!r} (expects a {expected.__name__})",
+                        prop=f"socket_{name}",
+                        value=ref,
+                    ) from None
                 if not isinstance(conn, expected):
-                    raise ModelError(path, f"socket '{name}' expects a {expected.__name__}, but {target!r} is a "
-                                     f"{type(conn).__name__}", prop=f"socket_{name}", value=ref)
+                    raise ModelError(
+                        path,
+                        f"socket '{name}' expects a {expected.__name__}, but {target!r} is a {type(conn).__name__}",
+                        prop=f"socket_{name}",
+                        value=ref,
+                    )
                 resolved.append(target)
             if f.metadata["many"]:
                 out[(path, name)] = tuple(resolved)
@@ -158,8 +170,9 @@ def _resolve_inputs(index: dict, entries) -> dict:
         for name, f in comp.input_fields().items():
             conns = getattr(comp, name)
             if len(conns) > 1 and not f.metadata["many"]:
-                raise ModelError(path, f"single-value input '{name}' has {len(conns)} connections",
-                                 prop=f"input_{name}", value=conns)
+                raise ModelError(
+                    path, f"single-value input '{name}' has {len(conns)} connections", prop=f"input_{name}", value=conns
+                )
             resolved = []
             for conn in conns:
                 tpath, out_name, channel, alias = parse_connection(conn)
@@ -167,11 +180,20 @@ def _resolve_inputs(index: dict, entries) -> dict:
                     target = resolve_path(tpath, path)
                     tcomp = index[target]
                 except (KeyError, ModelError):
-                    raise ModelError(path, f"input '{name}' is connected to {conn!r}, but there is no component "
-                                     f"at {tpath!r}", prop=f"input_{name}", value=conn) from None
+                    raise ModelError(
+                        path,
+                        f"input '{name}' is connected to {conn!r}, but there is no component at {tpath!r}",
+                        prop=f"input_{name}",
+                        value=conn,
+                    ) from None
                 if out_name not in tcomp.output_specs():
-                    raise ModelError(path, f"input '{name}' is connected to {conn!r}, but {type(tcomp).__name__} "
-                                     f"{target!r} has no output {out_name!r}", prop=f"input_{name}", value=conn)
+                    raise ModelError(
+                        path,
+                        f"input '{name}' is connected to {conn!r}, but {type(tcomp).__name__} "
+                        f"{target!r} has no output {out_name!r}",
+                        prop=f"input_{name}",
+                        value=conn,
+                    )
                 resolved.append((target, out_name, channel, alias))
             out[(path, name)] = tuple(resolved)
     return out
@@ -182,8 +204,7 @@ _CACHE_SIZE = 64
 
 
 def _structure_key(model: Model):
-    massless = tuple(isinstance(b.mass, np.ndarray) and float(b.mass) == 0.0
-                     for b in model.components_of(Body))
+    massless = tuple(isinstance(b.mass, np.ndarray) and float(b.mass) == 0.0 for b in model.components_of(Body))
     return jax.tree_util.tree_structure(model), massless
 
 
@@ -219,8 +240,9 @@ def _compile(model: Model) -> Topology:
                 static = dict(cls.compile_group(build, tuple(paths)))
                 if role == "zdot":
                     # members without z variables (e.g. an optional state) are left out
-                    static["z_index"] = np.concatenate([np.zeros(0, np.int64)] + [np.arange(*z_slices[p]) for p in paths
-                                                                                    if p in z_slices])
+                    static["z_index"] = np.concatenate(
+                        [np.zeros(0, np.int64)] + [np.arange(*z_slices[p]) for p in paths if p in z_slices]
+                    )
                 roles.setdefault(role, []).append(Group(cls, tuple(paths), static))
     locked, pres_paths = [], []
     for p in coords:
@@ -234,20 +256,32 @@ def _compile(model: Model) -> Topology:
         infos = [tree.coordinates[p] for p in pres_paths]
         if any(i.q < 0 for i in infos):
             raise ModelError(pres_paths[0], "quaternion rotations cannot be prescribed")
-        prescribed = {"paths": tuple(pres_paths), "q": np.asarray([i.q for i in infos]),
-                      "u": np.asarray([i.u for i in infos]),
-                      "bank": FunctionBank.of([index[p].prescribed_function for p in pres_paths])}
+        prescribed = {
+            "paths": tuple(pres_paths),
+            "q": np.asarray([i.q for i in infos]),
+            "u": np.asarray([i.u for i in infos]),
+            "bank": FunctionBank.of([index[p].prescribed_function for p in pres_paths]),
+        }
     return Topology(
-        paths=tuple(p for p, _ in entries), classes=tuple(type(c).__name__ for _, c in entries),
-        connections=connections, inputs=inputs, tree=tree, z_names=tuple(z_names), z_slices=z_slices,
-        d_names=tuple(d_names), d_slices=d_slices, groups={k: tuple(v) for k, v in groups.items()},
-        actuators=tuple(actuators), coordinate_paths=coords,
-        roles={k: tuple(v) for k, v in roles.items()}, locked_u=np.asarray(locked, np.int32), prescribed=prescribed,
+        paths=tuple(p for p, _ in entries),
+        classes=tuple(type(c).__name__ for _, c in entries),
+        connections=connections,
+        inputs=inputs,
+        tree=tree,
+        z_names=tuple(z_names),
+        z_slices=z_slices,
+        d_names=tuple(d_names),
+        d_slices=d_slices,
+        groups={k: tuple(v) for k, v in groups.items()},
+        actuators=tuple(actuators),
+        coordinate_paths=coords,
+        roles={k: tuple(v) for k, v in roles.items()},
+        locked_u=np.asarray(locked, np.int32),
+        prescribed=prescribed,
     )
 
 
-_ROLES = {"forces": "group_forces", "controls": "group_controls", "constraints": "group_rows",
-          "zdot": "group_zdot"}
+_ROLES = {"forces": "group_forces", "controls": "group_controls", "constraints": "group_rows", "zdot": "group_zdot"}
 
 
 def validate_model(model: Model) -> None:
@@ -379,8 +413,11 @@ class System(eqx.Module):
             return name
         hits = [p for p in coords if p.rsplit("/", 1)[-1] == name]
         if len(hits) != 1:
-            raise KeyError(f"no coordinate named {name!r}" if not hits else
-                           f"coordinate name {name!r} is ambiguous: {hits}; use its path")
+            raise KeyError(
+                f"no coordinate named {name!r}"
+                if not hits
+                else f"coordinate name {name!r} is ambiguous: {hits}; use its path"
+            )
         return hits[0]
 
     # -- states --------------------------------------------------------------------------
@@ -407,12 +444,16 @@ class System(eqx.Module):
         for m in tree.quat_q:
             mob = int(np.searchsorted(tree.q_start, m, side="right") - 1)
             angles = jnp.stack([jnp.asarray(a, dtype) for a in quat_angles.get(mob, [0.0, 0.0, 0.0])])
-            q = q.at[m:m + 4].set(spatial.rotation_to_quat(spatial.xyz_body_rotation(angles)))
+            q = q.at[m : m + 4].set(spatial.rotation_to_quat(spatial.xyz_body_rotation(angles)))
         z = [jnp.asarray(self.model.find(p).default_z(), dtype) for p in self.topology.z_slices]
         d = [jnp.asarray(self.model.find(p).default_discrete(), dtype) for p in self.topology.d_slices]
-        return State(t=jnp.asarray(t, dtype), q=q, u=u,
-                     z=jnp.concatenate(z) if z else jnp.zeros(0, dtype),
-                     d=jnp.concatenate(d) if d else jnp.zeros(0, dtype))
+        return State(
+            t=jnp.asarray(t, dtype),
+            q=q,
+            u=u,
+            z=jnp.concatenate(z) if z else jnp.zeros(0, dtype),
+            d=jnp.concatenate(d) if d else jnp.zeros(0, dtype),
+        )
 
     def set_coordinates(self, state: State, values: dict | None = None, speeds: dict | None = None) -> State:
         """A state with some coordinate values and speeds replaced.
@@ -471,6 +512,7 @@ class System(eqx.Module):
             model = model.set(path, **changes)
         for path, (a, b) in self.topology.z_slices.items():
             dslice = self.topology.d_slices.get(path, (0, 0))
-            model = model.update(path, lambda c, a=a, b=b, ds=dslice: c.with_defaults_from_state(
-                state.z[a:b], state.d[ds[0]:ds[1]]))
+            model = model.update(
+                path, lambda c, a=a, b=b, ds=dslice: c.with_defaults_from_state(state.z[a:b], state.d[ds[0] : ds[1]])
+            )
         return model

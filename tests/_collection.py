@@ -66,10 +66,14 @@ def random_coordinates(oracle, system, n, rng):
     ``coords`` (names), ``q``, ``u``, ``actuators``, ``controls``."""
     samples = [oracle.sample(system, rng) for _ in range(n)]
     acts = oracle.model.getActuators()
-    return {"t": np.array([t for t, _, _ in samples]), "coords": [c.getName() for c in oracle._coords],
-            "q": np.stack([q for _, q, _ in samples]), "u": np.stack([u for _, _, u in samples]),
-            "actuators": [acts.get(i).getName() for i in range(acts.getSize())],
-            "controls": rng.uniform(0.02, 1.0, (n, acts.getSize()))}
+    return {
+        "t": np.array([t for t, _, _ in samples]),
+        "coords": [c.getName() for c in oracle._coords],
+        "q": np.stack([q for _, q, _ in samples]),
+        "u": np.stack([u for _, _, u in samples]),
+        "actuators": [acts.get(i).getName() for i in range(acts.getSize())],
+        "controls": rng.uniform(0.02, 1.0, (n, acts.getSize())),
+    }
 
 
 def random_z(om, n, rng):
@@ -78,8 +82,9 @@ def random_z(om, n, rng):
     any other in [0, 1]."""
     names = [om.getStateVariableNames().get(i) for i in range(om.getNumStateVariables())]
     coords = om.getCoordinateSet()
-    cvars = {f"{coords.get(i).getAbsolutePathString()}/{v}" for i in range(coords.getSize())
-             for v in ("value", "speed")}
+    cvars = {
+        f"{coords.get(i).getAbsolutePathString()}/{v}" for i in range(coords.getSize()) for v in ("value", "speed")
+    }
     znames = [s for s in names if s not in cvars]
     muscles = om.getMuscles()
     z = np.empty((n, len(znames)))
@@ -171,8 +176,13 @@ def _record(file, system, muscles, errors) -> None:
     (a JSON line each; ``docs/collection.md`` is made from them)."""
     out = os.environ.get("SIMJAX_COLLECTION_REPORT")
     if out:
-        row = {"file": file, "coordinates": len(system.coordinate_names), "muscles": len(muscles),
-               "states": len(system.z_names), **errors}
+        row = {
+            "file": file,
+            "coordinates": len(system.coordinate_names),
+            "muscles": len(muscles),
+            "states": len(system.z_names),
+            **errors,
+        }
         with open(out, "a") as fh:
             fh.write(json.dumps(row) + "\n")
 
@@ -201,12 +211,12 @@ def check_model(file: str, seed: int = 0) -> dict:
     scale = lambda a: max(1.0, float(np.abs(a).max())) if a.size else 1.0  # noqa: E731
     assert_close("udot", ref["udot"], got["udot"], rtol=1e-6, atol=1e-6 * scale(ref["udot"]))
     assert_close("zdot", ref["zdot"], got["zdot"], rtol=1e-6, atol=1e-8 * scale(ref["zdot"]))
-    assert_close("tendon_force", ref["tendon_force"], got["tendon_force"], rtol=1e-6,
-                 atol=1e-9 * scale(ref["tendon_force"]))
+    assert_close(
+        "tendon_force", ref["tendon_force"], got["tendon_force"], rtol=1e-6, atol=1e-9 * scale(ref["tendon_force"])
+    )
     wraps = wrapped(model, paths)
     assert_close("length (no wrap objects)", ref["length"][:, ~wraps], got["length"][:, ~wraps], rtol=0, atol=1e-9)
-    assert_close("length (through wrap objects)", ref["length"][:, wraps], got["length"][:, wraps], rtol=0,
-                 atol=1e-7)
+    assert_close("length (through wrap objects)", ref["length"][:, wraps], got["length"][:, wraps], rtol=0, atol=1e-7)
     errors = {k: worst(ref[k], got[k]) for k in ("udot", "zdot", "tendon_force")}
     errors["length"] = float(np.abs(ref["length"] - got["length"]).max()) if paths else 0.0
     _record(file, system, paths, errors)

@@ -130,8 +130,7 @@ def pendulum_osim(folder) -> str:
     model.setGravity(osim.Vec3(0, -9.81, 0))
     body = osim.Body("body", 1.0, osim.Vec3(0), osim.Inertia(0))
     model.addBody(body)
-    joint = osim.PinJoint("pin", model.getGround(), osim.Vec3(0), osim.Vec3(0),
-                          body, osim.Vec3(0, 1, 0), osim.Vec3(0))
+    joint = osim.PinJoint("pin", model.getGround(), osim.Vec3(0), osim.Vec3(0), body, osim.Vec3(0, 1, 0), osim.Vec3(0))
     return _actuated_and_written(model, joint, "q", "tau", folder)
 
 
@@ -162,8 +161,7 @@ def _actuated_and_written(model, joint, coordinate: str, actuator: str, folder) 
 def _bounds_args(osim, value, kind):
     """``MocoBounds``/``MocoInitialBounds``/``MocoFinalBounds`` from None (unset),
     a scalar (fixed) or a pair."""
-    cls = {"path": osim.MocoBounds, "initial": osim.MocoInitialBounds,
-           "final": osim.MocoFinalBounds}[kind]
+    cls = {"path": osim.MocoBounds, "initial": osim.MocoInitialBounds, "final": osim.MocoFinalBounds}[kind]
     if value is None:
         return cls()
     if np.ndim(value) == 0:
@@ -171,9 +169,16 @@ def _bounds_args(osim, value, kind):
     return cls(float(value[0]), float(value[1]))
 
 
-def study_from_problem(model_path, problem: dict, *, transcription="hermite-simpson",
-                       num_mesh_intervals=50, convergence_tolerance=CONVERGENCE_TOLERANCE,
-                       constraint_tolerance=CONSTRAINT_TOLERANCE, **solver_properties):
+def study_from_problem(
+    model_path,
+    problem: dict,
+    *,
+    transcription="hermite-simpson",
+    num_mesh_intervals=50,
+    convergence_tolerance=CONVERGENCE_TOLERANCE,
+    constraint_tolerance=CONSTRAINT_TOLERANCE,
+    **solver_properties,
+):
     """A ``MocoStudy`` on the model at ``model_path`` posed by ``problem`` (a dict like
     ``SLIDING_MASS_PROBLEM``) with a MocoCasADiSolver: the given transcription, mesh
     and tolerances, verbosity 0, and any other solver property by name
@@ -183,16 +188,24 @@ def study_from_problem(model_path, problem: dict, *, transcription="hermite-simp
     study.setName(problem["name"])
     prob = study.updProblem()
     prob.setModel(osim.Model(str(model_path)))
-    prob.setTimeBounds(_bounds_args(osim, problem["time_initial_bounds"], "initial"),
-                       _bounds_args(osim, problem["time_final_bounds"], "final"))
+    prob.setTimeBounds(
+        _bounds_args(osim, problem["time_initial_bounds"], "initial"),
+        _bounds_args(osim, problem["time_final_bounds"], "final"),
+    )
     for name, (bounds, initial, final) in problem["states"].items():
-        prob.setStateInfo(name, _bounds_args(osim, bounds, "path"),
-                          _bounds_args(osim, initial, "initial"),
-                          _bounds_args(osim, final, "final"))
+        prob.setStateInfo(
+            name,
+            _bounds_args(osim, bounds, "path"),
+            _bounds_args(osim, initial, "initial"),
+            _bounds_args(osim, final, "final"),
+        )
     for name, (bounds, initial, final) in problem["controls"].items():
-        prob.setControlInfo(name, _bounds_args(osim, bounds, "path"),
-                            _bounds_args(osim, initial, "initial"),
-                            _bounds_args(osim, final, "final"))
+        prob.setControlInfo(
+            name,
+            _bounds_args(osim, bounds, "path"),
+            _bounds_args(osim, initial, "initial"),
+            _bounds_args(osim, final, "final"),
+        )
     for spec in problem["goals"]:
         if spec["type"] == "MocoFinalTimeGoal":
             goal = osim.MocoFinalTimeGoal(spec["name"], float(spec.get("weight", 1.0)))
@@ -216,17 +229,28 @@ def study_from_problem(model_path, problem: dict, *, transcription="hermite-simp
     return study
 
 
-_SETTINGS = ("transcription_scheme", "num_mesh_intervals", "optim_convergence_tolerance",
-             "optim_constraint_tolerance", "optim_hessian_approximation", "optim_solver",
-             "optim_max_iterations", "optim_finite_difference_scheme",
-             "optim_sparsity_detection", "multibody_dynamics_mode",
-             "interpolate_control_mesh_interior_points",
-             "enforce_path_constraint_mesh_interior_points",
-             "minimize_implicit_multibody_accelerations",
-             "implicit_multibody_accelerations_weight",
-             "minimize_implicit_auxiliary_derivatives", "scale_variables_using_bounds",
-             "parameters_require_initsystem", "kinematic_constraint_method",
-             "enforce_constraint_derivatives", "minimize_lagrange_multipliers")
+_SETTINGS = (
+    "transcription_scheme",
+    "num_mesh_intervals",
+    "optim_convergence_tolerance",
+    "optim_constraint_tolerance",
+    "optim_hessian_approximation",
+    "optim_solver",
+    "optim_max_iterations",
+    "optim_finite_difference_scheme",
+    "optim_sparsity_detection",
+    "multibody_dynamics_mode",
+    "interpolate_control_mesh_interior_points",
+    "enforce_path_constraint_mesh_interior_points",
+    "minimize_implicit_multibody_accelerations",
+    "implicit_multibody_accelerations_weight",
+    "minimize_implicit_auxiliary_derivatives",
+    "scale_variables_using_bounds",
+    "parameters_require_initsystem",
+    "kinematic_constraint_method",
+    "enforce_constraint_derivatives",
+    "minimize_lagrange_multipliers",
+)
 
 
 def solver_settings(study) -> dict:
@@ -317,8 +341,7 @@ def solve(study, solution_path=None, *, quiet: bool = True) -> dict:
     else:
         out["mesh_indices"] = np.arange(n)
     out["objective"] = float(sol.getObjective())
-    out["objective_terms"] = {name: float(sol.getObjectiveTerm(name))
-                              for name in sol.getObjectiveTermNames()}
+    out["objective_terms"] = {name: float(sol.getObjectiveTerm(name)) for name in sol.getObjectiveTermNames()}
     out["initial_time"] = float(sol.getInitialTime())
     out["final_time"] = float(sol.getFinalTime())
     out["solve_seconds"] = seconds
@@ -335,8 +358,9 @@ def solve(study, solution_path=None, *, quiet: bool = True) -> dict:
 
 
 def _solve_problem(model_path, problem, folder, transcription, num_mesh_intervals, **kw):
-    study = study_from_problem(model_path, problem, transcription=transcription,
-                               num_mesh_intervals=num_mesh_intervals, **kw)
+    study = study_from_problem(
+        model_path, problem, transcription=transcription, num_mesh_intervals=num_mesh_intervals, **kw
+    )
     path = Path(folder) / f"{problem['name']}_{transcription}_{num_mesh_intervals}_solution.sto"
     out = solve(study, path)
     out["problem"] = copy.deepcopy(problem)
@@ -351,12 +375,12 @@ def moco_sliding_mass(folder, transcription="trapezoidal", num_mesh_intervals=50
     t_f = 2.5, interior x = 0, v = 0, F = 0). Returns ``solve``'s dict plus ``problem``
     and ``model_path``; ``kw`` goes to ``study_from_problem`` (e.g.
     ``convergence_tolerance``, ``optim_hessian_approximation="exact"``)."""
-    return _solve_problem(sliding_mass_osim(folder), SLIDING_MASS_PROBLEM, folder,
-                          transcription, num_mesh_intervals, **kw)
+    return _solve_problem(
+        sliding_mass_osim(folder), SLIDING_MASS_PROBLEM, folder, transcription, num_mesh_intervals, **kw
+    )
 
 
-def moco_pendulum_swing_up(folder, transcription="hermite-simpson", num_mesh_intervals=50,
-                           **kw) -> dict:
+def moco_pendulum_swing_up(folder, transcription="hermite-simpson", num_mesh_intervals=50, **kw) -> dict:
     """Minimum-effort swing-up of ``pendulum_osim(folder)`` (``PENDULUM_PROBLEM``):
     q 0 -> pi, at rest at both ends, t_f = 1 s fixed, |tau| <= 30, MocoControlGoal
     (exponent 2, weight 1: J = integral of tau^2). Moco ships no single-pendulum
@@ -365,8 +389,7 @@ def moco_pendulum_swing_up(folder, transcription="hermite-simpson", num_mesh_int
     bounds follow exampleSlidingMass ([-10, 10] on values, [-50, 50] on speeds).
     Moco's default guess (bounds midpoints: interior q = 0, u = 0, tau = 0). Returns
     ``solve``'s dict plus ``problem`` and ``model_path``."""
-    return _solve_problem(pendulum_osim(folder), PENDULUM_PROBLEM, folder,
-                          transcription, num_mesh_intervals, **kw)
+    return _solve_problem(pendulum_osim(folder), PENDULUM_PROBLEM, folder, transcription, num_mesh_intervals, **kw)
 
 
 # ----------------------------------------------------------------------------- tracking
@@ -380,7 +403,7 @@ def pendulum_reference(t) -> tuple[np.ndarray, np.ndarray]:
     t)) / 2`` (0 -> pi over 1 s, at rest at both ends) and its speed ``u_ref(t) =
     pi^2 sin(pi t) / 2``."""
     t = np.asarray(t, dtype=float)
-    return math.pi * (1.0 - np.cos(math.pi * t)) / 2.0, math.pi ** 2 * np.sin(math.pi * t) / 2.0
+    return math.pi * (1.0 - np.cos(math.pi * t)) / 2.0, math.pi**2 * np.sin(math.pi * t) / 2.0
 
 
 def write_sto(path, time, columns: dict, *, in_degrees: bool = False) -> str:
@@ -407,8 +430,9 @@ def pendulum_reference_sto(folder, num_rows: int = 51, *, in_degrees: bool = Fal
     q, u = pendulum_reference(t)
     f = 180.0 / math.pi if in_degrees else 1.0
     name = "pendulum_reference_deg.sto" if in_degrees else "pendulum_reference.sto"
-    return write_sto(Path(folder) / name, t, {"/jointset/pin/q/value": q * f,
-                                              "/jointset/pin/q/speed": u * f}, in_degrees=in_degrees)
+    return write_sto(
+        Path(folder) / name, t, {"/jointset/pin/q/value": q * f, "/jointset/pin/q/speed": u * f}, in_degrees=in_degrees
+    )
 
 
 #: The pendulum of ``pendulum_osim`` tracking ``pendulum_reference`` for 1 s from
@@ -425,8 +449,15 @@ PENDULUM_TRACKING_PROBLEM = {
     },
     "controls": {"/forceset/tau": ((-50.0, 50.0), None, None)},
     "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 0.01, "exponent": 2}],
-    "tracking_goals": [{"type": "MocoStateTrackingGoal", "name": "tracking", "weight": 10.0,
-                        "reference": None, "state_weights": {"/jointset/pin/q/speed": 0.1}}],
+    "tracking_goals": [
+        {
+            "type": "MocoStateTrackingGoal",
+            "name": "tracking",
+            "weight": 10.0,
+            "reference": None,
+            "state_weights": {"/jointset/pin/q/speed": 0.1},
+        }
+    ],
 }
 
 
@@ -494,8 +525,7 @@ def moco_track_pendulum(folder, tolerance: float = 1e-6) -> dict:
     return out
 
 
-def moco_pendulum_tracking(folder, transcription="hermite-simpson", num_mesh_intervals=30,
-                           **kw) -> dict:
+def moco_pendulum_tracking(folder, transcription="hermite-simpson", num_mesh_intervals=30, **kw) -> dict:
     """``PENDULUM_TRACKING_PROBLEM`` solved by Moco on ``pendulum_osim(folder)``, the
     reference written by ``pendulum_reference_sto(folder)``. Moco's default guess.
     Returns ``solve``'s dict plus ``problem`` (its tracking goal's ``"reference"``
@@ -503,8 +533,9 @@ def moco_pendulum_tracking(folder, transcription="hermite-simpson", num_mesh_int
     problem = copy.deepcopy(PENDULUM_TRACKING_PROBLEM)
     problem["tracking_goals"][0]["reference"] = pendulum_reference_sto(folder)
     model_path = pendulum_osim(folder)
-    study = study_from_problem(model_path, problem, transcription=transcription,
-                               num_mesh_intervals=num_mesh_intervals, **kw)
+    study = study_from_problem(
+        model_path, problem, transcription=transcription, num_mesh_intervals=num_mesh_intervals, **kw
+    )
     add_goals(study, problem["tracking_goals"])
     path = Path(folder) / f"{problem['name']}_{transcription}_{num_mesh_intervals}_solution.sto"
     out = solve(study, path)
@@ -602,8 +633,14 @@ def moco_spring_mass(folder, transcription="hermite-simpson", num_mesh_intervals
     osim = _opensim()
     problem = SPRING_MASS_PROBLEM
     model_path = spring_mass_osim(folder)
-    study = study_from_problem(model_path, problem, transcription=transcription,
-                               num_mesh_intervals=num_mesh_intervals, parameters_require_initsystem=False, **kw)
+    study = study_from_problem(
+        model_path,
+        problem,
+        transcription=transcription,
+        num_mesh_intervals=num_mesh_intervals,
+        parameters_require_initsystem=False,
+        **kw,
+    )
     name, path, prop, (lo, hi) = problem["parameter"]
     study.updProblem().addParameter(osim.MocoParameter(name, path, prop, osim.MocoBounds(lo, hi)))
     out = solve(study, Path(folder) / "spring_mass_solution.sto")
@@ -636,16 +673,16 @@ CRUISE_PROBLEM = {
 }
 
 
-def moco_cruise(folder, problem=CRUISE_PROBLEM, transcription="hermite-simpson", num_mesh_intervals=20,
-                **kw) -> dict:
+def moco_cruise(folder, problem=CRUISE_PROBLEM, transcription="hermite-simpson", num_mesh_intervals=20, **kw) -> dict:
     """``CRUISE_PROBLEM`` (or a variant of it) solved by Moco on
     ``sliding_mass_osim(folder)``: the goals and path constraint the dict names
     (``average_speed``, ``periodic_states``, ``negated_periodic_controls``,
     ``speed_bound``). Returns ``solve``'s dict plus ``problem`` and ``model_path``."""
     osim = _opensim()
     model_path = sliding_mass_osim(folder)
-    study = study_from_problem(model_path, problem, transcription=transcription,
-                               num_mesh_intervals=num_mesh_intervals, **kw)
+    study = study_from_problem(
+        model_path, problem, transcription=transcription, num_mesh_intervals=num_mesh_intervals, **kw
+    )
     prob = study.updProblem()
     if "average_speed" in problem:
         speed = osim.MocoAverageSpeedGoal("speed")
@@ -687,22 +724,24 @@ BOUNDED_SLIDE_PROBLEM = {
     },
     "controls": {"/forceset/actuator": ((-50.0, 50.0), None, None)},
     "goals": [{"type": "MocoControlGoal", "name": "effort", "weight": 1.0, "exponent": 2}],
-    "force_bounds": (-11.0, (-4.0, 10.0)),           # (constant lower, (slope, intercept) upper)
+    "force_bounds": (-11.0, (-4.0, 10.0)),  # (constant lower, (slope, intercept) upper)
     "speed_upper": 1.45,
     "frame_pair": ("/ground", "/bodyset/body", 0.0, 1.0),
     "projection_vector": (1.0, 0.0, 0.0),
 }
 
 
-def moco_bounded_slide(folder, problem=BOUNDED_SLIDE_PROBLEM, transcription="hermite-simpson",
-                       num_mesh_intervals=20, **kw) -> dict:
+def moco_bounded_slide(
+    folder, problem=BOUNDED_SLIDE_PROBLEM, transcription="hermite-simpson", num_mesh_intervals=20, **kw
+) -> dict:
     """``BOUNDED_SLIDE_PROBLEM`` solved by Moco on ``sliding_mass_osim(folder)``; the
     study is also written as ``bounded_slide.omoco`` (``study_path``). Returns
     ``solve``'s dict plus ``problem``, ``model_path`` and ``study_path``."""
     osim = _opensim()
     model_path = sliding_mass_osim(folder)
-    study = study_from_problem(model_path, problem, transcription=transcription,
-                               num_mesh_intervals=num_mesh_intervals, **kw)
+    study = study_from_problem(
+        model_path, problem, transcription=transcription, num_mesh_intervals=num_mesh_intervals, **kw
+    )
     prob = study.updProblem()
     lower, (slope, intercept) = problem["force_bounds"]
     force = osim.MocoControlBoundConstraint()
@@ -795,8 +834,9 @@ def moco_hanging_muscle(folder, transcription="hermite-simpson", num_mesh_interv
     (implicit tendon dynamics: the normalized tendon force's derivative a variable, the
     equilibrium residual zero at every grid point). Returns ``solve``'s dict plus
     ``problem`` and ``model_path``."""
-    return _solve_problem(hanging_muscle_osim(folder), HANGING_MUSCLE_PROBLEM, folder, transcription,
-                          num_mesh_intervals, **kw)
+    return _solve_problem(
+        hanging_muscle_osim(folder), HANGING_MUSCLE_PROBLEM, folder, transcription, num_mesh_intervals, **kw
+    )
 
 
 # ----------------------------------------------------------------------------- marker tracking
@@ -831,9 +871,16 @@ def pendulum_markers_trc(folder, num_rows: int = 51) -> str:
         row = osim.RowVectorVec3([osim.Vec3(*tip[i]), osim.Vec3(0.0, 0.0, 1000.0)])
         table.appendRow(float(ti), row)
     rate = str((num_rows - 1) / (t[-1] - t[0]))
-    for key, value in (("DataRate", rate), ("CameraRate", rate), ("OrigDataRate", rate), ("Units", "mm"),
-                       ("NumFrames", str(num_rows)), ("NumMarkers", "2"), ("OrigDataStartFrame", "1"),
-                       ("OrigNumFrames", str(num_rows))):
+    for key, value in (
+        ("DataRate", rate),
+        ("CameraRate", rate),
+        ("OrigDataRate", rate),
+        ("Units", "mm"),
+        ("NumFrames", str(num_rows)),
+        ("NumMarkers", "2"),
+        ("OrigDataStartFrame", "1"),
+        ("OrigNumFrames", str(num_rows)),
+    ):
         table.addTableMetaDataString(key, value)
     path = Path(folder) / "pendulum_markers.trc"
     osim.TRCFileAdapter.write(table, str(path))
@@ -857,8 +904,9 @@ def moco_pendulum_marker_tracking(folder, transcription="hermite-simpson", num_m
     problem = copy.deepcopy(PENDULUM_MARKER_PROBLEM)
     problem["markers"] = pendulum_markers_trc(folder)
     model_path = pendulum_marker_osim(folder)
-    study = study_from_problem(model_path, problem, transcription=transcription,
-                               num_mesh_intervals=num_mesh_intervals, **kw)
+    study = study_from_problem(
+        model_path, problem, transcription=transcription, num_mesh_intervals=num_mesh_intervals, **kw
+    )
     spec = problem["marker_goal"]
     weights = osim.SetMarkerWeights()
     for name, w in spec["marker_weights"].items():
@@ -886,8 +934,15 @@ def bouncer_osim(folder) -> str:
     m.setName("bouncer")
     ball = osim.Body("ball", 1.0, osim.Vec3(0), osim.Inertia(0.001))
     m.addBody(ball)
-    slider = osim.SliderJoint("slider", m.getGround(), osim.Vec3(0), osim.Vec3(0, 0, math.pi / 2), ball, osim.Vec3(0),
-                              osim.Vec3(0, 0, math.pi / 2))
+    slider = osim.SliderJoint(
+        "slider",
+        m.getGround(),
+        osim.Vec3(0),
+        osim.Vec3(0, 0, math.pi / 2),
+        ball,
+        osim.Vec3(0),
+        osim.Vec3(0, 0, math.pi / 2),
+    )
     slider.updCoordinate().setName("height")
     m.addJoint(slider)
     lift = osim.CoordinateActuator("height")
@@ -917,9 +972,18 @@ def bouncer_grf(folder) -> str:
     t = np.linspace(0.0, 1.0, 101)
     fy = 9.80665 * (1.0 + 0.5 * np.sin(2 * math.pi * t))
     zero = np.zeros_like(t)
-    write_sto(Path(folder) / "grf.mot", t, {"ground_force_vx": zero, "ground_force_vy": fy, "ground_force_vz": zero,
-                                             "ground_force_px": zero, "ground_force_py": zero,
-                                             "ground_force_pz": zero})
+    write_sto(
+        Path(folder) / "grf.mot",
+        t,
+        {
+            "ground_force_vx": zero,
+            "ground_force_vy": fy,
+            "ground_force_vz": zero,
+            "ground_force_px": zero,
+            "ground_force_py": zero,
+            "ground_force_pz": zero,
+        },
+    )
     loads = osim.ExternalLoads()
     force = osim.ExternalForce()
     force.setName("ball_force")
@@ -1028,5 +1092,6 @@ COUPLED_PENDULUM_PROBLEM = {
 def moco_coupled_pendulum(folder, num_mesh_intervals=20, **kw) -> dict:
     """``COUPLED_PENDULUM_PROBLEM`` solved by Moco (Hermite-Simpson, its default
     Posa2016 kinematic constraint method) on ``coupled_pendulum_osim(folder)``."""
-    return _solve_problem(coupled_pendulum_osim(folder), COUPLED_PENDULUM_PROBLEM, folder, "hermite-simpson",
-                          num_mesh_intervals, **kw)
+    return _solve_problem(
+        coupled_pendulum_osim(folder), COUPLED_PENDULUM_PROBLEM, folder, "hermite-simpson", num_mesh_intervals, **kw
+    )

@@ -144,8 +144,12 @@ def table_arrays(table) -> dict:
     in_deg = None
     if table.hasTableMetaDataKey("inDegrees"):
         in_deg = table.getTableMetaDataString("inDegrees").strip().lower() == "yes"
-    return {"time": t, "columns": {n: mat[:, i].copy() for i, n in enumerate(labels)},
-            "labels": labels, "in_degrees": in_deg}
+    return {
+        "time": t,
+        "columns": {n: mat[:, i].copy() for i, n in enumerate(labels)},
+        "labels": labels,
+        "in_degrees": in_deg,
+    }
 
 
 def filtered_kinematics(cutoff: float = CUTOFF_HZ) -> dict:
@@ -183,10 +187,13 @@ def processed_models(folder) -> dict:
     "model_path_without_external_loads": the same edits without it (loads strictly
     in simjax; add ``external_loads_path`` with simjax's own tools),
     "external_loads_path": the GRF .xml}``."""
-    return {"model_path": processed_model(folder)[0],
-            "model_path_without_external_loads": processed_model(
-                folder, "subject01_moco_gait_no_external_loads.osim", external_loads=False)[0],
-            "external_loads_path": str(GRF_XML_PATH)}
+    return {
+        "model_path": processed_model(folder)[0],
+        "model_path_without_external_loads": processed_model(
+            folder, "subject01_moco_gait_no_external_loads.osim", external_loads=False
+        )[0],
+        "external_loads_path": str(GRF_XML_PATH),
+    }
 
 
 # ----------------------------------------------------------------------------- problem readback
@@ -265,11 +272,15 @@ def _goal_info(goal) -> dict:
     ``control_weights_pattern`` and ``exponent``; MocoStateTrackingGoal:
     ``state_weights``, ``scale_weights_with_range``, ``allow_unused_references``),
     as ``{set name: {name or pattern: weight}}`` and plain values."""
-    out = {"name": goal.getName(), "class": goal.getConcreteClassName(),
-           "mode": goal.getModeAsString(), "weight": float(goal.getWeight()),
-           "divide_by_displacement": bool(goal.getDivideByDisplacement()),
-           "divide_by_duration": bool(goal.getDivideByDuration()),
-           "divide_by_mass": bool(goal.getDivideByMass())}
+    out = {
+        "name": goal.getName(),
+        "class": goal.getConcreteClassName(),
+        "mode": goal.getModeAsString(),
+        "weight": float(goal.getWeight()),
+        "divide_by_displacement": bool(goal.getDivideByDisplacement()),
+        "divide_by_duration": bool(goal.getDivideByDuration()),
+        "divide_by_mass": bool(goal.getDivideByMass()),
+    }
     if out["class"] == "MocoControlGoal":
         out["exponent"] = int(_opensim().MocoControlGoal.safeDownCast(goal).getExponent())
     with tempfile.TemporaryDirectory() as tmp:
@@ -280,15 +291,21 @@ def _goal_info(goal) -> dict:
     if node is not None:
         for child in node:
             if child.tag == "MocoWeightSet":  # a weight-set property: the element is named by the property
-                out[child.get("name")] = {w.get("name"): float(w.findtext("weight", "1"))
-                                          for w in child.findall("./objects/MocoWeight")}
+                out[child.get("name")] = {
+                    w.get("name"): float(w.findtext("weight", "1")) for w in child.findall("./objects/MocoWeight")
+                }
             elif child.tag in ("scale_weights_with_range", "allow_unused_references", "pattern"):
                 out[child.tag] = (child.text or "").strip()
     return out
 
 
-_EXTRA_SETTINGS = ("implicit_auxiliary_derivatives_weight", "optim_ipopt_print_level", "verbosity",
-                   "output_interval", "lagrange_multiplier_weight")
+_EXTRA_SETTINGS = (
+    "implicit_auxiliary_derivatives_weight",
+    "optim_ipopt_print_level",
+    "verbosity",
+    "output_interval",
+    "lagrange_multiplier_weight",
+)
 
 
 def solver_settings(study) -> dict:
@@ -344,10 +361,12 @@ def parse_ipopt_log(text: str) -> dict:
     m = re.search(r"EXIT:\s*(.+)", text)
     if m:
         out["ipopt_exit"] = m.group(1).strip()
-    for key, pat in (("objective_scaled", r"Objective\.*:\s*(\S+)\s+(\S+)"),
-                     ("constraint_violation", r"Constraint violation\.*:\s*(\S+)\s+(\S+)"),
-                     ("dual_infeasibility", r"Dual infeasibility\.*:\s*(\S+)\s+(\S+)"),
-                     ("complementarity", r"Complementarity\.*:\s*(\S+)\s+(\S+)")):
+    for key, pat in (
+        ("objective_scaled", r"Objective\.*:\s*(\S+)\s+(\S+)"),
+        ("constraint_violation", r"Constraint violation\.*:\s*(\S+)\s+(\S+)"),
+        ("dual_infeasibility", r"Dual infeasibility\.*:\s*(\S+)\s+(\S+)"),
+        ("complementarity", r"Complementarity\.*:\s*(\S+)\s+(\S+)"),
+    ):
         m = re.search(pat, text)
         if m:
             out[key] = (float(m.group(1)), float(m.group(2)))  # (scaled, unscaled)
@@ -407,7 +426,7 @@ def _solve_study(study, folder, stem, solver_part, quiet, bounds_guess: bool = F
         # (or without) the accelerations
         solver.resetProblem(study.getProblem())
         solver.setGuess("bounds")
-    solver.set_verbosity(2)           # IPOPT prints (Moco's own log goes to the Logger, which is off)
+    solver.set_verbosity(2)  # IPOPT prints (Moco's own log goes to the Logger, which is off)
     solver.set_optim_ipopt_print_level(5)
     settings = solver_settings(study)
     folder = Path(folder).resolve()
@@ -424,8 +443,7 @@ def _solve_study(study, folder, stem, solver_part, quiet, bounds_guess: bool = F
         sol.unseal()
     out = _moco.trajectory_arrays(sol)
     n = len(out["time"])
-    out["mesh_indices"] = (np.arange(0, n, 2) if settings["transcription_scheme"] == "hermite-simpson"
-                           else np.arange(n))
+    out["mesh_indices"] = np.arange(0, n, 2) if settings["transcription_scheme"] == "hermite-simpson" else np.arange(n)
     out["objective"] = float(sol.getObjective())
     out["objective_terms"] = {name: float(sol.getObjectiveTerm(name)) for name in sol.getObjectiveTermNames()}
     out["initial_time"] = float(sol.getInitialTime())
@@ -531,16 +549,31 @@ def moco_inverse_gait(folder, mesh_interval=0.02, time=(0.6, 1.4), *, quiet: boo
     out["prescribed"] = _position_motion_arrays(study, out["time"])
     out["filtered_table"] = filtered_kinematics()
     out.update(models)
-    description.update({
-        "tool": "MocoInverse", "mesh_interval": float(mesh_interval), "time": tuple(map(float, time)),
-        "num_mesh_intervals": out["settings"]["num_mesh_intervals"],
-        "model_source": str(MODEL_PATH), "external_loads": str(GRF_XML_PATH), "kinematics_source": str(IK_MOT_PATH),
-        "cutoff_hz": CUTOFF_HZ,
-        "tool_properties": {k: _tool_property(inverse, k) for k in (
-            "kinematics_allow_extra_columns", "minimize_sum_squared_activations", "convergence_tolerance",
-            "constraint_tolerance", "reserves_weight", "clip_time_range", "max_iterations")},
-        "overrides": dict(overrides),
-    })
+    description.update(
+        {
+            "tool": "MocoInverse",
+            "mesh_interval": float(mesh_interval),
+            "time": tuple(map(float, time)),
+            "num_mesh_intervals": out["settings"]["num_mesh_intervals"],
+            "model_source": str(MODEL_PATH),
+            "external_loads": str(GRF_XML_PATH),
+            "kinematics_source": str(IK_MOT_PATH),
+            "cutoff_hz": CUTOFF_HZ,
+            "tool_properties": {
+                k: _tool_property(inverse, k)
+                for k in (
+                    "kinematics_allow_extra_columns",
+                    "minimize_sum_squared_activations",
+                    "convergence_tolerance",
+                    "constraint_tolerance",
+                    "reserves_weight",
+                    "clip_time_range",
+                    "max_iterations",
+                )
+            },
+            "overrides": dict(overrides),
+        }
+    )
     out["problem"] = description
     return out
 
@@ -593,8 +626,9 @@ def moco_track_gait(folder, mesh_interval=0.02, time=(0.6, 1.4), *, quiet: bool 
         init_seconds = _time.perf_counter() - t0
     description = problem_description(study)
     # (MocoTrack guesses from the bounds unless given a guess file)
-    out = _solve_study(study, folder, "moco_track_gait", solver_part, quiet,
-                       bounds_guess=not overrides.get("guess_file"))
+    out = _solve_study(
+        study, folder, "moco_track_gait", solver_part, quiet, bounds_guess=not overrides.get("guess_file")
+    )
     out["initialize_seconds"] = init_seconds
     ref_table = osim.TimeSeriesTable(str(folder / "moco_track_gait_tracked_states.sto"))
     out["reference"] = table_arrays(ref_table)
@@ -611,17 +645,32 @@ def moco_track_gait(folder, mesh_interval=0.02, time=(0.6, 1.4), *, quiet: bool 
     out["reference_on_grid"] = ref_grid
     out["filtered_table"] = filtered_kinematics()
     out.update(models)
-    description.update({
-        "tool": "MocoTrack", "mesh_interval": float(mesh_interval), "time": tuple(map(float, time)),
-        "num_mesh_intervals": out["settings"]["num_mesh_intervals"],
-        "model_source": str(MODEL_PATH), "external_loads": str(GRF_XML_PATH), "kinematics_source": str(IK_MOT_PATH),
-        "cutoff_hz": CUTOFF_HZ,
-        "tool_properties": {k: _tool_property(track, k) for k in (
-            "states_global_tracking_weight", "scale_state_weights_with_range",
-            "track_reference_position_derivatives", "allow_unused_references", "apply_tracked_states_to_guess",
-            "minimize_control_effort", "control_effort_weight", "clip_time_range")},
-        "overrides": dict(overrides),
-    })
+    description.update(
+        {
+            "tool": "MocoTrack",
+            "mesh_interval": float(mesh_interval),
+            "time": tuple(map(float, time)),
+            "num_mesh_intervals": out["settings"]["num_mesh_intervals"],
+            "model_source": str(MODEL_PATH),
+            "external_loads": str(GRF_XML_PATH),
+            "kinematics_source": str(IK_MOT_PATH),
+            "cutoff_hz": CUTOFF_HZ,
+            "tool_properties": {
+                k: _tool_property(track, k)
+                for k in (
+                    "states_global_tracking_weight",
+                    "scale_state_weights_with_range",
+                    "track_reference_position_derivatives",
+                    "allow_unused_references",
+                    "apply_tracked_states_to_guess",
+                    "minimize_control_effort",
+                    "control_effort_weight",
+                    "clip_time_range",
+                )
+            },
+            "overrides": dict(overrides),
+        }
+    )
     out["problem"] = description
     return out
 
@@ -629,5 +678,8 @@ def moco_track_gait(folder, mesh_interval=0.02, time=(0.6, 1.4), *, quiet: bool 
 def tracking_error_rad(result: dict) -> dict:
     """Per coordinate, the max |q - reference| over ``result["time"]`` of a
     ``moco_track_gait`` result (rad or m)."""
-    return {n: float(np.max(np.abs(result["states"][n] - ref)))
-            for n, ref in result["reference_on_grid"].items() if n in result["states"]}
+    return {
+        n: float(np.max(np.abs(result["states"][n] - ref)))
+        for n, ref in result["reference_on_grid"].items()
+        if n in result["states"]
+    }

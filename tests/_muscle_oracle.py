@@ -33,8 +33,11 @@ RANGES = {"shoulder_coord_0": (-1.0, 1.0), "elbow_coord_0": (0.0, 2.0)}
 def arm_points(i: int):
     """Path points of the ``i``-th muscle of the arm: (name, body, location)."""
     d = 0.004 * i
-    return (("origin", "ground", (0.02 + d, 0.06, 0.01 - d)), ("via", "humerus", (0.035, -0.12 - d, 0.015)),
-            ("insertion", "radius", (0.025 + d, -0.06, 0.005)))
+    return (
+        ("origin", "ground", (0.02 + d, 0.06, 0.01 - d)),
+        ("via", "humerus", (0.035, -0.12 - d, 0.015)),
+        ("insertion", "radius", (0.025 + d, -0.06, 0.005)),
+    )
 
 
 def osim_arm(muscles):
@@ -113,17 +116,35 @@ def random_states(osim_model, n, rng, speed=2.0, samplers=None):
     for j, zn in enumerate(znames):
         z[:, j] = default[zn.rsplit("/", 1)[1]](muscles.get(zn.split("/")[2]), n, rng)
     acts = osim_model.getActuators()
-    return {"coords": names, "q": lo + (hi - lo) * rng.uniform(size=(n, len(names))),
-            "u": rng.uniform(-speed, speed, (n, len(names))), "znames": znames, "z": z,
-            "actuators": [acts.get(i).getName() for i in range(acts.getSize())],
-            "controls": rng.uniform(0.02, 1.0, (n, acts.getSize()))}
+    return {
+        "coords": names,
+        "q": lo + (hi - lo) * rng.uniform(size=(n, len(names))),
+        "u": rng.uniform(-speed, speed, (n, len(names))),
+        "znames": znames,
+        "z": z,
+        "actuators": [acts.get(i).getName() for i in range(acts.getSize())],
+        "controls": rng.uniform(0.02, 1.0, (n, acts.getSize())),
+    }
 
 
-MUSCLE_OUTPUTS = ("length", "lengthening_speed", "tendon_force", "fiber_force", "fiber_velocity",
-                  "normalized_fiber_velocity", "activation")
-_OSIM_GETTERS = {"length": "getLength", "lengthening_speed": "getLengtheningSpeed", "tendon_force": "getTendonForce",
-                 "fiber_force": "getFiberForce", "fiber_velocity": "getFiberVelocity",
-                 "normalized_fiber_velocity": "getNormalizedFiberVelocity", "activation": "getActivation"}
+MUSCLE_OUTPUTS = (
+    "length",
+    "lengthening_speed",
+    "tendon_force",
+    "fiber_force",
+    "fiber_velocity",
+    "normalized_fiber_velocity",
+    "activation",
+)
+_OSIM_GETTERS = {
+    "length": "getLength",
+    "lengthening_speed": "getLengtheningSpeed",
+    "tendon_force": "getTendonForce",
+    "fiber_force": "getFiberForce",
+    "fiber_velocity": "getFiberVelocity",
+    "normalized_fiber_velocity": "getNormalizedFiberVelocity",
+    "activation": "getActivation",
+}
 
 
 def set_opensim_state(model, s, st, i) -> None:
@@ -185,11 +206,13 @@ def simjax_states(system, st):
     ci = np.asarray([system.actuator_names.index(a) for a in st["actuators"]], np.int64)
     base = system.default_state()
     n = len(st["q"])
-    states = sj.State(t=jnp.asarray(st["t"]) if "t" in st else jnp.zeros(n),
-                      q=jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(st["q"]),
-                      u=jnp.broadcast_to(base.u, (n, tree.nu)).at[:, ui].set(st["u"]),
-                      z=jnp.broadcast_to(base.z, (n, len(system.z_names))).at[:, zi].set(st["z"]),
-                      d=jnp.broadcast_to(base.d, (n,) + base.d.shape))
+    states = sj.State(
+        t=jnp.asarray(st["t"]) if "t" in st else jnp.zeros(n),
+        q=jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(st["q"]),
+        u=jnp.broadcast_to(base.u, (n, tree.nu)).at[:, ui].set(st["u"]),
+        z=jnp.broadcast_to(base.z, (n, len(system.z_names))).at[:, zi].set(st["z"]),
+        d=jnp.broadcast_to(base.d, (n,) + base.d.shape),
+    )
     if st.get("dnames"):
         di = np.asarray([system.d_names.index(dn) for dn in st["dnames"]], np.int64)
         states = states.replace(d=states.d.at[:, di].set(st["d"]))
@@ -211,8 +234,9 @@ def sj_eval(system, st, muscle_paths, arm_coords=()):
         out = {"udot": acc.udot[ui], "zdot": acc.zdot[zi]}
         for k in MUSCLE_OUTPUTS:
             out[k] = ctx.group_outputs(muscle_paths, k)
-        out["moment_arm"] = (sj.moment_arms(system, state, muscle_paths, arm_coords) if arm_coords
-                             else jnp.zeros((len(muscle_paths), 0)))
+        out["moment_arm"] = (
+            sj.moment_arms(system, state, muscle_paths, arm_coords) if arm_coords else jnp.zeros((len(muscle_paths), 0))
+        )
         return out
 
     return {k: np.asarray(v) for k, v in jax.vmap(one)(states, controls).items()}
@@ -228,11 +252,12 @@ def assert_close(name, ref, got, rtol, atol):
         return
     err = np.where(np.isnan(ref), 0.0, np.abs(got - ref) - (rtol * np.abs(ref) + atol))
     i = np.unravel_index(np.argmax(err), err.shape)
-    assert err[i] <= 0, (f"{name}: worst at {i}: OpenSim {ref[i]!r}, simjax {got[i]!r} (rtol {rtol}, "
-                         f"atol {atol})")
+    assert err[i] <= 0, f"{name}: worst at {i}: OpenSim {ref[i]!r}, simjax {got[i]!r} (rtol {rtol}, atol {atol})"
 
 
 def select(st, rows):
     """The states of ``st`` at ``rows``."""
     return {k: (v[rows] if isinstance(v, np.ndarray) else v) for k, v in st.items()}
+
+
 COORDS_ARM = ("shoulder_coord_0", "elbow_coord_0")

@@ -53,14 +53,14 @@ inf = np.inf
 @dataclass(frozen=True)
 class NLP:
     name: str
-    objective: Callable          # f(x) -> scalar, jax.numpy, x: (n,) float64
+    objective: Callable  # f(x) -> scalar, jax.numpy, x: (n,) float64
     constraints: Callable | None  # c(x) -> (m,) jax array, or None when m == 0
     constraint_lower: np.ndarray  # (m,) -inf allowed; equality where lower == upper
     constraint_upper: np.ndarray  # (m,) +inf allowed
-    lower: np.ndarray             # (n,) variable bounds, -inf/+inf allowed
+    lower: np.ndarray  # (n,) variable bounds, -inf/+inf allowed
     upper: np.ndarray
-    x0: np.ndarray                # the standard starting point
-    f_star: float | None          # known optimal objective (None for the infeasible one)
+    x0: np.ndarray  # the standard starting point
+    f_star: float | None  # known optimal objective (None for the infeasible one)
     x_star: np.ndarray | None
     infeasible: bool = False
 
@@ -86,17 +86,27 @@ _NONE = np.zeros(0)
 
 # --- Rosenbrock (unconstrained) ------------------------------------------------------------
 
+
 def _rosenbrock_f(x):
     return 100.0 * (x[1] - x[0] ** 2) ** 2 + (1.0 - x[0]) ** 2
 
 
 ROSENBROCK = NLP(
-    name="ROSENBROCK", objective=_rosenbrock_f, constraints=None,
-    constraint_lower=_NONE, constraint_upper=_NONE, lower=_free(2)[0], upper=_free(2)[1],
-    x0=_a(-1.2, 1.0), f_star=0.0, x_star=_a(1.0, 1.0))
+    name="ROSENBROCK",
+    objective=_rosenbrock_f,
+    constraints=None,
+    constraint_lower=_NONE,
+    constraint_upper=_NONE,
+    lower=_free(2)[0],
+    upper=_free(2)[1],
+    x0=_a(-1.2, 1.0),
+    f_star=0.0,
+    x_star=_a(1.0, 1.0),
+)
 
 
 # --- HS6: one nonlinear equality; x0 infeasible --------------------------------------------
+
 
 def _hs6_f(x):
     return (1.0 - x[0]) ** 2
@@ -107,12 +117,21 @@ def _hs6_c(x):
 
 
 HS6 = NLP(
-    name="HS6", objective=_hs6_f, constraints=_hs6_c,
-    constraint_lower=_a(0.0), constraint_upper=_a(0.0), lower=_free(2)[0], upper=_free(2)[1],
-    x0=_a(-1.2, 1.0), f_star=0.0, x_star=_a(1.0, 1.0))
+    name="HS6",
+    objective=_hs6_f,
+    constraints=_hs6_c,
+    constraint_lower=_a(0.0),
+    constraint_upper=_a(0.0),
+    lower=_free(2)[0],
+    upper=_free(2)[1],
+    x0=_a(-1.2, 1.0),
+    f_star=0.0,
+    x_star=_a(1.0, 1.0),
+)
 
 
 # --- HS7: one nonlinear equality -----------------------------------------------------------
+
 
 def _hs7_f(x):
     return jnp.log(1.0 + x[0] ** 2) - x[1]
@@ -123,12 +142,21 @@ def _hs7_c(x):
 
 
 HS7 = NLP(
-    name="HS7", objective=_hs7_f, constraints=_hs7_c,
-    constraint_lower=_a(0.0), constraint_upper=_a(0.0), lower=_free(2)[0], upper=_free(2)[1],
-    x0=_a(2.0, 2.0), f_star=-np.sqrt(3.0), x_star=_a(0.0, np.sqrt(3.0)))
+    name="HS7",
+    objective=_hs7_f,
+    constraints=_hs7_c,
+    constraint_lower=_a(0.0),
+    constraint_upper=_a(0.0),
+    lower=_free(2)[0],
+    upper=_free(2)[1],
+    x0=_a(2.0, 2.0),
+    f_star=-np.sqrt(3.0),
+    x_star=_a(0.0, np.sqrt(3.0)),
+)
 
 
 # --- HS14: linear equality + nonlinear inequality; x0 infeasible ---------------------------
+
 
 def _hs14_f(x):
     return (x[0] - 2.0) ** 2 + (x[1] - 1.0) ** 2
@@ -140,12 +168,21 @@ def _hs14_c(x):
 
 _S7 = np.sqrt(7.0)
 HS14 = NLP(
-    name="HS14", objective=_hs14_f, constraints=_hs14_c,
-    constraint_lower=_a(0.0, 0.0), constraint_upper=_a(0.0, inf), lower=_free(2)[0], upper=_free(2)[1],
-    x0=_a(2.0, 2.0), f_star=9.0 - 2.875 * _S7, x_star=_a(0.5 * (_S7 - 1.0), 0.25 * (_S7 + 1.0)))
+    name="HS14",
+    objective=_hs14_f,
+    constraints=_hs14_c,
+    constraint_lower=_a(0.0, 0.0),
+    constraint_upper=_a(0.0, inf),
+    lower=_free(2)[0],
+    upper=_free(2)[1],
+    x0=_a(2.0, 2.0),
+    f_star=9.0 - 2.875 * _S7,
+    x_star=_a(0.5 * (_S7 - 1.0), 0.25 * (_S7 + 1.0)),
+)
 
 
 # --- HS15: two nonlinear inequalities, an upper bound; x0 infeasible -----------------------
+
 
 def _hs15_f(x):
     return 100.0 * (x[1] - x[0] ** 2) ** 2 + (1.0 - x[0]) ** 2
@@ -156,12 +193,21 @@ def _hs15_c(x):
 
 
 HS15 = NLP(
-    name="HS15", objective=_hs15_f, constraints=_hs15_c,
-    constraint_lower=_a(0.0, 0.0), constraint_upper=_a(inf, inf), lower=_a(-inf, -inf), upper=_a(0.5, inf),
-    x0=_a(-2.0, 1.0), f_star=306.5, x_star=_a(0.5, 2.0))
+    name="HS15",
+    objective=_hs15_f,
+    constraints=_hs15_c,
+    constraint_lower=_a(0.0, 0.0),
+    constraint_upper=_a(inf, inf),
+    lower=_a(-inf, -inf),
+    upper=_a(0.5, inf),
+    x0=_a(-2.0, 1.0),
+    f_star=306.5,
+    x_star=_a(0.5, 2.0),
+)
 
 
 # --- HS21: linear inequality, bounds; x0 violates the bounds and the constraint ------------
+
 
 def _hs21_f(x):
     return 0.01 * x[0] ** 2 + x[1] ** 2 - 100.0
@@ -172,9 +218,17 @@ def _hs21_c(x):
 
 
 HS21 = NLP(
-    name="HS21", objective=_hs21_f, constraints=_hs21_c,
-    constraint_lower=_a(0.0), constraint_upper=_a(inf), lower=_a(2.0, -50.0), upper=_a(50.0, 50.0),
-    x0=_a(-1.0, -1.0), f_star=-99.96, x_star=_a(2.0, 0.0))
+    name="HS21",
+    objective=_hs21_f,
+    constraints=_hs21_c,
+    constraint_lower=_a(0.0),
+    constraint_upper=_a(inf),
+    lower=_a(2.0, -50.0),
+    upper=_a(50.0, 50.0),
+    x0=_a(-1.0, -1.0),
+    f_star=-99.96,
+    x_star=_a(2.0, 0.0),
+)
 
 
 # --- HS35MOD: HS35 with x2 fixed (lower == upper == 0.5) -----------------------------------
@@ -182,9 +236,19 @@ HS21 = NLP(
 # which lies exactly on 3 - x1 - x2 - 2 x3 >= 0 (active with a zero multiplier: strict
 # complementarity fails) and inside x >= 0, so x* = (3/2, 1/2, 1/2), f* = 1/4.
 
+
 def _hs35_f(x):
-    return (9.0 - 8.0 * x[0] - 6.0 * x[1] - 4.0 * x[2] + 2.0 * x[0] ** 2 + 2.0 * x[1] ** 2 + x[2] ** 2
-            + 2.0 * x[0] * x[1] + 2.0 * x[0] * x[2])
+    return (
+        9.0
+        - 8.0 * x[0]
+        - 6.0 * x[1]
+        - 4.0 * x[2]
+        + 2.0 * x[0] ** 2
+        + 2.0 * x[1] ** 2
+        + x[2] ** 2
+        + 2.0 * x[0] * x[1]
+        + 2.0 * x[0] * x[2]
+    )
 
 
 def _hs35_c(x):
@@ -192,13 +256,22 @@ def _hs35_c(x):
 
 
 HS35MOD = NLP(
-    name="HS35MOD", objective=_hs35_f, constraints=_hs35_c,
-    constraint_lower=_a(0.0), constraint_upper=_a(inf), lower=_a(0.0, 0.5, 0.0), upper=_a(inf, 0.5, inf),
-    x0=_a(0.5, 0.5, 0.5), f_star=0.25, x_star=_a(1.5, 0.5, 0.5))
+    name="HS35MOD",
+    objective=_hs35_f,
+    constraints=_hs35_c,
+    constraint_lower=_a(0.0),
+    constraint_upper=_a(inf),
+    lower=_a(0.0, 0.5, 0.0),
+    upper=_a(inf, 0.5, inf),
+    x0=_a(0.5, 0.5, 0.5),
+    f_star=0.25,
+    x_star=_a(1.5, 0.5, 0.5),
+)
 
 
 # --- HS40: three nonlinear equalities ------------------------------------------------------
 # (x3, x4) -> (-x3, -x4) is a symmetry; the literature's (positive) solution is given.
+
 
 def _hs40_f(x):
     return -x[0] * x[1] * x[2] * x[3]
@@ -209,32 +282,49 @@ def _hs40_c(x):
 
 
 HS40 = NLP(
-    name="HS40", objective=_hs40_f, constraints=_hs40_c,
-    constraint_lower=_a(0.0, 0.0, 0.0), constraint_upper=_a(0.0, 0.0, 0.0), lower=_free(4)[0], upper=_free(4)[1],
-    x0=_a(0.8, 0.8, 0.8, 0.8), f_star=-0.25,
-    x_star=_a(2.0 ** (-1.0 / 3.0), 2.0 ** (-0.5), 2.0 ** (-11.0 / 12.0), 2.0 ** (-0.25)))
+    name="HS40",
+    objective=_hs40_f,
+    constraints=_hs40_c,
+    constraint_lower=_a(0.0, 0.0, 0.0),
+    constraint_upper=_a(0.0, 0.0, 0.0),
+    lower=_free(4)[0],
+    upper=_free(4)[1],
+    x0=_a(0.8, 0.8, 0.8, 0.8),
+    f_star=-0.25,
+    x_star=_a(2.0 ** (-1.0 / 3.0), 2.0 ** (-0.5), 2.0 ** (-11.0 / 12.0), 2.0 ** (-0.25)),
+)
 
 
 # --- HS43 (Rosen-Suzuki): three nonlinear inequalities -------------------------------------
 
+
 def _hs43_f(x):
-    return (x[0] ** 2 + x[1] ** 2 + 2.0 * x[2] ** 2 + x[3] ** 2
-            - 5.0 * x[0] - 5.0 * x[1] - 21.0 * x[2] + 7.0 * x[3])
+    return x[0] ** 2 + x[1] ** 2 + 2.0 * x[2] ** 2 + x[3] ** 2 - 5.0 * x[0] - 5.0 * x[1] - 21.0 * x[2] + 7.0 * x[3]
 
 
 def _hs43_c(x):
     x1, x2, x3, x4 = x[0], x[1], x[2], x[3]
-    return jnp.stack([
-        8.0 - x1 ** 2 - x2 ** 2 - x3 ** 2 - x4 ** 2 - x1 + x2 - x3 + x4,
-        10.0 - x1 ** 2 - 2.0 * x2 ** 2 - x3 ** 2 - 2.0 * x4 ** 2 + x1 + x4,
-        5.0 - 2.0 * x1 ** 2 - x2 ** 2 - x3 ** 2 - 2.0 * x1 + x2 + x4,
-    ])
+    return jnp.stack(
+        [
+            8.0 - x1**2 - x2**2 - x3**2 - x4**2 - x1 + x2 - x3 + x4,
+            10.0 - x1**2 - 2.0 * x2**2 - x3**2 - 2.0 * x4**2 + x1 + x4,
+            5.0 - 2.0 * x1**2 - x2**2 - x3**2 - 2.0 * x1 + x2 + x4,
+        ]
+    )
 
 
 HS43 = NLP(
-    name="HS43", objective=_hs43_f, constraints=_hs43_c,
-    constraint_lower=_a(0.0, 0.0, 0.0), constraint_upper=_a(inf, inf, inf), lower=_free(4)[0], upper=_free(4)[1],
-    x0=_a(0.0, 0.0, 0.0, 0.0), f_star=-44.0, x_star=_a(0.0, 1.0, 2.0, -1.0))
+    name="HS43",
+    objective=_hs43_f,
+    constraints=_hs43_c,
+    constraint_lower=_a(0.0, 0.0, 0.0),
+    constraint_upper=_a(inf, inf, inf),
+    lower=_free(4)[0],
+    upper=_free(4)[1],
+    x0=_a(0.0, 0.0, 0.0, 0.0),
+    f_star=-44.0,
+    x_star=_a(0.0, 1.0, 2.0, -1.0),
+)
 
 
 # --- HS71: nonlinear inequality + nonlinear equality, bounds 1 <= x <= 5 -------------------
@@ -242,43 +332,61 @@ HS43 = NLP(
 # below (Newton-polished; active: x1 = 1, x1 x2 x3 x4 = 25, the equality) differs from the
 # printed x* by <= 3.4e-7, and the printed point violates the equality by 2e-8.
 
+
 def _hs71_f(x):
     return x[0] * x[3] * (x[0] + x[1] + x[2]) + x[2]
 
 
 def _hs71_c(x):
-    return jnp.stack([x[0] * x[1] * x[2] * x[3], jnp.sum(x ** 2)])
+    return jnp.stack([x[0] * x[1] * x[2] * x[3], jnp.sum(x**2)])
 
 
 HS71 = NLP(
-    name="HS71", objective=_hs71_f, constraints=_hs71_c,
-    constraint_lower=_a(25.0, 40.0), constraint_upper=_a(inf, 40.0), lower=np.full(4, 1.0), upper=np.full(4, 5.0),
-    x0=_a(1.0, 5.0, 5.0, 1.0), f_star=17.014017289156303,
-    x_star=_a(1.0, 4.742999637264417, 3.821149984184874, 1.3794082931726723))
+    name="HS71",
+    objective=_hs71_f,
+    constraints=_hs71_c,
+    constraint_lower=_a(25.0, 40.0),
+    constraint_upper=_a(inf, 40.0),
+    lower=np.full(4, 1.0),
+    upper=np.full(4, 5.0),
+    x0=_a(1.0, 5.0, 5.0, 1.0),
+    f_star=17.014017289156303,
+    x_star=_a(1.0, 4.742999637264417, 3.821149984184874, 1.3794082931726723),
+)
 
 
 # --- HS76: three linear inequalities, x >= 0 (quadratic objective) -------------------------
 # Exact solution x* = (3/11, 23/11, 0, 6/11), f* = -103/22 (literature: -4.681818181).
 
+
 def _hs76_f(x):
     x1, x2, x3, x4 = x[0], x[1], x[2], x[3]
-    return (x1 ** 2 + 0.5 * x2 ** 2 + x3 ** 2 + 0.5 * x4 ** 2 - x1 * x3 + x3 * x4
-            - x1 - 3.0 * x2 + x3 - x4)
+    return x1**2 + 0.5 * x2**2 + x3**2 + 0.5 * x4**2 - x1 * x3 + x3 * x4 - x1 - 3.0 * x2 + x3 - x4
 
 
 def _hs76_c(x):
     x1, x2, x3, x4 = x[0], x[1], x[2], x[3]
-    return jnp.stack([
-        5.0 - x1 - 2.0 * x2 - x3 - x4,
-        4.0 - 3.0 * x1 - x2 - 2.0 * x3 + x4,
-        x2 + 4.0 * x3 - 1.5,
-    ])
+    return jnp.stack(
+        [
+            5.0 - x1 - 2.0 * x2 - x3 - x4,
+            4.0 - 3.0 * x1 - x2 - 2.0 * x3 + x4,
+            x2 + 4.0 * x3 - 1.5,
+        ]
+    )
 
 
 HS76 = NLP(
-    name="HS76", objective=_hs76_f, constraints=_hs76_c,
-    constraint_lower=_a(0.0, 0.0, 0.0), constraint_upper=_a(inf, inf, inf), lower=np.zeros(4), upper=np.full(4, inf),
-    x0=_a(0.5, 0.5, 0.5, 0.5), f_star=-103.0 / 22.0, x_star=_a(3.0 / 11.0, 23.0 / 11.0, 0.0, 6.0 / 11.0))
+    name="HS76",
+    objective=_hs76_f,
+    constraints=_hs76_c,
+    constraint_lower=_a(0.0, 0.0, 0.0),
+    constraint_upper=_a(inf, inf, inf),
+    lower=np.zeros(4),
+    upper=np.full(4, inf),
+    x0=_a(0.5, 0.5, 0.5, 0.5),
+    f_star=-103.0 / 22.0,
+    x_star=_a(3.0 / 11.0, 23.0 / 11.0, 0.0, 6.0 / 11.0),
+)
 
 
 # --- HS100: four nonlinear inequalities, n = 7 ---------------------------------------------
@@ -286,28 +394,55 @@ HS76 = NLP(
 # f* = 680.6300573. Below: the KKT point Newton-polished (active: constraints 1 and 4),
 # which rounds to the printed digits.
 
+
 def _hs100_f(x):
     x1, x2, x3, x4, x5, x6, x7 = (x[i] for i in range(7))
-    return ((x1 - 10.0) ** 2 + 5.0 * (x2 - 12.0) ** 2 + x3 ** 4 + 3.0 * (x4 - 11.0) ** 2 + 10.0 * x5 ** 6
-            + 7.0 * x6 ** 2 + x7 ** 4 - 4.0 * x6 * x7 - 10.0 * x6 - 8.0 * x7)
+    return (
+        (x1 - 10.0) ** 2
+        + 5.0 * (x2 - 12.0) ** 2
+        + x3**4
+        + 3.0 * (x4 - 11.0) ** 2
+        + 10.0 * x5**6
+        + 7.0 * x6**2
+        + x7**4
+        - 4.0 * x6 * x7
+        - 10.0 * x6
+        - 8.0 * x7
+    )
 
 
 def _hs100_c(x):
     x1, x2, x3, x4, x5, x6, x7 = (x[i] for i in range(7))
-    return jnp.stack([
-        127.0 - 2.0 * x1 ** 2 - 3.0 * x2 ** 4 - x3 - 4.0 * x4 ** 2 - 5.0 * x5,
-        282.0 - 7.0 * x1 - 3.0 * x2 - 10.0 * x3 ** 2 - x4 + x5,
-        196.0 - 23.0 * x1 - x2 ** 2 - 6.0 * x6 ** 2 + 8.0 * x7,
-        -4.0 * x1 ** 2 - x2 ** 2 + 3.0 * x1 * x2 - 2.0 * x3 ** 2 - 5.0 * x6 + 11.0 * x7,
-    ])
+    return jnp.stack(
+        [
+            127.0 - 2.0 * x1**2 - 3.0 * x2**4 - x3 - 4.0 * x4**2 - 5.0 * x5,
+            282.0 - 7.0 * x1 - 3.0 * x2 - 10.0 * x3**2 - x4 + x5,
+            196.0 - 23.0 * x1 - x2**2 - 6.0 * x6**2 + 8.0 * x7,
+            -4.0 * x1**2 - x2**2 + 3.0 * x1 * x2 - 2.0 * x3**2 - 5.0 * x6 + 11.0 * x7,
+        ]
+    )
 
 
 HS100 = NLP(
-    name="HS100", objective=_hs100_f, constraints=_hs100_c,
-    constraint_lower=np.zeros(4), constraint_upper=np.full(4, inf), lower=_free(7)[0], upper=_free(7)[1],
-    x0=_a(1.0, 2.0, 0.0, 4.0, 0.0, 1.0, 1.0), f_star=680.630057374402,
-    x_star=_a(2.33049937287957, 1.9513723728968888, -0.4775413923888716, 4.365726233655811,
-              -0.6244869705268175, 1.0381310186079584, 1.5942267116118685))
+    name="HS100",
+    objective=_hs100_f,
+    constraints=_hs100_c,
+    constraint_lower=np.zeros(4),
+    constraint_upper=np.full(4, inf),
+    lower=_free(7)[0],
+    upper=_free(7)[1],
+    x0=_a(1.0, 2.0, 0.0, 4.0, 0.0, 1.0, 1.0),
+    f_star=680.630057374402,
+    x_star=_a(
+        2.33049937287957,
+        1.9513723728968888,
+        -0.4775413923888716,
+        4.365726233655811,
+        -0.6244869705268175,
+        1.0381310186079584,
+        1.5942267116118685,
+    ),
+)
 
 
 # --- REDUNDANT_EQ: rank-deficient equality Jacobian ----------------------------------------
@@ -316,24 +451,34 @@ HS100 = NLP(
 # fails; the multipliers are not unique). The minimiser is the projection of (1, 2, 3)
 # on the plane: x* = (0, 1, 2), f* = 3.
 
+
 def _redundant_f(x):
     return (x[0] - 1.0) ** 2 + (x[1] - 2.0) ** 2 + (x[2] - 3.0) ** 2
 
 
 def _redundant_c(x):
     s = jnp.sum(x)
-    return jnp.stack([s, s ** 2])
+    return jnp.stack([s, s**2])
 
 
 REDUNDANT_EQ = NLP(
-    name="REDUNDANT_EQ", objective=_redundant_f, constraints=_redundant_c,
-    constraint_lower=_a(3.0, 9.0), constraint_upper=_a(3.0, 9.0), lower=_free(3)[0], upper=_free(3)[1],
-    x0=_a(0.5, 0.5, 0.5), f_star=3.0, x_star=_a(0.0, 1.0, 2.0))
+    name="REDUNDANT_EQ",
+    objective=_redundant_f,
+    constraints=_redundant_c,
+    constraint_lower=_a(3.0, 9.0),
+    constraint_upper=_a(3.0, 9.0),
+    lower=_free(3)[0],
+    upper=_free(3)[1],
+    x0=_a(0.5, 0.5, 0.5),
+    f_star=3.0,
+    x_star=_a(0.0, 1.0, 2.0),
+)
 
 
 # --- INFEASIBLE: x1^2 + x2^2 <= 1 and x1 + x2 >= 3 -----------------------------------------
 # On the unit disc x1 + x2 <= sqrt(2) < 3, so no point is feasible. A solver should report
 # infeasibility (the least-infeasible point is (1, 1)/sqrt(2)).
+
 
 def _infeasible_f(x):
     return (x[0] - 2.0) ** 2 + (x[1] - 1.0) ** 2
@@ -344,14 +489,35 @@ def _infeasible_c(x):
 
 
 INFEASIBLE = NLP(
-    name="INFEASIBLE", objective=_infeasible_f, constraints=_infeasible_c,
-    constraint_lower=_a(-inf, 3.0), constraint_upper=_a(1.0, inf), lower=_free(2)[0], upper=_free(2)[1],
-    x0=_a(0.5, 0.5), f_star=None, x_star=None, infeasible=True)
+    name="INFEASIBLE",
+    objective=_infeasible_f,
+    constraints=_infeasible_c,
+    constraint_lower=_a(-inf, 3.0),
+    constraint_upper=_a(1.0, inf),
+    lower=_free(2)[0],
+    upper=_free(2)[1],
+    x0=_a(0.5, 0.5),
+    f_star=None,
+    x_star=None,
+    infeasible=True,
+)
 
 
 PROBLEMS: tuple[NLP, ...] = (
-    ROSENBROCK, HS6, HS7, HS14, HS15, HS21, HS35MOD, HS40, HS43, HS71, HS76, HS100,
-    REDUNDANT_EQ, INFEASIBLE,
+    ROSENBROCK,
+    HS6,
+    HS7,
+    HS14,
+    HS15,
+    HS21,
+    HS35MOD,
+    HS40,
+    HS43,
+    HS71,
+    HS76,
+    HS100,
+    REDUNDANT_EQ,
+    INFEASIBLE,
 )
 
 

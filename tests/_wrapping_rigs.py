@@ -36,13 +36,17 @@ def _v(p):
 
 def _wrap_xml(kind, name, dims, rot, tr, quadrant, active=True):
     d = [repr(float(x)) for x in tuple(dims) + (0.0, 0.0)]
-    body = {"cylinder": f"<radius>{d[0]}</radius><length>{d[1]}</length>",
-            "sphere": f"<radius>{d[0]}</radius>",
-            "ellipsoid": f"<dimensions>{d[0]} {d[1]} {d[2]}</dimensions>",
-            "torus": f"<inner_radius>{d[0]}</inner_radius><outer_radius>{d[1]}</outer_radius>"}[kind]
-    return (f'<{TAGS[kind]} name="{name}"><active>{str(active).lower()}</active>'
-            f'<xyz_body_rotation>{_v(rot)}</xyz_body_rotation><translation>{_v(tr)}</translation>'
-            f'<quadrant>{quadrant}</quadrant>{body}</{TAGS[kind]}>')
+    body = {
+        "cylinder": f"<radius>{d[0]}</radius><length>{d[1]}</length>",
+        "sphere": f"<radius>{d[0]}</radius>",
+        "ellipsoid": f"<dimensions>{d[0]} {d[1]} {d[2]}</dimensions>",
+        "torus": f"<inner_radius>{d[0]}</inner_radius><outer_radius>{d[1]}</outer_radius>",
+    }[kind]
+    return (
+        f'<{TAGS[kind]} name="{name}"><active>{str(active).lower()}</active>'
+        f"<xyz_body_rotation>{_v(rot)}</xyz_body_rotation><translation>{_v(tr)}</translation>"
+        f"<quadrant>{quadrant}</quadrant>{body}</{TAGS[kind]}>"
+    )
 
 
 def _rig_xml(r):
@@ -54,9 +58,11 @@ def _rig_xml(r):
         wraps.append(("D", "hybrid"))
     ground, body = (dummy, wrap) if r["on_body"] else (wrap + dummy, "")
     jtag = "SliderJoint" if r["slide"] else "PinJoint"
-    pws = "".join(f'<PathWrap name="pw{i}"><wrap_object>{w}</wrap_object><method>{m}</method>'
-                  f'<range>-1 -1</range></PathWrap>' for i, (w, m) in enumerate(wraps))
-    return f'''<?xml version="1.0" encoding="UTF-8" ?>
+    pws = "".join(
+        f'<PathWrap name="pw{i}"><wrap_object>{w}</wrap_object><method>{m}</method><range>-1 -1</range></PathWrap>'
+        for i, (w, m) in enumerate(wraps)
+    )
+    return f"""<?xml version="1.0" encoding="UTF-8" ?>
 <OpenSimDocument Version="40000"><Model name="rig">
 <Ground name="ground"><WrapObjectSet name="wrapobjectset"><objects>{ground}</objects></WrapObjectSet></Ground>
 <BodySet name="bodyset"><objects><Body name="arm"><mass>1</mass><mass_center>0 0 0</mass_center>
@@ -71,13 +77,39 @@ def _rig_xml(r):
 <PathPoint name="pb"><socket_parent_frame>/bodyset/arm</socket_parent_frame>
 <location>{_v(r["pb"])}</location></PathPoint>
 </objects></PathPointSet><PathWrapSet name="pathwrapset"><objects>{pws}</objects></PathWrapSet>
-</GeometryPath></PathActuator></objects></ForceSet></Model></OpenSimDocument>'''
+</GeometryPath></PathActuator></objects></ForceSet></Model></OpenSimDocument>"""
 
 
-def rig(kind, pa, pb, dims, quadrant="all", rot=(0.3, -0.2, 0.5), tr=(0.01, -0.005, 0.002), method="hybrid",
-        slide=False, on_body=False, multi=False, q=(-1.5, 1.5), degenerate=False):
-    return dict(kind=kind, pa=pa, pb=pb, dims=tuple(dims) + (0.0,) * (3 - len(dims)), quadrant=quadrant, rot=rot,
-                tr=tr, method=method, slide=slide, on_body=on_body, multi=multi, q=q, degenerate=degenerate)
+def rig(
+    kind,
+    pa,
+    pb,
+    dims,
+    quadrant="all",
+    rot=(0.3, -0.2, 0.5),
+    tr=(0.01, -0.005, 0.002),
+    method="hybrid",
+    slide=False,
+    on_body=False,
+    multi=False,
+    q=(-1.5, 1.5),
+    degenerate=False,
+):
+    return dict(
+        kind=kind,
+        pa=pa,
+        pb=pb,
+        dims=tuple(dims) + (0.0,) * (3 - len(dims)),
+        quadrant=quadrant,
+        rot=rot,
+        tr=tr,
+        method=method,
+        slide=slide,
+        on_body=on_body,
+        multi=multi,
+        q=q,
+        degenerate=degenerate,
+    )
 
 
 def degenerate_rigs(kind, dims, quadrant, centre=(0.0, 0.0, 0.0)):
@@ -86,21 +118,38 @@ def degenerate_rigs(kind, dims, quadrant, centre=(0.0, 0.0, 0.0)):
     center (inside); end points that coincide at q = 0."""
     c = np.asarray(centre)
     common = dict(rot=(0.0, 0.0, 0.0), tr=(0.0, 0.0, 0.0), q=(-1.0, 1.0), degenerate=True, multi=True)
-    return [rig(kind, tuple(c + (-0.2, 0, 0)), tuple(c + (0.2, 0, 0)), dims, quadrant, **common),
-            rig(kind, tuple(c), (0.2, 0.0, 0.0), dims, quadrant, **common),
-            rig(kind, (0.1, 0.0, 0.0), (0.1, 0.0, 0.0), dims, quadrant, **common)]
+    return [
+        rig(kind, tuple(c + (-0.2, 0, 0)), tuple(c + (0.2, 0, 0)), dims, quadrant, **common),
+        rig(kind, tuple(c), (0.2, 0.0, 0.0), dims, quadrant, **common),
+        rig(kind, (0.1, 0.0, 0.0), (0.1, 0.0, 0.0), dims, quadrant, **common),
+    ]
 
 
 PA, PB = (-0.2, 0.02, -0.03), (0.2, 0.0, 0.05)
-TORUS = dict(pa=(0.02, -0.25, 0.01), pb=(0.03, 0.25, -0.02), rot=(np.pi / 2 + 0.1, 0.05, 0.2),
-             tr=(0.005, 0.01, -0.004), q=(-1.0, 1.0))
+TORUS = dict(
+    pa=(0.02, -0.25, 0.01),
+    pb=(0.03, 0.25, -0.02),
+    rot=(np.pi / 2 + 0.1, 0.05, 0.2),
+    tr=(0.005, 0.01, -0.004),
+    q=(-1.0, 1.0),
+)
 RIGS = {
     "sphere": [
         rig("sphere", (-0.2, 0.02, 0.0), (0.2, 0.0, 0.01), (0.05,), q=(-1.2, 1.2)),
         rig("sphere", (-0.2, 0.02, 0.0), (0.2, 0.0, 0.01), (0.05,), "+y", q=(-1.2, 1.2)),
         rig("sphere", (-0.2, 0.02, 0.0), (0.2, 0.0, 0.01), (0.05,), "-y", q=(-1.2, 1.2)),
-        rig("sphere", (-0.2, -0.05, 0.01), (0.2, 0.0, 0.0), (0.02,), "-x", rot=(0.1, 0.2, 0.3), tr=(0.0, -0.01, 0.0),
-            slide=True, on_body=True, q=(-0.15, 0.3)),
+        rig(
+            "sphere",
+            (-0.2, -0.05, 0.01),
+            (0.2, 0.0, 0.0),
+            (0.02,),
+            "-x",
+            rot=(0.1, 0.2, 0.3),
+            tr=(0.0, -0.01, 0.0),
+            slide=True,
+            on_body=True,
+            q=(-0.15, 0.3),
+        ),
     ],
     "cylinder": [
         rig("cylinder", PA, PB, (0.04, 0.3)),
@@ -109,8 +158,18 @@ RIGS = {
         rig("cylinder", PA, PB, (0.04, 0.3), "+x", multi=True),
         rig("cylinder", PA, PB, (0.04, 0.3), "all", multi=True),
         rig("cylinder", PA, PB, (0.015, 0.04), "all", rot=(0.2, 0.6, 0.1)),  # short: the end caps matter
-        rig("cylinder", (-0.2, -0.05, 0.01), (0.2, 0.0, 0.0), (0.02, 0.1), "-x", rot=(0.1, 0.2, 0.3),
-            tr=(0.0, -0.01, 0.0), slide=True, on_body=True, q=(-0.15, 0.3)),
+        rig(
+            "cylinder",
+            (-0.2, -0.05, 0.01),
+            (0.2, 0.0, 0.0),
+            (0.02, 0.1),
+            "-x",
+            rot=(0.1, 0.2, 0.3),
+            tr=(0.0, -0.01, 0.0),
+            slide=True,
+            on_body=True,
+            q=(-0.15, 0.3),
+        ),
     ],
     "ellipsoid": [
         rig("ellipsoid", PA, PB, (0.06, 0.04, 0.05)),
@@ -119,8 +178,18 @@ RIGS = {
         rig("ellipsoid", PA, PB, (0.06, 0.04, 0.05), "z", method="midpoint"),
         rig("ellipsoid", PA, PB, (0.06, 0.04, 0.05), "-z", method="axial"),
         rig("ellipsoid", PA, PB, (0.09, 0.03, 0.04), "all", rot=(1.0, 0.3, -0.4)),
-        rig("ellipsoid", (-0.2, -0.05, 0.01), (0.2, 0.0, 0.0), (0.03, 0.02, 0.025), "all", rot=(0.1, 0.2, 0.3),
-            tr=(0.0, -0.01, 0.0), slide=True, on_body=True, q=(-0.15, 0.3)),
+        rig(
+            "ellipsoid",
+            (-0.2, -0.05, 0.01),
+            (0.2, 0.0, 0.0),
+            (0.03, 0.02, 0.025),
+            "all",
+            rot=(0.1, 0.2, 0.3),
+            tr=(0.0, -0.01, 0.0),
+            slide=True,
+            on_body=True,
+            q=(-0.15, 0.3),
+        ),
     ],
     "torus": [
         rig("torus", dims=(0.02, 0.08), **TORUS),
@@ -164,23 +233,33 @@ def _opensim(r):
 
 def _params(rigs):
     """The rigs' numbers, stacked for one vmap."""
+
     def col(f):
         return jnp.asarray(np.asarray([f(r) for r in rigs], dtype=float))
-    return dict(pa=col(lambda r: r["pa"]), pb=col(lambda r: r["pb"]), rot=col(lambda r: r["rot"]),
-                tr=col(lambda r: r["tr"]), dims=col(lambda r: r["dims"]),
-                slide=col(lambda r: r["slide"]), on_body=col(lambda r: r["on_body"]),
-                axis=jnp.asarray([parse_quadrant(r["quadrant"])[0] for r in rigs]),
-                sign=jnp.asarray([parse_quadrant(r["quadrant"])[1] for r in rigs]),
-                method=jnp.asarray([parse_method(r["method"]) for r in rigs]),
-                single=jnp.asarray([not r["multi"] for r in rigs]))
+
+    return dict(
+        pa=col(lambda r: r["pa"]),
+        pb=col(lambda r: r["pb"]),
+        rot=col(lambda r: r["rot"]),
+        tr=col(lambda r: r["tr"]),
+        dims=col(lambda r: r["dims"]),
+        slide=col(lambda r: r["slide"]),
+        on_body=col(lambda r: r["on_body"]),
+        axis=jnp.asarray([parse_quadrant(r["quadrant"])[0] for r in rigs]),
+        sign=jnp.asarray([parse_quadrant(r["quadrant"])[1] for r in rigs]),
+        method=jnp.asarray([parse_method(r["method"]) for r in rigs]),
+        single=jnp.asarray([not r["multi"] for r in rigs]),
+    )
 
 
 def _wrap_args(kind, p):
     d = p["dims"]
-    return {"sphere": (d[0], p["axis"], p["sign"]),
-            "cylinder": (d[0], d[1], p["axis"], p["sign"], p["single"]),
-            "ellipsoid": (d, p["axis"], p["sign"], p["method"]),
-            "torus": (d[0], d[1], p["axis"], p["sign"], p["single"])}[kind]
+    return {
+        "sphere": (d[0], p["axis"], p["sign"]),
+        "cylinder": (d[0], d[1], p["axis"], p["sign"], p["single"]),
+        "ellipsoid": (d, p["axis"], p["sign"], p["method"]),
+        "torus": (d[0], d[1], p["axis"], p["sign"], p["single"]),
+    }[kind]
 
 
 @lru_cache(maxsize=None)
@@ -211,8 +290,10 @@ def _simjax(kind):
         return val, der, status
 
     # XLA's backend optimizations only cost compile time here
-    return jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, 0)),
-                   compiler_options={"xla_backend_optimization_level": 0})
+    return jax.jit(
+        jax.vmap(jax.vmap(one, in_axes=(None, 0)), in_axes=(0, 0)),
+        compiler_options={"xla_backend_optimization_level": 0},
+    )
 
 
 @lru_cache(maxsize=None)
@@ -225,9 +306,7 @@ def _compare(kind):
     return ref, np.asarray(val), np.asarray(der), np.asarray(status), real
 
 
-
-
 def fd_mask(status, n):
     """Samples whose status is the same at q - H, q and q + H (no switch in between)."""
-    s0, sm, sp = status[:, :n], status[:, n:2 * n], status[:, 2 * n:]
+    s0, sm, sp = status[:, :n], status[:, n : 2 * n], status[:, 2 * n :]
     return (s0 == sm) & (s0 == sp)

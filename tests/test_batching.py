@@ -9,7 +9,7 @@ import simjax as sj
 
 
 def _pendulum_energy(q, params):
-    return {"e": params["m"] * 9.81 * (1 - jnp.cos(q)) + 0.5 * params["m"] * q ** 2, "q2": jnp.stack([q, 2 * q])}
+    return {"e": params["m"] * 9.81 * (1 - jnp.cos(q)) + 0.5 * params["m"] * q**2, "q2": jnp.stack([q, 2 * q])}
 
 
 def test_map_batch_equals_vmap_over_padded_chunks():

@@ -66,8 +66,9 @@ def test_elbow_angle_gradients_match_finite_differences(curl):
 
     def elbow_at_1s(f_max, level):
         sys_ = eqx.tree_at(lambda s: s.model.find("/forceset/biceps").max_isometric_force, system, f_max)
-        traj = sj.simulate(sys_, state, 1.0, jnp.reshape(level, (1,)), solver="tsit5", rtol=1e-10, atol=1e-10,
-                           n_outputs=2)
+        traj = sj.simulate(
+            sys_, state, 1.0, jnp.reshape(level, (1,)), solver="tsit5", rtol=1e-10, atol=1e-10, n_outputs=2
+        )
         return traj.q[-1, 1]
 
     f0, a0 = jnp.asarray(200.0), jnp.asarray(0.6)

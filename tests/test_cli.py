@@ -18,8 +18,9 @@ def test_info_lists_components_coordinates_actuators_states(capsys):
 
 def test_info_lists_skipped_content_and_strict_fails(capsys, tmp_path):
     text = open(sj.models.path("double_pendulum")).read()
-    text = text.replace('<CoordinateActuator name="Torq1">',
-                        '<McKibbenActuator name="mk"/><CoordinateActuator name="Torq1">')
+    text = text.replace(
+        '<CoordinateActuator name="Torq1">', '<McKibbenActuator name="mk"/><CoordinateActuator name="Torq1">'
+    )
     path = tmp_path / "with_mckibben.osim"
     path.write_text(text)
     assert cli.main(["info", str(path)]) == 0
@@ -35,8 +36,7 @@ def test_usage_errors(capsys, tmp_path):
     assert cli.main(["info", str(tmp_path / "missing.osim")]) == 1
     assert "no shipped model of that name" in capsys.readouterr().err
     bad = tmp_path / "bad.osim"
-    bad.write_text("<OpenSimDocument Version='40000'><Model name='m'><gravity>1 2</gravity></Model>"
-                   "</OpenSimDocument>")
+    bad.write_text("<OpenSimDocument Version='40000'><Model name='m'><gravity>1 2</gravity></Model></OpenSimDocument>")
     assert cli.main(["info", str(bad)]) == 1
     assert "bad.osim:1: /" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -57,8 +57,9 @@ def test_validate_prints_worst_errors(capsys):
 
 def test_subcommands_are_a_registry(capsys):
     calls = []
-    cli.register_subcommand("echo-test", "test only", lambda p: p.add_argument("word"),
-                            lambda args: calls.append(args.word) or 0)
+    cli.register_subcommand(
+        "echo-test", "test only", lambda p: p.add_argument("word"), lambda args: calls.append(args.word) or 0
+    )
     try:
         assert cli.main(["echo-test", "hello"]) == 0
         assert calls == ["hello"]

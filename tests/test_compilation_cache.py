@@ -22,10 +22,14 @@ print(json.dumps(out))
 
 
 def _run(what: str, env: dict) -> dict:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("SIMJAX_CACHE_DIR", "SIMJAX_NO_COMPILATION_CACHE", "JAX_COMPILATION_CACHE_DIR")}
-    out = subprocess.run([sys.executable, "-c", _PROBE, what], env={**base, **env}, capture_output=True, text=True,
-                         timeout=600)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SIMJAX_CACHE_DIR", "SIMJAX_NO_COMPILATION_CACHE", "JAX_COMPILATION_CACHE_DIR")
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, what], env={**base, **env}, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -64,10 +64,10 @@ def test_jit_inside_transformations_takes_no_options():
     x = jnp.linspace(0.0, 1.0, 4)
     np.testing.assert_allclose(jax.jit(f)(x, 2.0), np.sin(2.0 * np.asarray(x)), rtol=1e-15)
     np.testing.assert_allclose(jax.jit(lambda: f(x, 2.0))(), np.sin(2.0 * np.asarray(x)), rtol=1e-15)
-    np.testing.assert_allclose(jax.grad(lambda k: f(x, k).sum())(2.0), np.sum(np.asarray(x) * np.cos(2.0 * x)),
-                               rtol=1e-14)
-    np.testing.assert_allclose(jax.vmap(f, (None, 0))(x, x), np.sin(np.asarray(x)[:, None] * np.asarray(x)),
-                               rtol=1e-15)
+    np.testing.assert_allclose(
+        jax.grad(lambda k: f(x, k).sum())(2.0), np.sum(np.asarray(x) * np.cos(2.0 * x)), rtol=1e-14
+    )
+    np.testing.assert_allclose(jax.vmap(f, (None, 0))(x, x), np.sin(np.asarray(x)[:, None] * np.asarray(x)), rtol=1e-15)
 
 
 def test_float32_products_are_full_precision_on_a_gpu():

@@ -17,10 +17,21 @@ def arm():
     m = sj.Model("arm")
     m = m.add(sj.Body("humerus", 1.0, (0, 0.5, 0), (0.1, 0.01, 0.1, 0, 0, 0)))
     m = m.add(sj.Body("radius", 1.0, (0, 0.5, 0), (0.1, 0.01, 0.1, 0, 0, 0)))
-    m = m.add(sj.PinJoint("shoulder", "/ground", "/bodyset/humerus", location_in_parent=(0, 0, 0),
-                          location_in_child=(0, 1, 0)))
-    m = m.add(sj.PinJoint("elbow", "/bodyset/humerus", "/bodyset/radius", location_in_parent=(0, 0, 0),
-                          location_in_child=(0, 1, 0), coordinates=(sj.Coordinate("elbow_flex", 0.3),)))
+    m = m.add(
+        sj.PinJoint(
+            "shoulder", "/ground", "/bodyset/humerus", location_in_parent=(0, 0, 0), location_in_child=(0, 1, 0)
+        )
+    )
+    m = m.add(
+        sj.PinJoint(
+            "elbow",
+            "/bodyset/humerus",
+            "/bodyset/radius",
+            location_in_parent=(0, 0, 0),
+            location_in_child=(0, 1, 0),
+            coordinates=(sj.Coordinate("elbow_flex", 0.3),),
+        )
+    )
     m = m.add(sj.CoordinateActuator("elbow_motor", "/jointset/elbow/elbow_flex", optimal_force=10.0))
     m = m.add(sj.PrescribedController("brain").prescribe("/forceset/elbow_motor", sj.Constant(0.5)))
     m = m.add(TableReporter("reporter", 0.1).add_to_report("/jointset/elbow/elbow_flex|value", "elbow"))
@@ -30,8 +41,9 @@ def arm():
 # -- names ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, bad", [("a/b", "/"), ("a*b", "*"), ("a+b", "+"), ("a b", " "), ("a\\b", "\\"),
-                                       ("a\tb", "\t")])
+@pytest.mark.parametrize(
+    "name, bad", [("a/b", "/"), ("a*b", "*"), ("a+b", "+"), ("a b", " "), ("a\\b", "\\"), ("a\tb", "\t")]
+)
 def test_names_opensim_rejects_are_rejected_naming_the_character(name, bad):
     with pytest.raises(sj.ModelError, match=re.escape(f"component name {name!r} must not contain {bad!r}")):
         sj.Body(name)
@@ -204,8 +216,9 @@ def test_state_layout_and_names():
 def test_state_round_trip_through_properties():
     """Stop, save the state into the default properties, rebuild, resume (OpenSim guide §IV)."""
     system = arm().build()
-    s = system.set_coordinates(system.default_state(), {"elbow_flex": 0.7, "shoulder_coord_0": -0.2},
-                               speeds={"elbow_flex": 1.5})
+    s = system.set_coordinates(
+        system.default_state(), {"elbow_flex": 0.7, "shoulder_coord_0": -0.2}, speeds={"elbow_flex": 1.5}
+    )
     system2 = system.model_from_state(s).build()
     s2 = system2.default_state()
     np.testing.assert_array_equal(s2.q, s.q)
@@ -240,8 +253,10 @@ def test_gradient_flows_to_properties():
     g = eqx.filter_grad(loss)(system)
     dm = g.model.find("/bodyset/radius").mass
     h = 1e-6
-    fd = (loss(eqx.tree_at(lambda s: s.model.find("/bodyset/radius").mass, system, np.asarray(1.0 + h)))
-          - loss(eqx.tree_at(lambda s: s.model.find("/bodyset/radius").mass, system, np.asarray(1.0 - h)))) / (2 * h)
+    fd = (
+        loss(eqx.tree_at(lambda s: s.model.find("/bodyset/radius").mass, system, np.asarray(1.0 + h)))
+        - loss(eqx.tree_at(lambda s: s.model.find("/bodyset/radius").mass, system, np.asarray(1.0 - h)))
+    ) / (2 * h)
     np.testing.assert_allclose(dm, fd, rtol=1e-6)
 
 

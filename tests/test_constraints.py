@@ -21,22 +21,54 @@ def fourbar(lock=False, prescribe=False, weld_to_ground=False):
     6 weld equations for 1 loop in the plane, 3 of them redundant), plus a pendulum
     whose pin may be locked and a pendulum whose pin may be prescribed."""
     model = sj.Model("fourbar")
-    for name, m, c in (("a", 1.0, (0.25, 0, 0)), ("b", 1.5, (0.3, 0, 0)), ("c", 0.8, (0.2, 0, 0)),
-                       ("l", 1.0, (0, -0.3, 0)), ("p", 1.0, (0, -0.3, 0))):
+    for name, m, c in (
+        ("a", 1.0, (0.25, 0, 0)),
+        ("b", 1.5, (0.3, 0, 0)),
+        ("c", 0.8, (0.2, 0, 0)),
+        ("l", 1.0, (0, -0.3, 0)),
+        ("p", 1.0, (0, -0.3, 0)),
+    ):
         model = model.add(sj.Body(name, mass=m, mass_center=c, inertia=I6))
     model = model.add(sj.PinJoint("ja", "/ground", "/bodyset/a", coordinates=(sj.Coordinate("qa", 1.2),)))
-    model = model.add(sj.PinJoint("jb", "/bodyset/a", "/bodyset/b", location_in_parent=(0.5, 0, 0),
-                                  coordinates=(sj.Coordinate("qb", -1.0),)))
-    model = model.add(sj.PinJoint("jc", "/bodyset/b", "/bodyset/c", location_in_parent=(0.6, 0, 0),
-                                  coordinates=(sj.Coordinate("qc", -1.5),)))
-    model = model.add(sj.PinJoint("jd", "/bodyset/c", "/ground", location_in_parent=(0.4, 0, 0),
-                                  location_in_child=(0.7, 0, 0), coordinates=(sj.Coordinate("qd", 0.5),)))
-    model = model.add(sj.PinJoint("jl", "/ground", "/bodyset/l", location_in_parent=(2, 0, 0),
-                                  coordinates=(sj.Coordinate("ql", 0.3, locked=lock),)))
+    model = model.add(
+        sj.PinJoint(
+            "jb", "/bodyset/a", "/bodyset/b", location_in_parent=(0.5, 0, 0), coordinates=(sj.Coordinate("qb", -1.0),)
+        )
+    )
+    model = model.add(
+        sj.PinJoint(
+            "jc", "/bodyset/b", "/bodyset/c", location_in_parent=(0.6, 0, 0), coordinates=(sj.Coordinate("qc", -1.5),)
+        )
+    )
+    model = model.add(
+        sj.PinJoint(
+            "jd",
+            "/bodyset/c",
+            "/ground",
+            location_in_parent=(0.4, 0, 0),
+            location_in_child=(0.7, 0, 0),
+            coordinates=(sj.Coordinate("qd", 0.5),),
+        )
+    )
+    model = model.add(
+        sj.PinJoint(
+            "jl",
+            "/ground",
+            "/bodyset/l",
+            location_in_parent=(2, 0, 0),
+            coordinates=(sj.Coordinate("ql", 0.3, locked=lock),),
+        )
+    )
     f = sj.Sine(amplitude=0.5, omega=3.0, phase=0.2, offset=0.1)
-    model = model.add(sj.PinJoint("jp", "/ground", "/bodyset/p", location_in_parent=(-2, 0, 0),
-                                  coordinates=(sj.Coordinate("qp", 0.0, prescribed=prescribe,
-                                                             prescribed_function=f if prescribe else None),)))
+    model = model.add(
+        sj.PinJoint(
+            "jp",
+            "/ground",
+            "/bodyset/p",
+            location_in_parent=(-2, 0, 0),
+            coordinates=(sj.Coordinate("qp", 0.0, prescribed=prescribe, prescribed_function=f if prescribe else None),),
+        )
+    )
     return model
 
 
@@ -117,8 +149,11 @@ def test_assembly_failure_is_reported():
     model = model.add(sj.Body("b", mass=1.0, mass_center=(0, -0.5, 0), inertia=I6))
     model = model.add(sj.PinJoint("j", "/ground", "/bodyset/b"))
     # a point 1 m from the pin cannot reach a Ground point 5 m away
-    model = model.add(sj.PointConstraint(name="pc", body_1="/bodyset/b", body_2="/ground",
-                                         location_body_1=(0, -1, 0), location_body_2=(0, -5, 0)))
+    model = model.add(
+        sj.PointConstraint(
+            name="pc", body_1="/bodyset/b", body_2="/ground", location_body_1=(0, -1, 0), location_body_2=(0, -5, 0)
+        )
+    )
     system = model.build()
     state = system.default_state()
     st, info = sj.assemble(system, state, throw=False, return_info=True)
@@ -149,8 +184,9 @@ def test_project_returns_to_the_manifold(system):
     rng = np.random.default_rng(2)
     st = _assemble_batch(system, _states(system, rng, 1), jnp.ones(system.topology.nq))[0]
     state = jax.tree.map(lambda x: x[0], st)
-    nudged = state.replace(q=state.q + rng.normal(size=state.q.shape) * 1e-4,
-                           u=state.u + rng.normal(size=state.u.shape) * 1e-3)
+    nudged = state.replace(
+        q=state.q + rng.normal(size=state.q.shape) * 1e-4, u=state.u + rng.normal(size=state.u.shape) * 1e-3
+    )
     before = sj.constraint_errors(system, nudged)
     after = sj.constraint_errors(system, sj.project(system, nudged))
     assert np.abs(before["qerr"]).max() > 1e-6
@@ -230,6 +266,8 @@ def test_projected_solves_run_under_every_adjoint():
     ``scan_kind``), with the same result as the default adjoint."""
     system = fourbar().build()
     state = sj.assemble(system, system.default_state(), tol=1e-12)
-    runs = [sj.simulate(system, state, 0.2, solver="rk4", dt=0.01, n_outputs=2, adjoint=a, max_steps=32).q[-1]
-            for a in ("checkpoint", "direct")]
+    runs = [
+        sj.simulate(system, state, 0.2, solver="rk4", dt=0.01, n_outputs=2, adjoint=a, max_steps=32).q[-1]
+        for a in ("checkpoint", "direct")
+    ]
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-12, atol=1e-14)

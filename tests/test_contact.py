@@ -13,8 +13,15 @@ import numpy as np
 import pytest
 
 import simjax as sj
-from simjax.forces import (ContactHalfSpace, ContactMesh, ContactSphere, CoordinateLimitForce,
-                           ElasticFoundationForce, HuntCrossleyForce, SmoothSphereHalfSpaceForce)
+from simjax.forces import (
+    ContactHalfSpace,
+    ContactMesh,
+    ContactSphere,
+    CoordinateLimitForce,
+    ElasticFoundationForce,
+    HuntCrossleyForce,
+    SmoothSphereHalfSpaceForce,
+)
 
 from _contact_models import BB_COORDS, BOUNCING_BLOCK, bouncing_block
 from _forces_oracle import assert_close, coordinate_names, osim_udot, records, set_osim_state, sj_states, sj_udot
@@ -129,8 +136,10 @@ def test_bouncing_block_potential_energy(block):
         set_osim_state(om, s, BB_COORDS, q, u)
         om.realizeDynamics(s)
         # OpenSim counts a BushingForce's energy twice; simjax once
-        ref.append(om.calcPotentialEnergy(s) - osim.OutputDouble.safeDownCast(
-            fs.get("hip_bushing").getOutput("potential_energy")).getValue(s))
+        ref.append(
+            om.calcPotentialEnergy(s)
+            - osim.OutputDouble.safeDownCast(fs.get("hip_bushing").getOutput("potential_energy")).getValue(s)
+        )
     states = sj_states(system, BB_COORDS, Q[:20], U[:20])
     got = jax.vmap(lambda st: sj.potential_energy(system, st))(states)
     assert_close(got, ref, RTOL, "potential energy")
@@ -158,15 +167,26 @@ def sphere_on_plane_osim(kind):
     if kind == "hc":
         f = osim.HuntCrossleyForce()
         f.setName("contact")
-        f.setStiffness(HC["k"]); f.setDissipation(HC["c"]); f.setStaticFriction(HC["us"])
-        f.setDynamicFriction(HC["ud"]); f.setViscousFriction(HC["uv"]); f.setTransitionVelocity(HC["vt"])
-        f.addGeometry("sphere"); f.addGeometry("plane")
+        f.setStiffness(HC["k"])
+        f.setDissipation(HC["c"])
+        f.setStaticFriction(HC["us"])
+        f.setDynamicFriction(HC["ud"])
+        f.setViscousFriction(HC["uv"])
+        f.setTransitionVelocity(HC["vt"])
+        f.addGeometry("sphere")
+        f.addGeometry("plane")
     else:
         f = osim.SmoothSphereHalfSpaceForce("contact", sphere, plane)
         p = SMOOTH
-        f.set_stiffness(p["k"]); f.set_dissipation(p["c"]); f.set_static_friction(p["us"])
-        f.set_dynamic_friction(p["ud"]); f.set_viscous_friction(p["uv"]); f.set_transition_velocity(p["vt"])
-        f.set_constant_contact_force(p["cf"]); f.set_hertz_smoothing(p["bd"]); f.set_hunt_crossley_smoothing(p["bv"])
+        f.set_stiffness(p["k"])
+        f.set_dissipation(p["c"])
+        f.set_static_friction(p["us"])
+        f.set_dynamic_friction(p["ud"])
+        f.set_viscous_friction(p["uv"])
+        f.set_transition_velocity(p["vt"])
+        f.set_constant_contact_force(p["cf"])
+        f.set_hertz_smoothing(p["bd"])
+        f.set_hunt_crossley_smoothing(p["bv"])
     m.addForce(f)
     return m, m.initSystem()
 
@@ -178,16 +198,36 @@ def sphere_on_plane_sj(kind):
     m = m.add(ContactHalfSpace("plane", "/ground", location=PLANE["loc"], orientation=PLANE["orient"]))
     m = m.add(ContactSphere("sphere", "/bodyset/ball", radius=SPH["r"], location=SPH["loc"]))
     if kind == "hc":
-        m = m.add(HuntCrossleyForce("contact", ("sphere", "plane"), stiffness=HC["k"], dissipation=HC["c"],
-                                    static_friction=HC["us"], dynamic_friction=HC["ud"],
-                                    viscous_friction=HC["uv"], transition_velocity=HC["vt"]))
+        m = m.add(
+            HuntCrossleyForce(
+                "contact",
+                ("sphere", "plane"),
+                stiffness=HC["k"],
+                dissipation=HC["c"],
+                static_friction=HC["us"],
+                dynamic_friction=HC["ud"],
+                viscous_friction=HC["uv"],
+                transition_velocity=HC["vt"],
+            )
+        )
     else:
         p = SMOOTH
-        m = m.add(SmoothSphereHalfSpaceForce("contact", "/contactgeometryset/sphere", "/contactgeometryset/plane",
-                                             stiffness=p["k"], dissipation=p["c"], static_friction=p["us"],
-                                             dynamic_friction=p["ud"], viscous_friction=p["uv"],
-                                             transition_velocity=p["vt"], constant_contact_force=p["cf"],
-                                             hertz_smoothing=p["bd"], hunt_crossley_smoothing=p["bv"]))
+        m = m.add(
+            SmoothSphereHalfSpaceForce(
+                "contact",
+                "/contactgeometryset/sphere",
+                "/contactgeometryset/plane",
+                stiffness=p["k"],
+                dissipation=p["c"],
+                static_friction=p["us"],
+                dynamic_friction=p["ud"],
+                viscous_friction=p["uv"],
+                transition_velocity=p["vt"],
+                constant_contact_force=p["cf"],
+                hertz_smoothing=p["bd"],
+                hunt_crossley_smoothing=p["bv"],
+            )
+        )
     return m
 
 
@@ -219,26 +259,48 @@ def test_sphere_on_plane(kind):
     if kind == "hc":  # sphere (ball) then plane (ground)
         got = records(system, states, HuntCrossleyForce, [ball, 0])
     else:
-        got = np.concatenate([np.asarray(jax.vmap(lambda st: sj.output(system, st, f"/forceset/contact|{o}"))(
-            states)) for o in ("sphere_force", "half_space_force")], 1)
+        got = np.concatenate(
+            [
+                np.asarray(jax.vmap(lambda st: sj.output(system, st, f"/forceset/contact|{o}"))(states))
+                for o in ("sphere_force", "half_space_force")
+            ],
+            1,
+        )
         got = got[:, [3, 4, 5, 0, 1, 2, 9, 10, 11, 6, 7, 8]]  # (torque, force) -> OpenSim's (force, torque)
     assert_close(got, rec, RTOL, "contact record")
 
 
 # -- a planar walker -------------------------------------------------------------------------
 
-SEG = {"pelvis": (10.0, (0, 0, 0), (0.1, 0.1, 0.1, 0, 0, 0)),
-       "thigh_r": (3.0, (0, -0.2, 0), (0.03, 0.005, 0.03, 0, 0, 0)),
-       "thigh_l": (3.0, (0, -0.2, 0), (0.03, 0.005, 0.03, 0, 0, 0)),
-       "shank_r": (2.0, (0, -0.2, 0), (0.02, 0.003, 0.02, 0, 0, 0)),
-       "shank_l": (2.0, (0, -0.2, 0), (0.02, 0.003, 0.02, 0, 0, 0))}
-JOINTS = [("hip_r", "pelvis", "thigh_r", (0, -0.05, 0.1)), ("hip_l", "pelvis", "thigh_l", (0, -0.05, -0.1)),
-          ("knee_r", "thigh_r", "shank_r", (0, -0.4, 0)), ("knee_l", "thigh_l", "shank_l", (0, -0.4, 0))]
-FEET = [("heel_r", "shank_r", (-0.05, -0.42, 0.0), 0.03), ("toe_r", "shank_r", (0.1, -0.45, 0.0), 0.02),
-        ("heel_l", "shank_l", (-0.05, -0.42, 0.0), 0.03), ("toe_l", "shank_l", (0.1, -0.45, 0.0), 0.02)]
+SEG = {
+    "pelvis": (10.0, (0, 0, 0), (0.1, 0.1, 0.1, 0, 0, 0)),
+    "thigh_r": (3.0, (0, -0.2, 0), (0.03, 0.005, 0.03, 0, 0, 0)),
+    "thigh_l": (3.0, (0, -0.2, 0), (0.03, 0.005, 0.03, 0, 0, 0)),
+    "shank_r": (2.0, (0, -0.2, 0), (0.02, 0.003, 0.02, 0, 0, 0)),
+    "shank_l": (2.0, (0, -0.2, 0), (0.02, 0.003, 0.02, 0, 0, 0)),
+}
+JOINTS = [
+    ("hip_r", "pelvis", "thigh_r", (0, -0.05, 0.1)),
+    ("hip_l", "pelvis", "thigh_l", (0, -0.05, -0.1)),
+    ("knee_r", "thigh_r", "shank_r", (0, -0.4, 0)),
+    ("knee_l", "thigh_l", "shank_l", (0, -0.4, 0)),
+]
+FEET = [
+    ("heel_r", "shank_r", (-0.05, -0.42, 0.0), 0.03),
+    ("toe_r", "shank_r", (0.1, -0.45, 0.0), 0.02),
+    ("heel_l", "shank_l", (-0.05, -0.42, 0.0), 0.03),
+    ("toe_l", "shank_l", (0.1, -0.45, 0.0), 0.02),
+]
 KNEES = [("kneecap_r", "thigh_r", (0.03, -0.4, 0.05), 0.06), ("kneecap_l", "thigh_l", (0.03, -0.4, -0.05), 0.06)]
-WALKER = ["pelvis_coord_0", "pelvis_coord_1", "pelvis_coord_2", "hip_r_coord_0", "hip_l_coord_0",
-          "knee_r_coord_0", "knee_l_coord_0"]
+WALKER = [
+    "pelvis_coord_0",
+    "pelvis_coord_1",
+    "pelvis_coord_2",
+    "hip_r_coord_0",
+    "hip_l_coord_0",
+    "knee_r_coord_0",
+    "knee_l_coord_0",
+]
 FLOOR_ORIENT = (0.0, 0.0, -np.pi / 2)
 HC_FLOOR = dict(k=1e7, c=0.5, us=0.9, ud=0.8, uv=0.1)
 HC_KNEE = dict(k=5e5, c=1.0, us=0.2, ud=0.2, uv=0.0)
@@ -252,8 +314,9 @@ def walker_osim(kind):
         m.addBody(bodies[name])
     m.addJoint(osim.PlanarJoint("pelvis", m.getGround(), bodies["pelvis"]))
     for name, parent, child, loc in JOINTS:
-        m.addJoint(osim.PinJoint(name, bodies[parent], _v(loc), _v((0, 0, 0)), bodies[child], _v((0, 0, 0)),
-                                 _v((0, 0, 0))))
+        m.addJoint(
+            osim.PinJoint(name, bodies[parent], _v(loc), _v((0, 0, 0)), bodies[child], _v((0, 0, 0)), _v((0, 0, 0)))
+        )
     floor = osim.ContactHalfSpace(_v((0, 0, 0)), _v(FLOOR_ORIENT), m.getGround(), "floor")
     m.addContactGeometry(floor)
     spheres = {}
@@ -261,20 +324,29 @@ def walker_osim(kind):
         spheres[name] = osim.ContactSphere(r, _v(loc), bodies[body], name)
         m.addContactGeometry(spheres[name])
     if kind == "hc":
-        for fname, geoms, p in (("floor_contact", ["floor"] + [f[0] for f in FEET], HC_FLOOR),
-                                ("knee_contact", [k[0] for k in KNEES], HC_KNEE)):
+        for fname, geoms, p in (
+            ("floor_contact", ["floor"] + [f[0] for f in FEET], HC_FLOOR),
+            ("knee_contact", [k[0] for k in KNEES], HC_KNEE),
+        ):
             f = osim.HuntCrossleyForce()
             f.setName(fname)
-            f.setStiffness(p["k"]); f.setDissipation(p["c"]); f.setStaticFriction(p["us"])
-            f.setDynamicFriction(p["ud"]); f.setViscousFriction(p["uv"]); f.setTransitionVelocity(0.05)
+            f.setStiffness(p["k"])
+            f.setDissipation(p["c"])
+            f.setStaticFriction(p["us"])
+            f.setDynamicFriction(p["ud"])
+            f.setViscousFriction(p["uv"])
+            f.setTransitionVelocity(0.05)
             for g in geoms:
                 f.addGeometry(g)
             m.addForce(f)
     else:
         for name, *_ in FEET:
             f = osim.SmoothSphereHalfSpaceForce("c_" + name, spheres[name], floor)
-            f.set_stiffness(HC_FLOOR["k"]); f.set_dissipation(HC_FLOOR["c"]); f.set_static_friction(HC_FLOOR["us"])
-            f.set_dynamic_friction(HC_FLOOR["ud"]); f.set_viscous_friction(HC_FLOOR["uv"])
+            f.set_stiffness(HC_FLOOR["k"])
+            f.set_dissipation(HC_FLOOR["c"])
+            f.set_static_friction(HC_FLOOR["us"])
+            f.set_dynamic_friction(HC_FLOOR["ud"])
+            f.set_viscous_friction(HC_FLOOR["uv"])
             f.set_transition_velocity(0.05)
             m.addForce(f)
     for knee in ("knee_r_coord_0", "knee_l_coord_0"):
@@ -290,27 +362,59 @@ def walker_sj(kind):
         m = m.add(sj.Body(name, mass=mass, mass_center=com, inertia=inertia))
     m = m.add(sj.PlanarJoint("pelvis", "/ground", "/bodyset/pelvis"))
     for name, parent, child, loc in JOINTS:
-        m = m.add(sj.PinJoint(name, f"/bodyset/{parent}", f"/bodyset/{child}", location_in_parent=loc,
-                              location_in_child=(0, 0, 0)))
+        m = m.add(
+            sj.PinJoint(
+                name, f"/bodyset/{parent}", f"/bodyset/{child}", location_in_parent=loc, location_in_child=(0, 0, 0)
+            )
+        )
     m = m.add(ContactHalfSpace("floor", "/ground", orientation=FLOOR_ORIENT))
     for name, body, loc, r in FEET + KNEES:
         m = m.add(ContactSphere(name, f"/bodyset/{body}", radius=r, location=loc))
     if kind == "hc":
-        for fname, geoms, p in (("floor_contact", ["floor"] + [f[0] for f in FEET], HC_FLOOR),
-                                ("knee_contact", [k[0] for k in KNEES], HC_KNEE)):
-            m = m.add(HuntCrossleyForce(fname, tuple(geoms), stiffness=p["k"], dissipation=p["c"],
-                                        static_friction=p["us"], dynamic_friction=p["ud"], viscous_friction=p["uv"],
-                                        transition_velocity=0.05))
+        for fname, geoms, p in (
+            ("floor_contact", ["floor"] + [f[0] for f in FEET], HC_FLOOR),
+            ("knee_contact", [k[0] for k in KNEES], HC_KNEE),
+        ):
+            m = m.add(
+                HuntCrossleyForce(
+                    fname,
+                    tuple(geoms),
+                    stiffness=p["k"],
+                    dissipation=p["c"],
+                    static_friction=p["us"],
+                    dynamic_friction=p["ud"],
+                    viscous_friction=p["uv"],
+                    transition_velocity=0.05,
+                )
+            )
     else:
         for name, *_ in FEET:
-            m = m.add(SmoothSphereHalfSpaceForce("c_" + name, f"/contactgeometryset/{name}",
-                                                 "/contactgeometryset/floor", stiffness=HC_FLOOR["k"],
-                                                 dissipation=HC_FLOOR["c"], static_friction=HC_FLOOR["us"],
-                                                 dynamic_friction=HC_FLOOR["ud"], viscous_friction=HC_FLOOR["uv"],
-                                                 transition_velocity=0.05))
+            m = m.add(
+                SmoothSphereHalfSpaceForce(
+                    "c_" + name,
+                    f"/contactgeometryset/{name}",
+                    "/contactgeometryset/floor",
+                    stiffness=HC_FLOOR["k"],
+                    dissipation=HC_FLOOR["c"],
+                    static_friction=HC_FLOOR["us"],
+                    dynamic_friction=HC_FLOOR["ud"],
+                    viscous_friction=HC_FLOOR["uv"],
+                    transition_velocity=0.05,
+                )
+            )
     for knee in ("knee_r_coord_0", "knee_l_coord_0"):
-        m = m.add(CoordinateLimitForce(knee + "_limit", knee, upper_limit=0.0, upper_stiffness=50.0,
-                                       lower_limit=-120.0, lower_stiffness=50.0, damping=0.5, transition=5.0))
+        m = m.add(
+            CoordinateLimitForce(
+                knee + "_limit",
+                knee,
+                upper_limit=0.0,
+                upper_stiffness=50.0,
+                lower_limit=-120.0,
+                lower_stiffness=50.0,
+                damping=0.5,
+                transition=5.0,
+            )
+        )
     return m
 
 
@@ -353,8 +457,7 @@ def test_hunt_crossley_early_return_is_reproduced():
     rng = np.random.default_rng(8)
     Q, U = _walker_states(system, rng)
     states = sj_states(system, WALKER, Q, U)
-    n_applied = np.asarray(jax.vmap(lambda st: sj.output(system, st, "/forceset/floor_contact|num_contacts"))(
-        states))
+    n_applied = np.asarray(jax.vmap(lambda st: sj.output(system, st, "/forceset/floor_contact|num_contacts"))(states))
     # count contacts that penetrate (depth > 0), to find states where some were skipped
     low = np.stack([_lowest_sphere_bottom(system, states, [(f"/bodyset/{b}", loc, r)]) for _, b, loc, r in FEET], 1)
     skipped = np.flatnonzero((low < 0).sum(1) > n_applied)
@@ -413,8 +516,12 @@ def test_elastic_foundation_mesh(tmp_path):
     om.addContactGeometry(osim.ContactMesh(mesh, _v((0.01, 0.0, 0.0)), _v((0.1, 0.2, 0.0)), box, "box_mesh"))
     f = osim.ElasticFoundationForce()
     f.setName("ef")
-    f.setStiffness(ef["k"]); f.setDissipation(ef["c"]); f.setStaticFriction(ef["us"])
-    f.setDynamicFriction(ef["ud"]); f.setViscousFriction(ef["uv"]); f.setTransitionVelocity(ef["vt"])
+    f.setStiffness(ef["k"])
+    f.setDissipation(ef["c"])
+    f.setStaticFriction(ef["us"])
+    f.setDynamicFriction(ef["ud"])
+    f.setViscousFriction(ef["uv"])
+    f.setTransitionVelocity(ef["vt"])
     for g in ("floor", "bump", "box_mesh"):
         f.addGeometry(g)
     om.addForce(f)
@@ -425,14 +532,24 @@ def test_elastic_foundation_mesh(tmp_path):
     m = m.add(ContactHalfSpace("floor", "/ground", orientation=(0, 0, -np.pi / 2)))
     m = m.add(ContactSphere("bump", "/ground", radius=0.05, location=(0.05, 0, 0)))
     m = m.add(ContactMesh("box_mesh", "/bodyset/box", mesh, location=(0.01, 0, 0), orientation=(0.1, 0.2, 0)))
-    m = m.add(ElasticFoundationForce("ef", ("floor", "bump", "box_mesh"), stiffness=ef["k"], dissipation=ef["c"],
-                                     static_friction=ef["us"], dynamic_friction=ef["ud"], viscous_friction=ef["uv"],
-                                     transition_velocity=ef["vt"]))
+    m = m.add(
+        ElasticFoundationForce(
+            "ef",
+            ("floor", "bump", "box_mesh"),
+            stiffness=ef["k"],
+            dissipation=ef["c"],
+            static_friction=ef["us"],
+            dynamic_friction=ef["ud"],
+            viscous_friction=ef["uv"],
+            transition_velocity=ef["vt"],
+        )
+    )
     system = m.build()
     rng = np.random.default_rng(2)
     n = 40
-    Q = np.column_stack([rng.uniform(-0.5, 0.5, (n, 3)), rng.uniform(-0.05, 0.05, n), np.zeros(n),
-                         rng.uniform(-0.05, 0.05, n)])
+    Q = np.column_stack(
+        [rng.uniform(-0.5, 0.5, (n, 3)), rng.uniform(-0.05, 0.05, n), np.zeros(n), rng.uniform(-0.05, 0.05, n)]
+    )
     U = rng.uniform(-1, 1, (n, 6))
     states = sj_states(system, FREE6, Q, U)
     R = np.asarray(jax.vmap(lambda st: sj.frame_transform(system, st, "/bodyset/box")[0])(states))
@@ -450,8 +567,12 @@ def test_mesh_errors(tmp_path):
     m = m.add(sj.FreeJoint("free", "/ground", "/bodyset/b"))
     with pytest.raises(sj.ModelError, match="filename"):
         m.add(ContactMesh("mesh", "/bodyset/b", "missing.obj")).build()
-    open_box = ContactMesh("mesh", "/bodyset/b", vertices=[[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]],
-                           faces=[[0, 2, 1], [0, 1, 3], [0, 3, 2]])
+    open_box = ContactMesh(
+        "mesh",
+        "/bodyset/b",
+        vertices=[[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]],
+        faces=[[0, 2, 1], [0, 1, 3], [0, 3, 2]],
+    )
     with pytest.raises(sj.ModelError, match="not closed"):
         m.add(open_box).build()
     with pytest.raises(sj.ModelError, match="geometry"):
@@ -464,19 +585,47 @@ def test_mesh_errors(tmp_path):
 def _drop_model(kind, mass=1.0, stiffness=1e6):
     m = sj.Model("drop")
     m = m.add(sj.Body("ball", mass=mass, inertia=(0.004, 0.004, 0.004, 0, 0, 0)))
-    m = m.add(sj.PlanarJoint("planar", "/ground", "/bodyset/ball",
-                             coordinates=(sj.Coordinate("rz"), sj.Coordinate("tx", default_speed_value=0.5),
-                                          sj.Coordinate("ty", default_value=0.16))))
+    m = m.add(
+        sj.PlanarJoint(
+            "planar",
+            "/ground",
+            "/bodyset/ball",
+            coordinates=(
+                sj.Coordinate("rz"),
+                sj.Coordinate("tx", default_speed_value=0.5),
+                sj.Coordinate("ty", default_value=0.16),
+            ),
+        )
+    )
     m = m.add(ContactHalfSpace("floor", "/ground", orientation=(0, 0, -np.pi / 2)))
     m = m.add(ContactSphere("sphere", "/bodyset/ball", radius=0.05))
     if kind == "smooth":
-        m = m.add(SmoothSphereHalfSpaceForce("contact", "/contactgeometryset/sphere", "/contactgeometryset/floor",
-                                             stiffness=stiffness, dissipation=0.5, static_friction=0.8,
-                                             dynamic_friction=0.6, viscous_friction=0.1, transition_velocity=0.1))
+        m = m.add(
+            SmoothSphereHalfSpaceForce(
+                "contact",
+                "/contactgeometryset/sphere",
+                "/contactgeometryset/floor",
+                stiffness=stiffness,
+                dissipation=0.5,
+                static_friction=0.8,
+                dynamic_friction=0.6,
+                viscous_friction=0.1,
+                transition_velocity=0.1,
+            )
+        )
     else:
-        m = m.add(HuntCrossleyForce("contact", ("floor", "sphere"), stiffness=stiffness, dissipation=0.5,
-                                    static_friction=0.8, dynamic_friction=0.6, viscous_friction=0.1,
-                                    transition_velocity=0.1))
+        m = m.add(
+            HuntCrossleyForce(
+                "contact",
+                ("floor", "sphere"),
+                stiffness=stiffness,
+                dissipation=0.5,
+                static_friction=0.8,
+                dynamic_friction=0.6,
+                viscous_friction=0.1,
+                transition_velocity=0.1,
+            )
+        )
     return m
 
 
@@ -516,12 +665,16 @@ def _landing_loss(system, dt=1e-3, steps=250):
 def _loss_of(kind, system):
     def loss(params):
         mass, stiffness = params
-        model = system.model.set("/bodyset/ball", mass=mass).set("/forceset/contact", stiffness=stiffness) \
-            if kind == "smooth" else system.model.set("/bodyset/ball", mass=mass)
+        model = (
+            system.model.set("/bodyset/ball", mass=mass).set("/forceset/contact", stiffness=stiffness)
+            if kind == "smooth"
+            else system.model.set("/bodyset/ball", mass=mass)
+        )
         if kind != "smooth":
             cp = model.find("/forceset/contact").contact_parameters[0]
             model = model.set("/forceset/contact", contact_parameters=(eqx_replace(cp, stiffness),))
         return _landing_loss(sj.System(model, system.topology))
+
     return loss
 
 

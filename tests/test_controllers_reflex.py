@@ -20,13 +20,18 @@ opensim = pytest.importorskip("opensim")
 TOY_LANDING = os.path.join(os.path.dirname(__file__), "data", "collection", "ToyLanding__ToyLandingModel.osim")
 
 # (name, OpenSim muscle class, simjax muscle class, args, max_contraction_velocity)
-MUSCLES = (("m0", "Thelen2003Muscle", 300.0, 0.12, 0.25, 0.15, 10.0),
-           ("m1", "Millard2012EquilibriumMuscle", 200.0, 0.10, 0.20, 0.10, 10.0),
-           ("m2", "Thelen2003Muscle", 250.0, 0.09, 0.22, 0.0, 7.0))
+MUSCLES = (
+    ("m0", "Thelen2003Muscle", 300.0, 0.12, 0.25, 0.15, 10.0),
+    ("m1", "Millard2012EquilibriumMuscle", 200.0, 0.10, 0.20, 0.10, 10.0),
+    ("m2", "Thelen2003Muscle", 250.0, 0.09, 0.22, 0.0, 7.0),
+)
 # (name, muscles, gain, enabled): m0 is driven by two reflexes, m1 by a reflex and a
 # PrescribedController; the disabled one must add nothing
-REFLEXES = (("Reflexes", ("m0", "m2"), 0.85, True), ("R2", ("m0", "m1"), 2.5, True),
-            ("Off", ("m0", "m1", "m2"), 7.0, False))
+REFLEXES = (
+    ("Reflexes", ("m0", "m2"), 0.85, True),
+    ("R2", ("m0", "m1"), 2.5, True),
+    ("Off", ("m0", "m1", "m2"), 7.0, False),
+)
 PRESCRIBED = 0.2  # constant control of m1 from a PrescribedController
 
 
@@ -56,12 +61,15 @@ def _osim_model():
 
 
 def _sj_model():
-    muscles = [getattr(sj, cls)(name, fmax, lopt, lts, penn, max_contraction_velocity=vmax)
-               for name, cls, fmax, lopt, lts, penn, vmax in MUSCLES]
+    muscles = [
+        getattr(sj, cls)(name, fmax, lopt, lts, penn, max_contraction_velocity=vmax)
+        for name, cls, fmax, lopt, lts, penn, vmax in MUSCLES
+    ]
     model = sj_arm(muscles)
     for name, members, gain, enabled in REFLEXES:
-        model = model.add(sj.ToyReflexController(name, tuple(f"/forceset/{m}" for m in members), gain=gain,
-                                                 enabled=enabled))
+        model = model.add(
+            sj.ToyReflexController(name, tuple(f"/forceset/{m}" for m in members), gain=gain, enabled=enabled)
+        )
     return model.add(sj.PrescribedController("brain").prescribe("/forceset/m1", sj.Constant(PRESCRIBED)))
 
 
@@ -100,8 +108,7 @@ def _sj_at(system, st):
         acc = sj.accelerations(system, state)
         return {"controls": sj.controls(system, state)[ai], "udot": acc.udot[ui], "zdot": acc.zdot[zi]}
 
-    return {k: np.asarray(v) for k, v in one(jnp.asarray(st["q"]), jnp.asarray(st["u"]),
-                                              jnp.asarray(st["z"])).items()}
+    return {k: np.asarray(v) for k, v in one(jnp.asarray(st["q"]), jnp.asarray(st["u"]), jnp.asarray(st["z"])).items()}
 
 
 def test_reflex_matches_opensim_at_random_states():
@@ -119,8 +126,9 @@ def test_reflex_matches_opensim_at_random_states():
 
 def test_reflex_control_formula_and_gain_gradient():
     system = _sj_model().build()
-    state = system.set_coordinates(system.default_state(), {"elbow_coord_0": 1.0},
-                                   speeds={"shoulder_coord_0": -3.0, "elbow_coord_0": 2.0})
+    state = system.set_coordinates(
+        system.default_state(), {"elbow_coord_0": 1.0}, speeds={"shoulder_coord_0": -3.0, "elbow_coord_0": 2.0}
+    )
     speeds = np.asarray([sj.output(system, state, f"/forceset/{m}|lengthening_speed") for m, *_ in MUSCLES])
     vmax = {m: lopt * v for m, _, _, lopt, _, _, v in MUSCLES}
     expected = np.zeros(3)
@@ -197,7 +205,7 @@ def test_save_osim_round_trip(tmp_path):
     first, second = tmp_path / "reflex.osim", tmp_path / "again.osim"
     sj.save_osim(model, first)
     text = first.read_text()
-    assert "<ToyReflexController name=\"Reflexes\">" in text and "<gain>0.85</gain>" in text
+    assert '<ToyReflexController name="Reflexes">' in text and "<gain>0.85</gain>" in text
     back = sj.load_osim(first)
     sj.save_osim(back, second)
     assert second.read_text() == text

@@ -33,21 +33,40 @@ def test_rotations_sharing_a_coordinate_match_opensim(tmp_path):
     another order than the joint lists them, and a 3-dof joint with the second and
     third rotations swapped: udot, frame and station accelerations to 1e-9."""
     rng = np.random.default_rng(11)
-    knee = [(("k",), (0, 0, 1), linear(1.0, 0.0)), (("k",), (1, 0, 0), simm(SX, [0.3, -0.1, 0.05, 0.2, -0.2])),
-            (("k",), (0, 1, 0), simm(SX, [-0.2, 0.1, 0.0, -0.15, 0.3])),
-            (("k",), (1, 0, 0), simm(SX, [0.01, -0.02, 0.0, 0.03, 0.01])), (("k",), (0, 1, 0), linear(0.05, -0.4)),
-            ((), (0, 0, 1), constant(0.0))]
-    patella = [(("kb",), (0, 0, 1), linear(-0.8, 0.0)), ((), (1, 0, 0), constant(0.0)), ((), (0, 1, 0), constant(0.0)),
-               (("kb",), (1, 0, 0), simm(SX, [0.05, 0.04, 0.03, 0.02, 0.04])),
-               (("kb",), (0, 1, 0), simm(SX, [-0.02, -0.03, -0.01, 0.0, 0.01])), ((), (0, 0, 1), constant(0.0))]
+    knee = [
+        (("k",), (0, 0, 1), linear(1.0, 0.0)),
+        (("k",), (1, 0, 0), simm(SX, [0.3, -0.1, 0.05, 0.2, -0.2])),
+        (("k",), (0, 1, 0), simm(SX, [-0.2, 0.1, 0.0, -0.15, 0.3])),
+        (("k",), (1, 0, 0), simm(SX, [0.01, -0.02, 0.0, 0.03, 0.01])),
+        (("k",), (0, 1, 0), linear(0.05, -0.4)),
+        ((), (0, 0, 1), constant(0.0)),
+    ]
+    patella = [
+        (("kb",), (0, 0, 1), linear(-0.8, 0.0)),
+        ((), (1, 0, 0), constant(0.0)),
+        ((), (0, 1, 0), constant(0.0)),
+        (("kb",), (1, 0, 0), simm(SX, [0.05, 0.04, 0.03, 0.02, 0.04])),
+        (("kb",), (0, 1, 0), simm(SX, [-0.02, -0.03, -0.01, 0.0, 0.01])),
+        ((), (0, 0, 1), constant(0.0)),
+    ]
     # listed a, b; the transform uses b first, so OpenSim's speeds are (b, a, c)
-    swapped = [(("b",), (0, 0, 1), linear(1.0, 0.0)), (("a",), (1, 0, 0), simm(SX, [0.3, -0.1, 0.05, 0.2, -0.2])),
-               (("b",), (0, 1, 0), linear(-0.6, 0.1)), (("a",), (1, 0, 0), simm(SX, [0.01, -0.02, 0.0, 0.03, 0.01])),
-               (("c",), (0, 1, 0), linear(0.05, -0.4)), ((), (0, 0, 1), constant(0.0))]
+    swapped = [
+        (("b",), (0, 0, 1), linear(1.0, 0.0)),
+        (("a",), (1, 0, 0), simm(SX, [0.3, -0.1, 0.05, 0.2, -0.2])),
+        (("b",), (0, 1, 0), linear(-0.6, 0.1)),
+        (("a",), (1, 0, 0), simm(SX, [0.01, -0.02, 0.0, 0.03, 0.01])),
+        (("c",), (0, 1, 0), linear(0.05, -0.4)),
+        ((), (0, 0, 1), constant(0.0)),
+    ]
     # listed x, y, z; rotations use x, z, y: OpenSim's speeds (x, z, y) make it exact
-    three = [(("x",), (0, 0, 1), linear(1.0, 0.0)), (("z",), (1, 0, 0), simm(SX, [0.3, -0.1, 0.05, 0.2, -0.2])),
-             (("y",), (0, 1, 0), linear(-0.6, 0.1)), (("x",), (1, 0, 0), simm(SX, [0.01, -0.02, 0.0, 0.03, 0.01])),
-             ((), (0, 1, 0), constant(0.0)), ((), (0, 0, 1), constant(0.0))]
+    three = [
+        (("x",), (0, 0, 1), linear(1.0, 0.0)),
+        (("z",), (1, 0, 0), simm(SX, [0.3, -0.1, 0.05, 0.2, -0.2])),
+        (("y",), (0, 1, 0), linear(-0.6, 0.1)),
+        (("x",), (1, 0, 0), simm(SX, [0.01, -0.02, 0.0, 0.03, 0.01])),
+        ((), (0, 1, 0), constant(0.0)),
+        ((), (0, 0, 1), constant(0.0)),
+    ]
     bodies = [(f"b{i}", float(rng.uniform(0.5, 2.0)), tuple(rng.normal(size=3) * 0.1), I6) for i in range(1, 6)]
     C = Coord
     joints = [

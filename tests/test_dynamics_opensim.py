@@ -51,8 +51,10 @@ class Fn:
 
 
 def linear(a, b):
-    return Fn(f'<LinearFunction name="function"><coefficients>{a!r} {b!r}</coefficients></LinearFunction>',
-              sj.LinearFunction(coefficients=(a, b)))
+    return Fn(
+        f'<LinearFunction name="function"><coefficients>{a!r} {b!r}</coefficients></LinearFunction>',
+        sj.LinearFunction(coefficients=(a, b)),
+    )
 
 
 def constant(c):
@@ -60,13 +62,18 @@ def constant(c):
 
 
 def simm(x, y):
-    return Fn(f'<SimmSpline name="function"><x>{_v(x)}</x><y>{_v(y)}</y></SimmSpline>',
-              sj.SimmSpline(x=np.asarray(x, float), y=np.asarray(y, float)))
+    return Fn(
+        f'<SimmSpline name="function"><x>{_v(x)}</x><y>{_v(y)}</y></SimmSpline>',
+        sj.SimmSpline(x=np.asarray(x, float), y=np.asarray(y, float)),
+    )
 
 
 def sine(a, w, phase, offset):
-    return Fn(f'<Sine name="function"><amplitude>{a!r}</amplitude><omega>{w!r}</omega><phase>{phase!r}</phase>'
-              f'<offset>{offset!r}</offset></Sine>', sj.Sine(amplitude=a, omega=w, phase=phase, offset=offset))
+    return Fn(
+        f'<Sine name="function"><amplitude>{a!r}</amplitude><omega>{w!r}</omega><phase>{phase!r}</phase>'
+        f"<offset>{offset!r}</offset></Sine>",
+        sj.Sine(amplitude=a, omega=w, phase=phase, offset=offset),
+    )
 
 
 class Coord:
@@ -75,14 +82,20 @@ class Coord:
 
     def xml(self):
         pf = f"<prescribed_function>{self.prescribed.xml}</prescribed_function>" if self.prescribed else ""
-        return (f'<Coordinate name="{self.name}"><default_value>{self.default!r}</default_value>'
-                f'<locked>{str(self.locked).lower()}</locked>{pf}'
-                f'<prescribed>{str(self.prescribed is not None).lower()}</prescribed></Coordinate>')
+        return (
+            f'<Coordinate name="{self.name}"><default_value>{self.default!r}</default_value>'
+            f"<locked>{str(self.locked).lower()}</locked>{pf}"
+            f"<prescribed>{str(self.prescribed is not None).lower()}</prescribed></Coordinate>"
+        )
 
     def sj(self):
-        return sj.Coordinate(self.name, default_value=self.default, locked=self.locked,
-                             prescribed=self.prescribed is not None,
-                             prescribed_function=self.prescribed.sj if self.prescribed else None)
+        return sj.Coordinate(
+            self.name,
+            default_value=self.default,
+            locked=self.locked,
+            prescribed=self.prescribed is not None,
+            prescribed_function=self.prescribed.sj if self.prescribed else None,
+        )
 
 
 def _path(body):
@@ -92,35 +105,63 @@ def _path(body):
 class J:
     """A joint with its own parent (``<name>_p``) and child (``<name>_c``) offset frames."""
 
-    def __init__(self, type, name, parent, child, coords=(), lp=(0, 0, 0), op=(0, 0, 0), lc=(0, 0, 0),
-                 oc=(0, 0, 0), axes=None, radii=None):
+    def __init__(
+        self,
+        type,
+        name,
+        parent,
+        child,
+        coords=(),
+        lp=(0, 0, 0),
+        op=(0, 0, 0),
+        lc=(0, 0, 0),
+        oc=(0, 0, 0),
+        axes=None,
+        radii=None,
+    ):
         self.type, self.name, self.parent, self.child, self.coords = type, name, parent, child, list(coords)
         self.lp, self.op, self.lc, self.oc, self.axes, self.radii = lp, op, lc, oc, axes, radii
 
     def xml(self):
-        frames = "".join(f'<PhysicalOffsetFrame name="{self.name}_{s}"><socket_parent>{_path(b)}</socket_parent>'
-                         f'<translation>{_v(t)}</translation><orientation>{_v(o)}</orientation></PhysicalOffsetFrame>'
-                         for s, b, t, o in (("p", self.parent, self.lp, self.op), ("c", self.child, self.lc, self.oc)))
+        frames = "".join(
+            f'<PhysicalOffsetFrame name="{self.name}_{s}"><socket_parent>{_path(b)}</socket_parent>'
+            f"<translation>{_v(t)}</translation><orientation>{_v(o)}</orientation></PhysicalOffsetFrame>"
+            for s, b, t, o in (("p", self.parent, self.lp, self.op), ("c", self.child, self.lc, self.oc))
+        )
         extra = ""
         if self.axes is not None:
             names = ("rotation1", "rotation2", "rotation3", "translation1", "translation2", "translation3")
-            extra = "<SpatialTransform>" + "".join(
-                f'<TransformAxis name="{n}"><coordinates>{" ".join(c)}</coordinates><axis>{_v(ax)}</axis>'
-                f"{fn.xml}</TransformAxis>" for n, (c, ax, fn) in zip(names, self.axes)) + "</SpatialTransform>"
+            extra = (
+                "<SpatialTransform>"
+                + "".join(
+                    f'<TransformAxis name="{n}"><coordinates>{" ".join(c)}</coordinates><axis>{_v(ax)}</axis>'
+                    f"{fn.xml}</TransformAxis>"
+                    for n, (c, ax, fn) in zip(names, self.axes)
+                )
+                + "</SpatialTransform>"
+            )
         if self.radii is not None:
             extra += f"<radii_x_y_z>{_v(self.radii)}</radii_x_y_z>"
         coords = "".join(c.xml() for c in self.coords)
-        return (f'<{self.type} name="{self.name}"><socket_parent_frame>{self.name}_p</socket_parent_frame>'
-                f"<socket_child_frame>{self.name}_c</socket_child_frame><coordinates>{coords}</coordinates>"
-                f"<frames>{frames}</frames>{extra}</{self.type}>")
+        return (
+            f'<{self.type} name="{self.name}"><socket_parent_frame>{self.name}_p</socket_parent_frame>'
+            f"<socket_child_frame>{self.name}_c</socket_child_frame><coordinates>{coords}</coordinates>"
+            f"<frames>{frames}</frames>{extra}</{self.type}>"
+        )
 
     def sj(self):
-        frames = tuple(sj.PhysicalOffsetFrame(f"{self.name}_{s}", parent=_path(b), translation=t, orientation=o)
-                       for s, b, t, o in (("p", self.parent, self.lp, self.op), ("c", self.child, self.lc, self.oc)))
+        frames = tuple(
+            sj.PhysicalOffsetFrame(f"{self.name}_{s}", parent=_path(b), translation=t, orientation=o)
+            for s, b, t, o in (("p", self.parent, self.lp, self.op), ("c", self.child, self.lc, self.oc))
+        )
         kw = dict(coordinates=tuple(c.sj() for c in self.coords), frames=frames)
         if self.axes is not None:
-            st = sj.SpatialTransform(axes=tuple(sj.TransformAxis(coordinates=tuple(c), axis=np.asarray(ax, float),
-                                                                 function=fn.sj) for c, ax, fn in self.axes))
+            st = sj.SpatialTransform(
+                axes=tuple(
+                    sj.TransformAxis(coordinates=tuple(c), axis=np.asarray(ax, float), function=fn.sj)
+                    for c, ax, fn in self.axes
+                )
+            )
             return sj.CustomJoint(self.name, f"{self.name}_p", f"{self.name}_c", spatial_transform=st, **kw)
         if self.radii is not None:
             kw["radii_x_y_z"] = self.radii
@@ -130,15 +171,22 @@ class J:
 def build(bodies, joints, constraints=(), markers=(), gravity=(0.0, -9.80665, 0.0)):
     """``(xml, sj.Model)`` of bodies ``(name, mass, com, inertia6)``, joints ``J``,
     constraints ``(xml, sj component)`` and markers ``(name, body, location)``."""
-    b = "".join(f'<Body name="{n}"><mass>{m!r}</mass><mass_center>{_v(c)}</mass_center><inertia>{_v(i)}</inertia>'
-                "</Body>" for n, m, c, i in bodies)
-    mk = "".join(f'<Marker name="{n}"><socket_parent_frame>{_path(body)}</socket_parent_frame>'
-                 f"<location>{_v(loc)}</location></Marker>" for n, body, loc in markers)
-    xml = (f'<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40000"><Model name="m">'
-           f'<gravity>{_v(gravity)}</gravity><BodySet name="bodyset"><objects>{b}</objects></BodySet>'
-           f'<JointSet name="jointset"><objects>{"".join(j.xml() for j in joints)}</objects></JointSet>'
-           f'<ConstraintSet name="constraintset"><objects>{"".join(c[0] for c in constraints)}</objects>'
-           f'</ConstraintSet><MarkerSet name="markerset"><objects>{mk}</objects></MarkerSet></Model></OpenSimDocument>')
+    b = "".join(
+        f'<Body name="{n}"><mass>{m!r}</mass><mass_center>{_v(c)}</mass_center><inertia>{_v(i)}</inertia></Body>'
+        for n, m, c, i in bodies
+    )
+    mk = "".join(
+        f'<Marker name="{n}"><socket_parent_frame>{_path(body)}</socket_parent_frame>'
+        f"<location>{_v(loc)}</location></Marker>"
+        for n, body, loc in markers
+    )
+    xml = (
+        f'<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40000"><Model name="m">'
+        f'<gravity>{_v(gravity)}</gravity><BodySet name="bodyset"><objects>{b}</objects></BodySet>'
+        f'<JointSet name="jointset"><objects>{"".join(j.xml() for j in joints)}</objects></JointSet>'
+        f'<ConstraintSet name="constraintset"><objects>{"".join(c[0] for c in constraints)}</objects>'
+        f'</ConstraintSet><MarkerSet name="markerset"><objects>{mk}</objects></MarkerSet></Model></OpenSimDocument>'
+    )
     model = sj.Model("m", gravity=gravity)
     for n, m, c, i in bodies:
         model = model.add(sj.Body(n, mass=m, mass_center=c, inertia=i))
@@ -201,12 +249,21 @@ def _evaluate(system, states, frames, markers):
     def one(state):
         ctx = Context(system, state)
         fr = [(ctx.frame_transform(f), ctx.frame_velocity(f), ctx.frame_acceleration(f)) for f in frames]
-        mk = [tuple(system.model.find(p).output_specs()[o].fn(system.model.find(p), ctx.at(p))
-                    for o in ("location_in_ground", "velocity_in_ground", "acceleration_in_ground")) for p in markers]
+        mk = [
+            tuple(
+                system.model.find(p).output_specs()[o].fn(system.model.find(p), ctx.at(p))
+                for o in ("location_in_ground", "velocity_in_ground", "acceleration_in_ground")
+            )
+            for p in markers
+        ]
         from simjax.mechanics import dynamics as dyn
 
-        energies = (dyn.kinetic_energy(ctx.params, ctx.pos, ctx.vel), dyn.gravity_potential_energy(ctx.params, ctx.pos),
-                    dyn.mass_center(ctx.params, ctx.pos)[1], dyn.momentum(ctx.params, ctx.pos, ctx.vel))
+        energies = (
+            dyn.kinetic_energy(ctx.params, ctx.pos, ctx.vel),
+            dyn.gravity_potential_energy(ctx.params, ctx.pos),
+            dyn.mass_center(ctx.params, ctx.pos)[1],
+            dyn.momentum(ctx.params, ctx.pos, ctx.vel),
+        )
         return ctx.mass_matrix, ctx.acc.udot, fr, mk, energies
 
     return jax.vmap(one)(states)
@@ -283,15 +340,49 @@ def test_joint_zoo(tmp_path):
     rng = np.random.default_rng(0)
     R = lambda: tuple(rng.uniform(-1, 1, 3))  # noqa: E731
     P = lambda: tuple(rng.normal(size=3) * 0.3)  # noqa: E731
-    knee_x = [-2.0944, -1.74533, -1.39626, -1.0472, -0.698132, -0.349066, -0.174533, 0.197344, 0.337395,
-              0.490178, 1.52146, 2.0944]
-    knee_y = [-0.0032, 0.00179, 0.00411, 0.0041, 0.00212, -0.001, -0.0031, -0.005227, -0.005435, -0.005574,
-              -0.005435, -0.00525]
-    knee = [(("knee",), (0, 0, 1), linear(1.0, 0.0)), (("k2",), (0.3, -0.5, 0.8), linear(0.7, 0.1)),
-            ((), (1, 0, 0), constant(0.0)), (("knee",), (1, 0, 0), simm(knee_x, knee_y)),
-            (("knee",), (0, 1, 0), simm([-2.0944, -1.22173, -0.523599, -0.349066, -0.174533, 0.159149, 2.0944],
-                                        [-0.4226, -0.4082, -0.399, -0.3976, -0.3966, -0.395264, -0.396])),
-            (("k2",), (0, 0, 1), linear(0.05, 0.0))]
+    knee_x = [
+        -2.0944,
+        -1.74533,
+        -1.39626,
+        -1.0472,
+        -0.698132,
+        -0.349066,
+        -0.174533,
+        0.197344,
+        0.337395,
+        0.490178,
+        1.52146,
+        2.0944,
+    ]
+    knee_y = [
+        -0.0032,
+        0.00179,
+        0.00411,
+        0.0041,
+        0.00212,
+        -0.001,
+        -0.0031,
+        -0.005227,
+        -0.005435,
+        -0.005574,
+        -0.005435,
+        -0.00525,
+    ]
+    knee = [
+        (("knee",), (0, 0, 1), linear(1.0, 0.0)),
+        (("k2",), (0.3, -0.5, 0.8), linear(0.7, 0.1)),
+        ((), (1, 0, 0), constant(0.0)),
+        (("knee",), (1, 0, 0), simm(knee_x, knee_y)),
+        (
+            ("knee",),
+            (0, 1, 0),
+            simm(
+                [-2.0944, -1.22173, -0.523599, -0.349066, -0.174533, 0.159149, 2.0944],
+                [-0.4226, -0.4082, -0.399, -0.3976, -0.3966, -0.395264, -0.396],
+            ),
+        ),
+        (("k2",), (0, 0, 1), linear(0.05, 0.0)),
+    ]
     bodies = [_body(rng, f"b{i}") for i in range(1, 17)]
     bodies[0] = ("b1", 1.0, (0.0, -0.5, 0.0), (0.0,) * 6)  # the double pendulum's point masses
     bodies[1] = ("b2", 1.0, (0.0, -0.5, 0.0), (0.0,) * 6)
@@ -308,8 +399,18 @@ def test_joint_zoo(tmp_path):
         J("PlanarJoint", "planar", "b6", "b7", [C("pr"), C("px"), C("py")], P(), R(), P(), R()),
         J("SliderJoint", "slider", "b7", "b8", [C("s")], P(), R(), P(), R()),
         J("WeldJoint", "weld", "b8", "b9", [], P(), R(), P(), R()),
-        J("EllipsoidJoint", "ellipsoid", "b9", "b10", [C("ex"), C("ey"), C("ez")], P(), R(), P(), R(),
-          radii=(0.3, 0.2, 0.4)),
+        J(
+            "EllipsoidJoint",
+            "ellipsoid",
+            "b9",
+            "b10",
+            [C("ex"), C("ey"), C("ez")],
+            P(),
+            R(),
+            P(),
+            R(),
+            radii=(0.3, 0.2, 0.4),
+        ),
         # a CustomJoint knee: rotation plus SimmSpline translations, and a skew second axis
         J("CustomJoint", "knee", "b10", "b11", [C("knee", -0.5), C("k2")], P(), R(), P(), R(), axes=knee),
         # reversed mobilizers: b13 is reached through b12, and the last joint's child is Ground
@@ -319,10 +420,19 @@ def test_joint_zoo(tmp_path):
         J("UniversalJoint", "rev_d", "b15", "ground", [C("rda"), C("rdb")], P(), R(), P(), R()),
         J("FreeJoint", "rev_e", "b16", "b15", [C(f"re{k}") for k in range(6)], P(), R(), P(), R()),
     ]
-    markers = [("m1", "b2", (0.1, -0.2, 0.3)), ("m2", "b11", (0.05, 0.1, -0.2)), ("m3", "b16", (-0.2, 0.0, 0.1)),
-               ("m4", "ground", (1.0, 2.0, 3.0))]
-    frames = ("/bodyset/b4", "/jointset/knee/knee_c", "/jointset/rev_d/rev_d_p", "/jointset/ellipsoid/ellipsoid_c",
-              "/ground")
+    markers = [
+        ("m1", "b2", (0.1, -0.2, 0.3)),
+        ("m2", "b11", (0.05, 0.1, -0.2)),
+        ("m3", "b16", (-0.2, 0.0, 0.1)),
+        ("m4", "ground", (1.0, 2.0, 3.0)),
+    ]
+    frames = (
+        "/bodyset/b4",
+        "/jointset/knee/knee_c",
+        "/jointset/rev_d/rev_d_p",
+        "/jointset/ellipsoid/ellipsoid_c",
+        "/ground",
+    )
     xml, model = build(bodies, joints, markers=markers)
     system = compare(tmp_path, xml, model, frames=frames, markers=[m[0] for m in markers], rng=rng)
     tree = system.topology.tree
@@ -331,10 +441,14 @@ def test_joint_zoo(tmp_path):
 
 def test_public_api_matches_context(tmp_path):
     """``sj.output`` and the public functions give what the test reads from the Context."""
-    xml, model = build([("b1", 1.0, (0.0, -0.5, 0.0), I6), ("b2", 2.0, (0.1, -0.4, 0.0), I6)],
-                       [J("PinJoint", "j1", "ground", "b1", [Coord("a", 0.2)]),
-                        J("BallJoint", "j2", "b1", "b2", [Coord("x"), Coord("y"), Coord("z")], lp=(0, -1, 0))],
-                       markers=[("m", "b2", (0.1, 0.2, 0.3))])
+    xml, model = build(
+        [("b1", 1.0, (0.0, -0.5, 0.0), I6), ("b2", 2.0, (0.1, -0.4, 0.0), I6)],
+        [
+            J("PinJoint", "j1", "ground", "b1", [Coord("a", 0.2)]),
+            J("BallJoint", "j2", "b1", "b2", [Coord("x"), Coord("y"), Coord("z")], lp=(0, -1, 0)),
+        ],
+        markers=[("m", "b2", (0.1, 0.2, 0.3))],
+    )
     system = model.build()
     state = _random_states(system, np.random.default_rng(3), 1)[0]
     m, s = load(xml, tmp_path)
@@ -344,16 +458,25 @@ def test_public_api_matches_context(tmp_path):
     assert _rel(sj.forward_dynamics(system, state), udot_o) < TOL
     assert sj.kinetic_energy(system, state) == pytest.approx(m.calcKineticEnergy(s), rel=1e-12)
     st = osim.Station.safeDownCast(m.getComponent("/markerset/m"))
-    np.testing.assert_allclose(sj.output(system, state, "/markerset/m|location_in_ground"),
-                               _vec(st.getLocationInGround(s)), atol=1e-12)
-    np.testing.assert_allclose(sj.station_velocity(system, state, "/bodyset/b2", (0.1, 0.2, 0.3)),
-                               _vec(st.getVelocityInGround(s)), atol=1e-12)
-    assert _rel(sj.station_acceleration(system, state, "/bodyset/b2", (0.1, 0.2, 0.3)),
-                _vec(st.getAccelerationInGround(s))) < TOL
+    np.testing.assert_allclose(
+        sj.output(system, state, "/markerset/m|location_in_ground"), _vec(st.getLocationInGround(s)), atol=1e-12
+    )
+    np.testing.assert_allclose(
+        sj.station_velocity(system, state, "/bodyset/b2", (0.1, 0.2, 0.3)), _vec(st.getVelocityInGround(s)), atol=1e-12
+    )
+    assert (
+        _rel(
+            sj.station_acceleration(system, state, "/bodyset/b2", (0.1, 0.2, 0.3)), _vec(st.getAccelerationInGround(s))
+        )
+        < TOL
+    )
     frame = osim.Frame.safeDownCast(m.getComponent("/jointset/j2/j2_c"))
     Vo = frame.getVelocityInGround(s)
-    np.testing.assert_allclose(sj.frame_velocity(system, state, "/jointset/j2/j2_c"),
-                               np.concatenate([_vec(Vo.get(0)), _vec(Vo.get(1))]), atol=1e-12)
+    np.testing.assert_allclose(
+        sj.frame_velocity(system, state, "/jointset/j2/j2_c"),
+        np.concatenate([_vec(Vo.get(0)), _vec(Vo.get(1))]),
+        atol=1e-12,
+    )
     # Jacobians: J u is the velocity
     Jf = sj.frame_jacobian(system, state, "/jointset/j2/j2_c")
     np.testing.assert_allclose(Jf @ state.u, sj.frame_velocity(system, state, "/jointset/j2/j2_c"), atol=1e-13)
@@ -370,11 +493,18 @@ def test_constraint_zoo(tmp_path):
         # each fragment mass m/2 but, as its inertia about the mass centre, the *unit*
         # inertia of the whole body about the body origin (Body::extendConnectToModel);
         # fb3 (mass 2, mass centre at its origin) is a body for which both agree.
-        ("fb1", 1.0, (0.25, 0.0, 0.0), I6), ("fb2", 1.5, (0.3, 0.0, 0.0), I6), ("fb3", 2.0, (0.0, 0.0, 0.0), I6),
-        ("pc1", 1.0, (0.0, -0.25, 0.0), I6), ("pc2", 1.5, (0.0, -0.3, 0.0), I6),
-        ("wc1", 1.2, (0.1, -0.2, 0.0), I6), ("wc2", 0.7, (0.0, -0.1, 0.1), I6),
-        ("cc1", 1.0, (0.0, -0.25, 0.0), I6), ("cc2", 1.5, (0.0, -0.3, 0.0), I6), ("cc3", 1.5, (0.1, -0.3, 0.0), I6),
-        ("pr1", 1.0, (0.0, -0.25, 0.0), I6), ("pr2", 1.5, (0.0, -0.3, 0.0), I6),
+        ("fb1", 1.0, (0.25, 0.0, 0.0), I6),
+        ("fb2", 1.5, (0.3, 0.0, 0.0), I6),
+        ("fb3", 2.0, (0.0, 0.0, 0.0), I6),
+        ("pc1", 1.0, (0.0, -0.25, 0.0), I6),
+        ("pc2", 1.5, (0.0, -0.3, 0.0), I6),
+        ("wc1", 1.2, (0.1, -0.2, 0.0), I6),
+        ("wc2", 0.7, (0.0, -0.1, 0.1), I6),
+        ("cc1", 1.0, (0.0, -0.25, 0.0), I6),
+        ("cc2", 1.5, (0.0, -0.3, 0.0), I6),
+        ("cc3", 1.5, (0.1, -0.3, 0.0), I6),
+        ("pr1", 1.0, (0.0, -0.25, 0.0), I6),
+        ("pr2", 1.5, (0.0, -0.3, 0.0), I6),
     ]
     coupling = simm([-2, -1, 0, 1, 2], [0.3, -0.2, 0.1, 0.5, 0.2])
     joints = [
@@ -393,21 +523,36 @@ def test_constraint_zoo(tmp_path):
         J("BallJoint", "rj2", "pr1", "pr2", [C("ra"), C("rb"), C("rc")], lp=(0, -0.5, 0), op=(0.3, 0.2, 0.1)),
     ]
     constraints = [
-        ('<PointConstraint name="point"><socket_body_1>/bodyset/pc2</socket_body_1><socket_body_2>/ground'
-         '</socket_body_2><location_body_1>0 -0.6 0</location_body_1><location_body_2>2.3 -0.7 0.2'
-         "</location_body_2></PointConstraint>",
-         sj.PointConstraint(name="point", body_1="/bodyset/pc2", body_2="/ground", location_body_1=(0, -0.6, 0),
-                            location_body_2=(2.3, -0.7, 0.2))),
-        ('<WeldConstraint name="weld"><socket_frame1>/bodyset/wc2</socket_frame1><socket_frame2>/ground'
-         "</socket_frame2></WeldConstraint>",
-         sj.WeldConstraint(name="weld", frame1="/bodyset/wc2", frame2="/ground")),
-        ('<CoordinateCouplerConstraint name="coupler"><independent_coordinate_names>c1'
-         "</independent_coordinate_names><dependent_coordinate_name>c2</dependent_coordinate_name>"
-         f"<coupled_coordinates_function>{coupling.xml}</coupled_coordinates_function><scale_factor>1.5"
-         "</scale_factor></CoordinateCouplerConstraint>",
-         sj.CoordinateCouplerConstraint(name="coupler", independent_coordinate="/jointset/cj1/c1",
-                                        dependent_coordinate="/jointset/cj2/c2",
-                                        coupled_coordinates_function=coupling.sj, scale_factor=1.5)),
+        (
+            '<PointConstraint name="point"><socket_body_1>/bodyset/pc2</socket_body_1><socket_body_2>/ground'
+            "</socket_body_2><location_body_1>0 -0.6 0</location_body_1><location_body_2>2.3 -0.7 0.2"
+            "</location_body_2></PointConstraint>",
+            sj.PointConstraint(
+                name="point",
+                body_1="/bodyset/pc2",
+                body_2="/ground",
+                location_body_1=(0, -0.6, 0),
+                location_body_2=(2.3, -0.7, 0.2),
+            ),
+        ),
+        (
+            '<WeldConstraint name="weld"><socket_frame1>/bodyset/wc2</socket_frame1><socket_frame2>/ground'
+            "</socket_frame2></WeldConstraint>",
+            sj.WeldConstraint(name="weld", frame1="/bodyset/wc2", frame2="/ground"),
+        ),
+        (
+            '<CoordinateCouplerConstraint name="coupler"><independent_coordinate_names>c1'
+            "</independent_coordinate_names><dependent_coordinate_name>c2</dependent_coordinate_name>"
+            f"<coupled_coordinates_function>{coupling.xml}</coupled_coordinates_function><scale_factor>1.5"
+            "</scale_factor></CoordinateCouplerConstraint>",
+            sj.CoordinateCouplerConstraint(
+                name="coupler",
+                independent_coordinate="/jointset/cj1/c1",
+                dependent_coordinate="/jointset/cj2/c2",
+                coupled_coordinates_function=coupling.sj,
+                scale_factor=1.5,
+            ),
+        ),
     ]
     xml, model = build(bodies, joints, constraints)
     system = model.build()

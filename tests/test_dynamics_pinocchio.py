@@ -66,16 +66,24 @@ def _joint(kind, name, parent, child, axis, coord, kw):
     if kind == "planar":
         return sj.PlanarJoint(name, parent, child, **kw), pin.JointModelPlanar()
     if kind == "universal":
-        return (sj.UniversalJoint(name, parent, child, **kw),
-                pin.JointModelUniversal(np.array([1.0, 0, 0]), np.array([0, 1.0, 0])))
+        return (
+            sj.UniversalJoint(name, parent, child, **kw),
+            pin.JointModelUniversal(np.array([1.0, 0, 0]), np.array([0, 1.0, 0])),
+        )
     o1, o2 = _other_axes(axis)
     if kind == "custom_rev":
-        axes = [sj.TransformAxis(coordinates=(coord,), axis=axis), sj.TransformAxis(axis=o1),
-                sj.TransformAxis(axis=o2)] + [sj.TransformAxis(axis=e) for e in np.eye(3)]
+        axes = [
+            sj.TransformAxis(coordinates=(coord,), axis=axis),
+            sj.TransformAxis(axis=o1),
+            sj.TransformAxis(axis=o2),
+        ] + [sj.TransformAxis(axis=e) for e in np.eye(3)]
         jm = pin.JointModelRevoluteUnaligned(axis)
     else:
         axes = [sj.TransformAxis(axis=e) for e in np.eye(3)] + [
-            sj.TransformAxis(coordinates=(coord,), axis=axis), sj.TransformAxis(axis=o1), sj.TransformAxis(axis=o2)]
+            sj.TransformAxis(coordinates=(coord,), axis=axis),
+            sj.TransformAxis(axis=o1),
+            sj.TransformAxis(axis=o2),
+        ]
         jm = pin.JointModelPrismaticUnaligned(axis)
     return sj.CustomJoint(name, parent, child, spatial_transform=sj.SpatialTransform(axes=tuple(axes)), **kw), jm
 
@@ -97,8 +105,14 @@ def random_forest(seed, sizes, quaternions=False):
             kind = KINDS[int(rng.integers(len(KINDS)))]
             m, com, inertia = _random_inertia(rng)
             name, jname = f"t{t}b{b}", f"t{t}j{b}"
-            model = model.add(sj.Body(name, mass=m, mass_center=com, inertia=(
-                inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2])))
+            model = model.add(
+                sj.Body(
+                    name,
+                    mass=m,
+                    mass_center=com,
+                    inertia=(inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2]),
+                )
+            )
             lp, op = rng.normal(size=3) * 0.3, rng.uniform(-np.pi, np.pi, 3)
             lc, oc = rng.normal(size=3) * 0.3, rng.uniform(-np.pi, np.pi, 3)
             axis = rng.normal(size=3)
@@ -107,8 +121,16 @@ def random_forest(seed, sizes, quaternions=False):
             kw = dict(location_in_parent=lp, orientation_in_parent=op, location_in_child=lc, orientation_in_child=oc)
             joint, jm = _joint(kind, jname, ppath, f"/bodyset/{name}", axis, f"c{t}_{b}", kw)
             model = model.add(joint)
-            specs[(t, b)] = ((t, parent) if parent else None, jm, (_rot(op), lp), (_rot(oc), lc), m, com, inertia,
-                             jname)
+            specs[(t, b)] = (
+                (t, parent) if parent else None,
+                jm,
+                (_rot(op), lp),
+                (_rot(oc), lc),
+                m,
+                com,
+                inertia,
+                jname,
+            )
             joints.append((kind, jname))
         trees.append(joints)
     # Pinocchio's CRBA needs every subtree's speeds contiguous: add the joints depth first
@@ -151,7 +173,7 @@ def map_state(system, pm, joints, q, u):
         jj = pm.joints[pm.getJointId(jname)]
         iq, iv = jj.idx_q, jj.idx_v
         ui, mob = _joint_speeds(tree, jname)
-        qs = q[tree.q_start[mob]: tree.q_start[mob] + tree.nq_mob[mob]]
+        qs = q[tree.q_start[mob] : tree.q_start[mob] + tree.nq_mob[mob]]
         us = u[ui]
         if kind in ("ball", "free"):
             if tree.quaternions:
@@ -159,21 +181,21 @@ def map_state(system, pm, joints, q, u):
             else:
                 R, p = _rot(qs[:3]), qs[3:6]
             if kind == "ball":
-                qp[iq:iq + 4] = _quat_xyzw(R)
-                T[iv:iv + 3, ui] = R.T
+                qp[iq : iq + 4] = _quat_xyzw(R)
+                T[iv : iv + 3, ui] = R.T
             else:
-                qp[iq:iq + 3], qp[iq + 3:iq + 7] = p, _quat_xyzw(R)
-                T[iv:iv + 3, ui[3:]] = R.T
-                T[iv + 3:iv + 6, ui[:3]] = R.T
-                Tdu[iv:iv + 3] = -R.T @ np.cross(us[:3], us[3:])
+                qp[iq : iq + 3], qp[iq + 3 : iq + 7] = p, _quat_xyzw(R)
+                T[iv : iv + 3, ui[3:]] = R.T
+                T[iv + 3 : iv + 6, ui[:3]] = R.T
+                Tdu[iv : iv + 3] = -R.T @ np.cross(us[:3], us[3:])
         elif kind == "planar":
             th, x, y = qs
             c, s = np.cos(th), np.sin(th)
             R2 = np.array([[c, -s], [s, c]])
-            qp[iq:iq + 4] = [x, y, c, s]
-            T[iv:iv + 2, ui[1:]] = R2.T
+            qp[iq : iq + 4] = [x, y, c, s]
+            T[iv : iv + 2, ui[1:]] = R2.T
             T[iv + 2, ui[0]] = 1.0
-            Tdu[iv:iv + 2] = -us[0] * R2.T @ np.array([[0.0, -1.0], [1.0, 0.0]]) @ us[1:]
+            Tdu[iv : iv + 2] = -us[0] * R2.T @ np.array([[0.0, -1.0], [1.0, 0.0]]) @ us[1:]
         else:
             for k in range(len(ui)):
                 qp[iq + k] = qs[k]
@@ -201,8 +223,12 @@ def _rel(a, b):
     return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
 
 
-FORESTS = [(11, [40, 1, 7, 3, 2, 5, 1, 4], False), (12, [15, 20, 2, 9, 6, 4, 3, 1], False),
-           (13, [25, 6, 14, 2, 8, 3, 1, 2], False), (14, [40, 3, 2, 5, 1, 6, 2, 4], True)]
+FORESTS = [
+    (11, [40, 1, 7, 3, 2, 5, 1, 4], False),
+    (12, [15, 20, 2, 9, 6, 4, 3, 1], False),
+    (13, [25, 6, 14, 2, 8, 3, 1, 2], False),
+    (14, [40, 3, 2, 5, 1, 6, 2, 4], True),
+]
 
 
 @pytest.mark.parametrize("seed,sizes,quaternions", FORESTS)
@@ -216,7 +242,7 @@ def test_random_trees_match_pinocchio(seed, sizes, quaternions):
     if quaternions:
         for k in tree.quat_q:
             quat = rng.normal(size=(n_states, 4))
-            q[:, k:k + 4] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
+            q[:, k : k + 4] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     u = rng.normal(size=(n_states, tree.nu))
     udot = rng.normal(size=(n_states, tree.nu))
     tau = rng.normal(size=(n_states, tree.nu))

@@ -70,11 +70,16 @@ def _compare(osim_muscles, sj_muscles, n, rng, speeds, atol):
 
 def test_millard_equilibrium_matches_opensim():
     rng = np.random.default_rng(41)
-    osim_muscles = [_osim_millard("damped"), _osim_millard("undamped", fiber_damping=0.0),
-                    _osim_millard("rigid", ignore_tendon_compliance=True)]
-    sj_muscles = [sj.Millard2012EquilibriumMuscle("damped", *ARGS),
-                  sj.Millard2012EquilibriumMuscle("undamped", *ARGS, fiber_damping=0.0),
-                  sj.Millard2012EquilibriumMuscle("rigid", *ARGS, ignore_tendon_compliance=True)]
+    osim_muscles = [
+        _osim_millard("damped"),
+        _osim_millard("undamped", fiber_damping=0.0),
+        _osim_millard("rigid", ignore_tendon_compliance=True),
+    ]
+    sj_muscles = [
+        sj.Millard2012EquilibriumMuscle("damped", *ARGS),
+        sj.Millard2012EquilibriumMuscle("undamped", *ARGS, fiber_damping=0.0),
+        sj.Millard2012EquilibriumMuscle("rigid", *ARGS, ignore_tendon_compliance=True),
+    ]
     # OpenSim stops at a force error of 1e-8 fiso: about 1e-10 m of fiber length
     _compare(osim_muscles, sj_muscles, 50, rng, speeds=2.0, atol=2e-9)
 
@@ -91,15 +96,22 @@ def test_thelen_equilibrium_with_speeds_is_close_to_opensim():
     # OpenSim lags the force-velocity multiplier one Newton step behind; the fixed point
     # simjax solves agrees to the iteration's tolerance only
     rng = np.random.default_rng(43)
-    _compare([opensim.Thelen2003Muscle("thelen", *ARGS)], [sj.Thelen2003Muscle("thelen", *ARGS)], 30, rng,
-             speeds=1.0, atol=1e-6)
+    _compare(
+        [opensim.Thelen2003Muscle("thelen", *ARGS)],
+        [sj.Thelen2003Muscle("thelen", *ARGS)],
+        30,
+        rng,
+        speeds=1.0,
+        atol=1e-6,
+    )
 
 
 def test_equilibrium_is_robust_and_balanced():
     from simjax.forward import Context
 
-    system = sj_arm([sj.Millard2012EquilibriumMuscle("m", *ARGS),
-                     sj.Millard2012EquilibriumMuscle("short", 300.0, 0.12, 0.6, 0.15)]).build()
+    system = sj_arm(
+        [sj.Millard2012EquilibriumMuscle("m", *ARGS), sj.Millard2012EquilibriumMuscle("short", 300.0, 0.12, 0.6, 0.15)]
+    ).build()
     st0 = system.default_state()
     grid = [(q, a) for q in ((0.0, 0.0), (0.8, 1.9), (-1.0, 0.3)) for a in (0.0, 0.01, 1.0)]
     q = jnp.asarray([g[0] for g in grid])
@@ -112,7 +124,8 @@ def test_equilibrium_is_robust_and_balanced():
         eq = sj.equilibrate_muscles(system, st)
         ctx = Context(system, eq)
         return eq.z, ctx.group_output("/forceset/m", "fiber_force") * ctx.group_output(
-            "/forceset/m", "cos_pennation_angle") - ctx.group_output("/forceset/m", "tendon_force")
+            "/forceset/m", "cos_pennation_angle"
+        ) - ctx.group_output("/forceset/m", "tendon_force")
 
     z, residual = equilibrate(q, a)
     assert np.all(np.isfinite(z))

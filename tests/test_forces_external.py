@@ -14,18 +14,25 @@ from _forces_oracle import assert_close, osim_udot, set_osim_state, sj_states, s
 
 osim = pytest.importorskip("opensim")
 
-NAMES = ["free_coord_0", "free_coord_1", "free_coord_2", "free_coord_3", "free_coord_4", "free_coord_5",
-         "pin_coord_0"]
+NAMES = ["free_coord_0", "free_coord_1", "free_coord_2", "free_coord_3", "free_coord_4", "free_coord_5", "pin_coord_0"]
 N_STATES = 100
 
 
 def grf_table(n_rows):
     t = np.linspace(0.0, 1.0, n_rows)
     rng = np.random.default_rng(n_rows)
-    cols = {"ground_force_vx": 50 * np.sin(3 * t), "ground_force_vy": 700 + 100 * np.cos(5 * t),
-            "ground_force_vz": rng.normal(0, 5, n_rows), "ground_force_px": 0.1 * t, "ground_force_py": 0.0 * t,
-            "ground_force_pz": 0.05 + 0.02 * np.sin(7 * t), "ground_torque_x": 0 * t, "ground_torque_y": 3 * t ** 2,
-            "ground_torque_z": -t, "other": t}
+    cols = {
+        "ground_force_vx": 50 * np.sin(3 * t),
+        "ground_force_vy": 700 + 100 * np.cos(5 * t),
+        "ground_force_vz": rng.normal(0, 5, n_rows),
+        "ground_force_px": 0.1 * t,
+        "ground_force_py": 0.0 * t,
+        "ground_force_pz": 0.05 + 0.02 * np.sin(7 * t),
+        "ground_torque_x": 0 * t,
+        "ground_torque_y": 3 * t**2,
+        "ground_torque_z": -t,
+        "other": t,
+    }
     return TimeSeriesTable(t, np.stack(list(cols.values()), 1), list(cols))
 
 
@@ -34,8 +41,11 @@ def _bodies_osim(m):
     link = osim.Body("link", 1.0, osim.Vec3(0, 0.25, 0), osim.Inertia(0.1, 0.01, 0.1, 0, 0, 0))
     m.addBody(block), m.addBody(link)
     m.addJoint(osim.FreeJoint("free", m.getGround(), block))
-    m.addJoint(osim.PinJoint("pin", block, osim.Vec3(0, 0.1, 0), osim.Vec3(0.2, 0, 0), link, osim.Vec3(0, 0.5, 0),
-                             osim.Vec3(0, 0, 0)))
+    m.addJoint(
+        osim.PinJoint(
+            "pin", block, osim.Vec3(0, 0.1, 0), osim.Vec3(0.2, 0, 0), link, osim.Vec3(0, 0.5, 0), osim.Vec3(0, 0, 0)
+        )
+    )
     return block, link
 
 
@@ -44,15 +54,26 @@ def _bodies_sj():
     m = m.add(sj.Body("block", mass=2.0, mass_center=(0.1, 0.2, 0.0), inertia=(0.3, 0.4, 0.5, 0.01, 0.02, 0.03)))
     m = m.add(sj.Body("link", mass=1.0, mass_center=(0, 0.25, 0), inertia=(0.1, 0.01, 0.1, 0, 0, 0)))
     m = m.add(sj.FreeJoint("free", "/ground", "/bodyset/block"))
-    m = m.add(sj.PinJoint("pin", "/bodyset/block", "/bodyset/link", location_in_parent=(0, 0.1, 0),
-                          orientation_in_parent=(0.2, 0, 0), location_in_child=(0, 0.5, 0)))
+    m = m.add(
+        sj.PinJoint(
+            "pin",
+            "/bodyset/block",
+            "/bodyset/link",
+            location_in_parent=(0, 0.1, 0),
+            orientation_in_parent=(0.2, 0, 0),
+            location_in_child=(0, 0.5, 0),
+        )
+    )
     return m
 
 
 def _random(seed):
     rng = np.random.default_rng(seed)
-    return (rng.uniform(-1, 1, (N_STATES, len(NAMES))), rng.uniform(-1, 1, (N_STATES, len(NAMES))),
-            rng.uniform(-0.1, 1.1, N_STATES))
+    return (
+        rng.uniform(-1, 1, (N_STATES, len(NAMES))),
+        rng.uniform(-1, 1, (N_STATES, len(NAMES))),
+        rng.uniform(-0.1, 1.1, N_STATES),
+    )
 
 
 def _compare(om, s, system, Q, U, T):
@@ -80,11 +101,28 @@ def test_external_force_matches_opensim(tmp_path, n_rows):
     om.addForce(ef2)
     s = om.initSystem()
     m = _bodies_sj()
-    m = m.add(ExternalForce("ef1", "link", table, force_identifier="ground_force_v", point_identifier="ground_force_p",
-                            torque_identifier="ground_torque_", force_expressed_in_body="ground",
-                            point_expressed_in_body="block"))
-    m = m.add(ExternalForce("ef2", "block", table, force_identifier="ground_force_v",
-                            torque_identifier="ground_torque_", force_expressed_in_body="link"))
+    m = m.add(
+        ExternalForce(
+            "ef1",
+            "link",
+            table,
+            force_identifier="ground_force_v",
+            point_identifier="ground_force_p",
+            torque_identifier="ground_torque_",
+            force_expressed_in_body="ground",
+            point_expressed_in_body="block",
+        )
+    )
+    m = m.add(
+        ExternalForce(
+            "ef2",
+            "block",
+            table,
+            force_identifier="ground_force_v",
+            torque_identifier="ground_torque_",
+            force_expressed_in_body="link",
+        )
+    )
     system = m.build()
     Q, U, T = _random(n_rows)
     _compare(om, s, system, Q, U, T)
@@ -116,11 +154,17 @@ def test_prescribed_force_matches_opensim():
     om.addForce(f2)
     s = om.initSystem()
     m = _bodies_sj().add(PhysicalOffsetFrame("link_frame", "/bodyset/link", translation=(0.1, 0.2, 0.3)))
-    m = m.add(PrescribedForce("pf1", "/link_frame",
-                              (sj.Sine(10, 2, 0.3, 1), sj.LinearFunction((5, -1)), sj.Constant(2.0)),
-                              (sj.Constant(0.1), sj.LinearFunction((0.2, 0.0)), sj.Constant(-0.05)),
-                              (sj.Constant(1.0), sj.Sine(2, 3, 0, 0), sj.LinearFunction((-1, 0.5))),
-                              forceIsGlobal=False, pointIsGlobal=True))
+    m = m.add(
+        PrescribedForce(
+            "pf1",
+            "/link_frame",
+            (sj.Sine(10, 2, 0.3, 1), sj.LinearFunction((5, -1)), sj.Constant(2.0)),
+            (sj.Constant(0.1), sj.LinearFunction((0.2, 0.0)), sj.Constant(-0.05)),
+            (sj.Constant(1.0), sj.Sine(2, 3, 0, 0), sj.LinearFunction((-1, 0.5))),
+            forceIsGlobal=False,
+            pointIsGlobal=True,
+        )
+    )
     m = m.add(PrescribedForce("pf2", "/bodyset/block", (sj.Constant(3.0), sj.Constant(-4.0), sj.Sine(1, 1, 0, 0))))
     system = m.build()
     Q, U, T = _random(7)

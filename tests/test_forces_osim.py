@@ -52,8 +52,10 @@ def test_bouncing_block_loads_and_matches_opensim(tmp_path):
     om2, s2 = _osim_from_text(text, tmp_path)
     _compare(om2, s2, system, BB_COORDS, Q[:20], U[:20], 1e-8)
     again = loads_osim(text).build()
-    np.testing.assert_array_equal(sj_udot(again, BB_COORDS, sj_states(again, BB_COORDS, Q, U)),
-                                  sj_udot(system, BB_COORDS, sj_states(system, BB_COORDS, Q, U)))
+    np.testing.assert_array_equal(
+        sj_udot(again, BB_COORDS, sj_states(again, BB_COORDS, Q, U)),
+        sj_udot(system, BB_COORDS, sj_states(system, BB_COORDS, Q, U)),
+    )
 
 
 def test_written_passive_forces_load_in_opensim(tmp_path):
@@ -84,10 +86,16 @@ def test_prescribed_force_round_trip(tmp_path):
 
     m = sj.Model("pf").add(sj.Body("b", mass=2.0, inertia=(0.1, 0.2, 0.3, 0, 0, 0)))
     m = m.add(sj.FreeJoint("free", "/ground", "/bodyset/b"))
-    m = m.add(PrescribedForce("pf", "/bodyset/b", (sj.Sine(3, 2, 0.1, 0.5), sj.Constant(1.0),
-                                                   sj.LinearFunction((2.0, -1.0))),
-                              (sj.Constant(0.1), sj.Constant(0.0), sj.Constant(-0.2)),
-                              (sj.Constant(0.5), sj.Constant(0.0), sj.Sine(1, 1, 0, 0)), forceIsGlobal=False))
+    m = m.add(
+        PrescribedForce(
+            "pf",
+            "/bodyset/b",
+            (sj.Sine(3, 2, 0.1, 0.5), sj.Constant(1.0), sj.LinearFunction((2.0, -1.0))),
+            (sj.Constant(0.1), sj.Constant(0.0), sj.Constant(-0.2)),
+            (sj.Constant(0.5), sj.Constant(0.0), sj.Sine(1, 1, 0, 0)),
+            forceIsGlobal=False,
+        )
+    )
     system = m.build()
     text = dumps_osim(m)
     om, s = _osim_from_text(text, tmp_path)

@@ -13,8 +13,10 @@ from _forces_oracle import assert_close, osim_udot, set_osim_state, sj_states, s
 osim = pytest.importorskip("opensim")
 
 NAMES = ["free_coord_%d" % i for i in range(6)] + ["pin_coord_0"]
-LINES = [("c1", "ground", (1.0, 2.0, 3.0), (0.1, 0.2, -0.3), "block", (0.05, -0.1, 0.2)),
-         ("c2", "ground", (0.0, 1.0, 0.5), (0.0, 0.0, 0.1), "link", (0.1, 0.3, 0.0))]
+LINES = [
+    ("c1", "ground", (1.0, 2.0, 3.0), (0.1, 0.2, -0.3), "block", (0.05, -0.1, 0.2)),
+    ("c2", "ground", (0.0, 1.0, 0.5), (0.0, 0.0, 0.1), "link", (0.1, 0.3, 0.0)),
+]
 
 
 def build_osim():
@@ -23,8 +25,11 @@ def build_osim():
     link = osim.Body("link", 1.0, osim.Vec3(0, 0.25, 0), osim.Inertia(0.1, 0.01, 0.1, 0, 0, 0))
     m.addBody(block), m.addBody(link)
     m.addJoint(osim.FreeJoint("free", m.getGround(), block))
-    m.addJoint(osim.PinJoint("pin", block, osim.Vec3(0, 0.1, 0), osim.Vec3(0.2, 0, 0), link, osim.Vec3(0, 0.5, 0),
-                             osim.Vec3(0, 0, 0)))
+    m.addJoint(
+        osim.PinJoint(
+            "pin", block, osim.Vec3(0, 0.1, 0), osim.Vec3(0.2, 0, 0), link, osim.Vec3(0, 0.5, 0), osim.Vec3(0, 0, 0)
+        )
+    )
     bodies = {"ground": m.getGround(), "block": block, "link": link}
     for name, lb, d, p, fb, s in LINES:
         c = osim.PointOnLineConstraint(bodies[lb], osim.Vec3(*d), osim.Vec3(*p), bodies[fb], osim.Vec3(*s))
@@ -38,8 +43,16 @@ def build_sj():
     m = m.add(sj.Body("block", mass=2.0, mass_center=(0.1, 0.2, 0.0), inertia=(0.3, 0.4, 0.5, 0.01, 0.02, 0.03)))
     m = m.add(sj.Body("link", mass=1.0, mass_center=(0, 0.25, 0), inertia=(0.1, 0.01, 0.1, 0, 0, 0)))
     m = m.add(sj.FreeJoint("free", "/ground", "/bodyset/block"))
-    m = m.add(sj.PinJoint("pin", "/bodyset/block", "/bodyset/link", location_in_parent=(0, 0.1, 0),
-                          orientation_in_parent=(0.2, 0, 0), location_in_child=(0, 0.5, 0)))
+    m = m.add(
+        sj.PinJoint(
+            "pin",
+            "/bodyset/block",
+            "/bodyset/link",
+            location_in_parent=(0, 0.1, 0),
+            orientation_in_parent=(0.2, 0, 0),
+            location_in_child=(0, 0.5, 0),
+        )
+    )
     path = {"ground": "/ground", "block": "/bodyset/block", "link": "/bodyset/link"}
     for name, lb, d, p, fb, s in LINES:
         m = m.add(PointOnLineConstraint(name, path[lb], d, p, path[fb], s))

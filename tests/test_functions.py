@@ -428,8 +428,18 @@ def test_multiplier_function_matches_opensim():
 
 def test_fields_are_opensim_property_names():
     osim = pytest.importorskip("opensim")
-    classes = [Constant, LinearFunction, PolynomialFunction, PiecewiseLinearFunction,
-               PiecewiseConstantFunction, SimmSpline, GCVSpline, MultiplierFunction, StepFunction, Sine]
+    classes = [
+        Constant,
+        LinearFunction,
+        PolynomialFunction,
+        PiecewiseLinearFunction,
+        PiecewiseConstantFunction,
+        SimmSpline,
+        GCVSpline,
+        MultiplierFunction,
+        StepFunction,
+        Sine,
+    ]
     for cls in classes:
         g = getattr(osim, cls.__name__)()
         props = {g.getPropertyByIndex(i).getName() for i in range(g.getNumProperties())}
@@ -539,9 +549,14 @@ def _fd(fun, p, h):
 def test_grad_in_x_matches_analytic_derivatives():
     rng = np.random.default_rng(80)
     x, y = _random_knots(rng, 9)
-    funcs = [SimmSpline(x, y), GCVSpline(3, x, y), PiecewiseLinearFunction(x[:6], y[:6]),
-             StepFunction(0.1, 0.9, 1.0, 3.0), Sine(1.3, 2.0, 0.1, 0.2),
-             PolynomialFunction([1.0, -2.0, 0.5, 3.0])]
+    funcs = [
+        SimmSpline(x, y),
+        GCVSpline(3, x, y),
+        PiecewiseLinearFunction(x[:6], y[:6]),
+        StepFunction(0.1, 0.9, 1.0, 3.0),
+        Sine(1.3, 2.0, 0.1, 0.2),
+        PolynomialFunction([1.0, -2.0, 0.5, 3.0]),
+    ]
     inner = 0.37 * x[1:] + 0.63 * x[:-1]
     ts = np.concatenate([x[0] - [0.7, 0.1], inner, x[-1] + [0.1, 0.7], [0.3, 0.5], x[[0, -1]]])
 

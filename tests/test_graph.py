@@ -32,9 +32,15 @@ def mob_of(g, body_name):
 
 def four_bar():
     # Simbody's own loop test: pin4 closes ground-body1-body2-body3-ground.
-    return make([("body1", 1.8), ("body2", 1.8), ("body3", 1.8)],
-                [("pin1", "pin", "ground", "body1"), ("pin2", "pin", "body1", "body2"),
-                 ("pin3", "pin", "body2", "body3"), ("pin4", "pin", "body3", "ground")])
+    return make(
+        [("body1", 1.8), ("body2", 1.8), ("body3", 1.8)],
+        [
+            ("pin1", "pin", "ground", "body1"),
+            ("pin2", "pin", "body1", "body2"),
+            ("pin3", "pin", "body2", "body3"),
+            ("pin4", "pin", "body3", "ground"),
+        ],
+    )
 
 
 # -- input and joint types -----------------------------------------------------------------
@@ -53,8 +59,13 @@ def test_joint_types_and_numbering():
 
 
 def test_renamed_weld_and_free_types():
-    g = make([("b1", 1.0), ("b2", 1.0)], [("w", "WeldJoint", "ground", "b1")],
-             types=[], weld_type_name="WeldJoint", free_type_name="FreeJoint")
+    g = make(
+        [("b1", 1.0), ("b2", 1.0)],
+        [("w", "WeldJoint", "ground", "b1")],
+        types=[],
+        weld_type_name="WeldJoint",
+        free_type_name="FreeJoint",
+    )
     assert g.weld_type_name == "WeldJoint" and g.free_type_name == "FreeJoint"
     g.generate_graph()
     added = g.joints[-1]
@@ -65,20 +76,23 @@ def test_renamed_weld_and_free_types():
         g.add_joint("x", "weld", "b1", "b2")
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda g: g.add_joint_type("pin", 1), "duplicate joint type 'pin'"),
-    (lambda g: g.add_joint_type("bad", 7), "from 0 to 6"),
-    (lambda g: g.add_joint_type("free", 6), "reserved"),
-    (lambda g: g.add_body("b1", 2.0), "duplicate body name 'b1'"),
-    (lambda g: g.add_body("neg", -1.0), "body 'neg': mass must be >= 0"),
-    (lambda g: g.add_body("nan", float("nan")), "mass must be >= 0"),
-    (lambda g: g.add_joint("j1", "pin", "b1", "b2"), "duplicate joint name 'j1'"),
-    (lambda g: g.add_joint("j9", "hinge", "b1", "b2"), "'j9' has unknown joint type 'hinge'"),
-    (lambda g: g.add_joint("j9", "pin", "nobody", "b2"), "'j9' has unknown parent body 'nobody'"),
-    (lambda g: g.add_joint("j9", "pin", "b1", "nobody"), "'j9' has unknown child body 'nobody'"),
-    (lambda g: g.add_joint("j9", "pin", "b2", "b2"), "joint 'j9' connects body 'b2' to itself"),
-    (lambda g: g.delete_body("ground"), "'ground' is Ground and cannot be deleted"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda g: g.add_joint_type("pin", 1), "duplicate joint type 'pin'"),
+        (lambda g: g.add_joint_type("bad", 7), "from 0 to 6"),
+        (lambda g: g.add_joint_type("free", 6), "reserved"),
+        (lambda g: g.add_body("b1", 2.0), "duplicate body name 'b1'"),
+        (lambda g: g.add_body("neg", -1.0), "body 'neg': mass must be >= 0"),
+        (lambda g: g.add_body("nan", float("nan")), "mass must be >= 0"),
+        (lambda g: g.add_joint("j1", "pin", "b1", "b2"), "duplicate joint name 'j1'"),
+        (lambda g: g.add_joint("j9", "hinge", "b1", "b2"), "'j9' has unknown joint type 'hinge'"),
+        (lambda g: g.add_joint("j9", "pin", "nobody", "b2"), "'j9' has unknown parent body 'nobody'"),
+        (lambda g: g.add_joint("j9", "pin", "b1", "nobody"), "'j9' has unknown child body 'nobody'"),
+        (lambda g: g.add_joint("j9", "pin", "b2", "b2"), "joint 'j9' connects body 'b2' to itself"),
+        (lambda g: g.delete_body("ground"), "'ground' is Ground and cannot be deleted"),
+    ],
+)
 def test_bad_input_is_rejected_with_a_clear_message(call, match):
     g = make([("b1", 1.0), ("b2", 1.0)], [("j1", "pin", "ground", "b1")])
     with pytest.raises(GraphError, match=match):
@@ -95,9 +109,10 @@ def test_no_ground_yet():
 
 
 def test_delete_joint_and_body_renumber():
-    g = make([("a", 1.0), ("b", 1.0), ("c", 1.0)],
-             [("ja", "pin", "ground", "a"), ("jb", "pin", "a", "b"), ("jc", "pin", "b", "c"),
-              ("jx", "pin", "ground", "c")])
+    g = make(
+        [("a", 1.0), ("b", 1.0), ("c", 1.0)],
+        [("ja", "pin", "ground", "a"), ("jb", "pin", "a", "b"), ("jc", "pin", "b", "c"), ("jx", "pin", "ground", "c")],
+    )
     assert g.delete_joint("nope") is False and g.delete_body("nope") is False
     assert g.delete_joint("jb") is True
     assert [j.name for j in g.joints] == ["ja", "jc", "jx"]
@@ -128,9 +143,10 @@ def test_changing_input_discards_the_graph():
 
 
 def test_serial_chain():
-    g = make([(f"body{i}", 1.8) for i in range(1, 6)],
-             [(f"pin{i}", "pin", "ground" if i == 1 else f"body{i - 1}", f"body{i}")
-              for i in range(1, 6)])
+    g = make(
+        [(f"body{i}", 1.8) for i in range(1, 6)],
+        [(f"pin{i}", "pin", "ground" if i == 1 else f"body{i - 1}", f"body{i}") for i in range(1, 6)],
+    )
     g.generate_graph()
     ground, *mobs = g.mobilizers
     assert ground.is_ground and ground.joint is None and ground.level == 0
@@ -168,25 +184,26 @@ def test_loop_is_cut_by_a_slave_and_a_weld():
 
 
 def test_two_slaves_of_one_master_are_numbered():
-    g = make([("a", 1.0), ("b", 1.0)],
-             [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "pin", "ground", "b"),
-              ("j3", "pin", "a", "b")])
+    g = make(
+        [("a", 1.0), ("b", 1.0)],
+        [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "pin", "ground", "b"), ("j3", "pin", "a", "b")],
+    )
     g.generate_graph()
     assert [b.name for b in g.bodies[3:]] == ["#b_slave_1", "#b_slave_2"]
     assert g.bodies[2].slaves == [3, 4] and g.mobilizers[3].num_fragments == 3
-    assert [(c.parent_body, c.child_body, c.joint) for c in g.loop_constraints] == \
-        [(2, 3, 1), (2, 4, 3)]
+    assert [(c.parent_body, c.child_body, c.joint) for c in g.loop_constraints] == [(2, 3, 1), (2, 4, 3)]
 
 
 def test_good_loop_joints_become_constraints():
-    g = make([("a", 1.0), ("b", 1.0)],
-             [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "weld", "b", "a")],
-             types=[("pin", 1), ("ball", 3, True)])
+    g = make(
+        [("a", 1.0), ("b", 1.0)],
+        [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "weld", "b", "a")],
+        types=[("pin", 1), ("ball", 3, True)],
+    )
     g.generate_graph()
     assert len(g.bodies) == 3 and len(g.mobilizers) == 3
     (c,) = g.loop_constraints
-    assert (c.type_name, c.joint, c.parent_body, c.child_body, c.is_slave_weld) == \
-        ("weld", 2, 2, 1, False)
+    assert (c.type_name, c.joint, c.parent_body, c.child_body, c.is_slave_weld) == ("weld", 2, 2, 1, False)
     assert g.joints[2].loop_constraint == 0 and g.joints[2].mobilizer is None
 
     g.delete_joint("j2")
@@ -196,17 +213,20 @@ def test_good_loop_joints_become_constraints():
     assert (c.type_name, c.parent_body, c.child_body) == ("ball", 1, 2)
     assert not any(b.is_slave for b in g.bodies)
     # Without the flag on the type, the same joint needs a slave body.
-    g = make([("a", 1.0), ("b", 1.0)],
-             [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"),
-              ("j2", "ball", "a", "b", True)], types=[("pin", 1), ("ball", 3)])
+    g = make(
+        [("a", 1.0), ("b", 1.0)],
+        [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "ball", "a", "b", True)],
+        types=[("pin", 1), ("ball", 3)],
+    )
     g.generate_graph()
     (c,) = g.loop_constraints
     assert c.is_slave_weld and g.bodies[3].name == "#b_slave_1"
 
 
 def test_loop_closing_free_joint_imposes_nothing():
-    g = make([("a", 1.0), ("b", 1.0)],
-             [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "free", "b", "a")])
+    g = make(
+        [("a", 1.0), ("b", 1.0)], [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "free", "b", "a")]
+    )
     g.generate_graph()
     assert sum(m.num_mobilities for m in g.mobilizers) == 2
     assert not any(b.is_slave for b in g.bodies) and len(g.mobilizers) == 3
@@ -241,9 +261,10 @@ def test_reversed_mobilizer():
 
 
 def test_levels():
-    g = make([("a", 1.0), ("b", 1.0), ("c", 1.0), ("d", 1.0)],
-             [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "pin", "b", "c"),
-              ("j3", "pin", "ground", "d")])
+    g = make(
+        [("a", 1.0), ("b", 1.0), ("c", 1.0), ("d", 1.0)],
+        [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "pin", "b", "c"), ("j3", "pin", "ground", "d")],
+    )
     g.generate_graph()
     assert [b.level for b in g.bodies] == [0, 1, 2, 3, 1]
     assert [m.level for m in g.mobilizers] == [0, 1, 1, 2, 3]
@@ -269,8 +290,10 @@ def test_lonely_bodies_get_free_joints_to_ground():
 
 
 def test_must_be_base_body():
-    g = make([("a", 1.0), ("b", 1.0, True), ("c", 1.0, True)],
-             [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "pin", "c", "ground")])
+    g = make(
+        [("a", 1.0), ("b", 1.0, True), ("c", 1.0, True)],
+        [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "b"), ("j2", "pin", "c", "ground")],
+    )
     g.generate_graph()
     # b is attached to Ground first; c already has a direct joint to Ground.
     assert [j.name for j in g.joints] == ["j0", "j1", "j2", "#ground_b"]
@@ -280,21 +303,23 @@ def test_must_be_base_body():
     assert mob_of(g, "c").joint == 2 and mob_of(g, "c").is_reversed
 
 
-@pytest.mark.parametrize("joints, base", [
-    # Parent-only bodies a (1 child) and b (2 children): b.
-    ([("a", "c"), ("b", "c"), ("b", "d")], "b"),
-    # Tie between parent-only a and b: the first.
-    ([("a", "c"), ("b", "c")], "a"),
-    # Parent-only d beats a, which has more children but is also a child.
-    ([("a", "b"), ("a", "c"), ("d", "a")], "d"),
-    # No parent-only body: most children, ties to the first.
-    ([("a", "b"), ("b", "c"), ("c", "a")], "a"),
-    ([("a", "b"), ("b", "c"), ("c", "a"), ("b", "d")], "b"),
-])
+@pytest.mark.parametrize(
+    "joints, base",
+    [
+        # Parent-only bodies a (1 child) and b (2 children): b.
+        ([("a", "c"), ("b", "c"), ("b", "d")], "b"),
+        # Tie between parent-only a and b: the first.
+        ([("a", "c"), ("b", "c")], "a"),
+        # Parent-only d beats a, which has more children but is also a child.
+        ([("a", "b"), ("a", "c"), ("d", "a")], "d"),
+        # No parent-only body: most children, ties to the first.
+        ([("a", "b"), ("b", "c"), ("c", "a")], "a"),
+        ([("a", "b"), ("b", "c"), ("c", "a"), ("b", "d")], "b"),
+    ],
+)
 def test_base_body_heuristic(joints, base):
     names = sorted({n for pair in joints for n in pair})
-    g = make([(n, 1.0) for n in names],
-             [(f"j{i}", "pin", p, c) for i, (p, c) in enumerate(joints)])
+    g = make([(n, 1.0) for n in names], [(f"j{i}", "pin", p, c) for i, (p, c) in enumerate(joints)])
     g.generate_graph()
     added = [j for j in g.joints if j.is_added_base_joint]
     assert [j.name for j in added] == [f"#ground_{base}"]
@@ -302,9 +327,17 @@ def test_base_body_heuristic(joints, base):
 
 
 def test_base_body_heuristic_after_an_edit():
-    g = make([(n, 1.0) for n in "abcdef"],
-             [("j0", "pin", "c", "d"), ("j1", "pin", "c", "e"), ("j2", "pin", "c", "f"),
-              ("j3", "pin", "b", "c"), ("j4", "pin", "a", "b"), ("j5", "pin", "f", "a")])
+    g = make(
+        [(n, 1.0) for n in "abcdef"],
+        [
+            ("j0", "pin", "c", "d"),
+            ("j1", "pin", "c", "e"),
+            ("j2", "pin", "c", "f"),
+            ("j3", "pin", "b", "c"),
+            ("j4", "pin", "a", "b"),
+            ("j5", "pin", "f", "a"),
+        ],
+    )
     g.generate_graph()
     # Every body is some joint's child: c, with the most children, is chosen.
     assert [j.name for j in g.joints if j.is_added_base_joint] == ["#ground_c"]
@@ -315,13 +348,11 @@ def test_base_body_heuristic_after_an_edit():
 
 
 def test_one_free_joint_per_island():
-    g = make([(n, 1.0) for n in "abcd"],
-             [("j0", "pin", "a", "b"), ("j1", "pin", "c", "d")])
+    g = make([(n, 1.0) for n in "abcd"], [("j0", "pin", "a", "b"), ("j1", "pin", "c", "d")])
     g.generate_graph()
     assert [j.name for j in g.joints[2:]] == ["#ground_a", "#ground_c"]
     # The second island is found after the first has been grown: a, b, then c, d.
-    assert [g.bodies[m.outboard_body].name for m in g.mobilizers] == \
-        ["ground", "a", "b", "c", "d"]
+    assert [g.bodies[m.outboard_body].name for m in g.mobilizers] == ["ground", "a", "b", "c", "d"]
     assert [m.level for m in g.mobilizers] == [0, 1, 2, 1, 2]
 
 
@@ -347,17 +378,25 @@ def test_massless_body_without_joints_is_rejected():
 
 
 def test_intermediate_massless_body_keeps_the_chain():
-    g = make([("body1", 1.8), ("body2", 0.0), ("body3", 1.8)],
-             [("pin1", "pin", "ground", "body1"), ("pin2", "pin", "body1", "body2"),
-              ("pin3", "pin", "body2", "body3")])
+    g = make(
+        [("body1", 1.8), ("body2", 0.0), ("body3", 1.8)],
+        [("pin1", "pin", "ground", "body1"), ("pin2", "pin", "body1", "body2"), ("pin3", "pin", "body2", "body3")],
+    )
     g.generate_graph()
     assert [m.level for m in g.mobilizers] == [0, 1, 2, 3]
 
 
 def test_massless_body_pulls_in_its_heaviest_outboard_neighbour_first():
-    g = make([("m", 0.0), ("x", 1.0), ("light", 1.0), ("heavy", 5.0), ("big", 10.0)],
-             [("j0", "pin", "ground", "m"), ("j1", "pin", "ground", "x"),
-              ("j2", "pin", "m", "light"), ("j3", "pin", "m", "heavy"), ("j4", "pin", "big", "m")])
+    g = make(
+        [("m", 0.0), ("x", 1.0), ("light", 1.0), ("heavy", 5.0), ("big", 10.0)],
+        [
+            ("j0", "pin", "ground", "m"),
+            ("j1", "pin", "ground", "x"),
+            ("j2", "pin", "m", "light"),
+            ("j3", "pin", "m", "heavy"),
+            ("j4", "pin", "big", "m"),
+        ],
+    )
     g.generate_graph()
     # Forward joints are preferred to the reversed one to a heavier body; the extension is
     # placed right after m, one level out, ahead of x at level 1.
@@ -376,8 +415,10 @@ def test_massless_body_extends_through_a_reversed_joint():
 def test_growth_goes_on_past_a_massless_extension():
     # h is pulled in at level 2 while level 1 is grown; the level-2 sweep adds nothing else
     # but must still count h, or c would wrongly get its own free joint to Ground.
-    g = make([("m", 0.0), ("h", 1.0), ("c", 1.0)],
-             [("j0", "pin", "ground", "m"), ("j1", "pin", "m", "h"), ("j2", "pin", "h", "c")])
+    g = make(
+        [("m", 0.0), ("h", 1.0), ("c", 1.0)],
+        [("j0", "pin", "ground", "m"), ("j1", "pin", "m", "h"), ("j2", "pin", "h", "c")],
+    )
     g.generate_graph()
     assert not any(j.is_added_base_joint for j in g.joints)
     assert [m.level for m in g.mobilizers] == [0, 1, 2, 3]
@@ -385,9 +426,10 @@ def test_growth_goes_on_past_a_massless_extension():
 
 def test_two_mobile_massless_bodies_in_a_row_are_rejected():
     # As in Simbody: the extension only looks for massful neighbours.
-    g = make([("a", 1.0), ("m1", 0.0), ("m2", 0.0), ("c", 1.0)],
-             [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "m1"), ("j2", "pin", "m1", "m2"),
-              ("j3", "pin", "m2", "c")])
+    g = make(
+        [("a", 1.0), ("m1", 0.0), ("m2", 0.0), ("c", 1.0)],
+        [("j0", "pin", "ground", "a"), ("j1", "pin", "a", "m1"), ("j2", "pin", "m1", "m2"), ("j3", "pin", "m2", "c")],
+    )
     with pytest.raises(GraphError, match="massless body 'm1'.*joint 'j1'"):
         g.generate_graph()
     assert g.mobilizers == () and len(g.joints) == 4
@@ -436,12 +478,11 @@ def test_dump_graph():
     assert " 4  3: #body3_slave_1 mass=nan mob=4 master=3 " in lines
     assert "  jointsAsParent=[ 3]\t  jointsAsChild=[ 2]\t  slaves=[ 4]" in lines
     assert "4 JOINTS:" in lines and "5 MOBILIZERS:" in lines and "1 LOOP CONSTRAINTS:" in lines
-    assert "%2d %2d: %20s %20s->%-20s %10s loopc=%2d %s %s" % (
-        3, 2, "pin4", "body3", "ground", "pin", -1, "", "") in lines
-    assert "%2d %2d: %20s %20s->%-20s %10s %2d %3s" % (
-        2, 1, "pin4", "ground", "body3", "pin", 3, "REV") in lines
-    assert "%2d %2d: %20s %20s->%-20s %10s %2d %3s" % (
-        4, 3, "pin3", "body2", "#body3_slave_1", "pin", 2, "") in lines
+    assert (
+        "%2d %2d: %20s %20s->%-20s %10s loopc=%2d %s %s" % (3, 2, "pin4", "body3", "ground", "pin", -1, "", "") in lines
+    )
+    assert "%2d %2d: %20s %20s->%-20s %10s %2d %3s" % (2, 1, "pin4", "ground", "body3", "pin", 3, "REV") in lines
+    assert "%2d %2d: %20s %20s->%-20s %10s %2d %3s" % (4, 3, "pin3", "body2", "#body3_slave_1", "pin", 2, "") in lines
     assert "0: weld parent=body3 child=#body3_slave_1 jointNum=2 SLAVE WELD" in lines
     assert text.endswith("----- END OF MULTIBODY GRAPH.\n\n")
 
@@ -461,17 +502,20 @@ TYPE_NAMES = ["weld", "free"] + [t[0] for t in TYPES]
 @st.composite
 def random_graphs(draw):
     n = draw(st.integers(0, 7))
-    bodies = [(f"b{i}", draw(st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0, 2.0, 5.0, 5.0, 3.0, 4.0])),
-               draw(st.booleans()) and draw(st.booleans()) and draw(st.booleans()))
-              for i in range(n)]
+    bodies = [
+        (
+            f"b{i}",
+            draw(st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0, 2.0, 5.0, 5.0, 3.0, 4.0])),
+            draw(st.booleans()) and draw(st.booleans()) and draw(st.booleans()),
+        )
+        for i in range(n)
+    ]
     names = ["ground"] + [b[0] for b in bodies]
     joints = []
     if n:
         for k in range(draw(st.integers(0, 2 * n + 2))):
-            parent, child = draw(st.lists(st.sampled_from(names), min_size=2, max_size=2,
-                                          unique=True))
-            joints.append((f"j{k}", draw(st.sampled_from(TYPE_NAMES)), parent, child,
-                           draw(st.integers(0, 7)) == 0))
+            parent, child = draw(st.lists(st.sampled_from(names), min_size=2, max_size=2, unique=True))
+            joints.append((f"j{k}", draw(st.sampled_from(TYPE_NAMES)), parent, child, draw(st.integers(0, 7)) == 0))
     return bodies, joints
 
 
@@ -492,16 +536,19 @@ def test_random_graph_invariants(graph):
 
     B, J, M, C = g.bodies, g.joints, g.mobilizers, g.loop_constraints
     n_in = len(bodies) + 1
-    for what, seen in (("slave", len(B) > n_in), ("added free joint", len(J) > len(joints)),
-                       ("loop-joint constraint", any(not c.is_slave_weld for c in C)),
-                       ("reversed", any(m.is_reversed for m in M))):
+    for what, seen in (
+        ("slave", len(B) > n_in),
+        ("added free joint", len(J) > len(joints)),
+        ("loop-joint constraint", any(not c.is_slave_weld for c in C)),
+        ("reversed", any(m.is_reversed for m in M)),
+    ):
         if seen:
             event(what)
     # Inputs are kept in order; slaves and added joints come after them.
     assert [b.name for b in B[:n_in]] == ["ground"] + [b[0] for b in bodies]
     assert all(b.is_slave for b in B[n_in:]) and not any(b.is_slave for b in B[:n_in])
-    assert [j.name for j in J[:len(joints)]] == [j[0] for j in joints]
-    for j in J[len(joints):]:
+    assert [j.name for j in J[: len(joints)]] == [j[0] for j in joints]
+    for j in J[len(joints) :]:
         assert j.is_added_base_joint and j.type_name == "free" and j.parent_body == 0
         assert j.name == f"#ground_{B[j.child_body].name}"
 
@@ -544,7 +591,7 @@ def test_random_graph_invariants(graph):
 
     # One weld per slave, listed before the loop-joint constraints.
     welds = [c for c in C if c.is_slave_weld]
-    assert C[:len(welds)] == tuple(welds)
+    assert C[: len(welds)] == tuple(welds)
     assert sorted(c.child_body for c in welds) == list(range(n_in, len(B)))
     for c in welds:
         assert c.type_name == "weld" and B[c.child_body].master == c.parent_body
@@ -617,10 +664,12 @@ def test_ring_of_pin_joints_matches_opensim():
         bodies[n] = osim.Body(n, 1.0, osim.Vec3(0), osim.Inertia(0.1))
         model.addBody(bodies[n])
     joints = [("j0", "PinJoint", "ground", "b1")] + [
-        (f"j{i + 1}", "PinJoint", names[i], names[(i + 1) % 4]) for i in range(4)]
+        (f"j{i + 1}", "PinJoint", names[i], names[(i + 1) % 4]) for i in range(4)
+    ]
     for name, t, p, c in joints:
-        model.addJoint(osim.PinJoint(name, bodies[p], osim.Vec3(0.1, 0, 0), osim.Vec3(0),
-                                     bodies[c], osim.Vec3(0), osim.Vec3(0)))
+        model.addJoint(
+            osim.PinJoint(name, bodies[p], osim.Vec3(0.1, 0, 0), osim.Vec3(0), bodies[c], osim.Vec3(0), osim.Vec3(0))
+        )
     mbi, nu, n_mult, n_welds = opensim_summary(osim, model)
 
     g = opensim_graph_maker(osim, ["PinJoint"], [(n, 1.0) for n in names], joints)
@@ -631,8 +680,7 @@ def test_ring_of_pin_joints_matches_opensim():
     assert g.bodies[-1].name == "#/bodyset/b4_slave_1"
 
 
-needs_opensim = pytest.mark.skipif(importlib.util.find_spec("opensim") is None,
-                                   reason="opensim is not installed")
+needs_opensim = pytest.mark.skipif(importlib.util.find_spec("opensim") is None, reason="opensim is not installed")
 OSIM_TYPES = ["PinJoint", "SliderJoint", "UniversalJoint", "BallJoint", "WeldJoint", "FreeJoint"]
 
 
@@ -644,22 +692,29 @@ def model_xml(masses, joints):
     """
     bodies = "".join(
         f'<Body name="b{i}"><mass>{m!r}</mass><mass_center>0 0 0</mass_center>'
-        f'<inertia>{0.1 * m!r} {0.1 * m!r} {0.1 * m!r} 0 0 0</inertia></Body>'
-        for i, m in enumerate(masses))
+        f"<inertia>{0.1 * m!r} {0.1 * m!r} {0.1 * m!r} 0 0 0</inertia></Body>"
+        for i, m in enumerate(masses)
+    )
     path = lambda n: "/ground" if n == "ground" else f"/bodyset/{n}"  # noqa: E731
-    frame = ('<PhysicalOffsetFrame name="{0}_offset"><socket_parent>{1}</socket_parent>'
-             '<translation>{2}</translation><orientation>0 0 0</orientation>'
-             '</PhysicalOffsetFrame>')
+    frame = (
+        '<PhysicalOffsetFrame name="{0}_offset"><socket_parent>{1}</socket_parent>'
+        "<translation>{2}</translation><orientation>0 0 0</orientation>"
+        "</PhysicalOffsetFrame>"
+    )
     js = "".join(
         f'<{t} name="{name}"><socket_parent_frame>{p}_offset</socket_parent_frame>'
-        f'<socket_child_frame>{c}_offset</socket_child_frame><frames>'
-        + frame.format(p, path(p), "0.1 0 0") + frame.format(c, path(c), "0 0.1 0")
-        + f'</frames></{t}>'
-        for name, t, p, c in joints)
-    return ('<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40600">'
-            f'<Model name="m"><BodySet name="bodyset"><objects>{bodies}</objects></BodySet>'
-            f'<JointSet name="jointset"><objects>{js}</objects></JointSet></Model>'
-            '</OpenSimDocument>')
+        f"<socket_child_frame>{c}_offset</socket_child_frame><frames>"
+        + frame.format(p, path(p), "0.1 0 0")
+        + frame.format(c, path(c), "0 0.1 0")
+        + f"</frames></{t}>"
+        for name, t, p, c in joints
+    )
+    return (
+        '<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40600">'
+        f'<Model name="m"><BodySet name="bodyset"><objects>{bodies}</objects></BodySet>'
+        f'<JointSet name="jointset"><objects>{js}</objects></JointSet></Model>'
+        "</OpenSimDocument>"
+    )
 
 
 @st.composite
@@ -673,9 +728,10 @@ def connected_osim_models(draw):
         other = draw(st.sampled_from(names[:i]))
         pairs.append((other, names[i]) if draw(st.booleans()) else (names[i], other))
     for _ in range(draw(st.integers(0, 3))):
-        pairs.insert(draw(st.integers(0, len(pairs))),
-                     tuple(draw(st.lists(st.sampled_from(names), min_size=2, max_size=2,
-                                         unique=True))))
+        pairs.insert(
+            draw(st.integers(0, len(pairs))),
+            tuple(draw(st.lists(st.sampled_from(names), min_size=2, max_size=2, unique=True))),
+        )
     joints = [(f"j{k}", draw(st.sampled_from(OSIM_TYPES)), p, c) for k, (p, c) in enumerate(pairs)]
     return masses, joints
 
@@ -690,8 +746,7 @@ def test_random_models_match_opensim(model):
 
     masses, joints = model
     try:
-        g = opensim_graph_maker(osim, OSIM_TYPES, [(f"b{i}", m) for i, m in enumerate(masses)],
-                                joints)
+        g = opensim_graph_maker(osim, OSIM_TYPES, [(f"b{i}", m) for i, m in enumerate(masses)], joints)
     except GraphError:
         g = None
     if g is not None:
@@ -720,11 +775,14 @@ def test_random_models_match_opensim(model):
 def test_two_massless_bodies_in_a_row_fail_in_opensim_too():
     osim = pytest.importorskip("opensim")
     masses = [1.0, 0.0, 0.0, 1.0]
-    joints = [("j0", "PinJoint", "ground", "b0"), ("j1", "PinJoint", "b0", "b1"),
-              ("j2", "PinJoint", "b1", "b2"), ("j3", "PinJoint", "b2", "b3")]
+    joints = [
+        ("j0", "PinJoint", "ground", "b0"),
+        ("j1", "PinJoint", "b0", "b1"),
+        ("j2", "PinJoint", "b1", "b2"),
+        ("j3", "PinJoint", "b2", "b3"),
+    ]
     with pytest.raises(GraphError, match="massless body '/bodyset/b1'"):
-        opensim_graph_maker(osim, ["PinJoint"], [(f"b{i}", m) for i, m in enumerate(masses)],
-                            joints)
+        opensim_graph_maker(osim, ["PinJoint"], [(f"b{i}", m) for i, m in enumerate(masses)], joints)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.osim")
         with open(path, "w") as f:

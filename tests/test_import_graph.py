@@ -8,9 +8,11 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "simjax"
 
 #: cycles not yet broken: ``Model.build`` imports ``system`` late; the tools' late imports
-KNOWN = {frozenset({"simjax.model", "simjax.system"}),
-         frozenset({"simjax.tools.gradients", "simjax.tools.kinematics", "simjax.tools.scaling"}),
-         frozenset({"simjax.tools.analyze", "simjax.tools.optimization", "simjax.tools.reactions"})}
+KNOWN = {
+    frozenset({"simjax.model", "simjax.system"}),
+    frozenset({"simjax.tools.gradients", "simjax.tools.kinematics", "simjax.tools.scaling"}),
+    frozenset({"simjax.tools.analyze", "simjax.tools.optimization", "simjax.tools.reactions"}),
+}
 
 
 def _modules() -> dict:
@@ -28,8 +30,11 @@ def _edges(modules: dict) -> dict:
         package = m.split(".") if path.name == "__init__.py" else m.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
-                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else [])) \
-                    if node.level else node.module
+                base = (
+                    ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                    if node.level
+                    else node.module
+                )
                 for alias in node.names:
                     sub = f"{base}.{alias.name}"
                     target = sub if sub in modules else base

@@ -22,26 +22,44 @@ def zoo(quaternions=False):
     rng = np.random.default_rng(7)
     model = sj.Model("zoo", use_quaternions=quaternions)
     for i in range(1, 14):
-        model = model.add(sj.Body(f"b{i}", mass=1.0 + 0.1 * i, mass_center=tuple(rng.normal(size=3) * 0.1),
-                                  inertia=I6))
+        model = model.add(sj.Body(f"b{i}", mass=1.0 + 0.1 * i, mass_center=tuple(rng.normal(size=3) * 0.1), inertia=I6))
 
     def kw():
-        return dict(location_in_parent=rng.normal(size=3) * 0.3, orientation_in_parent=rng.uniform(-1, 1, 3),
-                    location_in_child=rng.normal(size=3) * 0.3, orientation_in_child=rng.uniform(-1, 1, 3))
+        return dict(
+            location_in_parent=rng.normal(size=3) * 0.3,
+            orientation_in_parent=rng.uniform(-1, 1, 3),
+            location_in_child=rng.normal(size=3) * 0.3,
+            orientation_in_child=rng.uniform(-1, 1, 3),
+        )
 
-    st = sj.SpatialTransform(axes=(
-        sj.TransformAxis(coordinates=("k",), axis=np.array([0.0, 0.0, 1.0])),
-        sj.TransformAxis(coordinates=("k2",), axis=np.array([0.3, -0.5, 0.8]),
-                         function=sj.LinearFunction(coefficients=(0.7, 0.1))),
-        sj.TransformAxis(axis=np.array([1.0, 0.0, 0.0])),
-        sj.TransformAxis(coordinates=("k",), axis=np.array([1.0, 0.0, 0.0]),
-                         function=sj.SimmSpline(x=np.array([-2.0, -1.0, 0.0, 1.0, 2.0]),
-                                                y=np.array([0.01, -0.02, 0.0, 0.03, 0.01]))),
-        sj.TransformAxis(coordinates=("k",), axis=np.array([0.0, 1.0, 0.0]),
-                         function=sj.PolynomialFunction(coefficients=(0.01, -0.02, 0.3))),
-        sj.TransformAxis(coordinates=("k2",), axis=np.array([0.0, 0.0, 1.0]),
-                         function=sj.LinearFunction(coefficients=(0.05, 0.0))),
-    ))
+    st = sj.SpatialTransform(
+        axes=(
+            sj.TransformAxis(coordinates=("k",), axis=np.array([0.0, 0.0, 1.0])),
+            sj.TransformAxis(
+                coordinates=("k2",),
+                axis=np.array([0.3, -0.5, 0.8]),
+                function=sj.LinearFunction(coefficients=(0.7, 0.1)),
+            ),
+            sj.TransformAxis(axis=np.array([1.0, 0.0, 0.0])),
+            sj.TransformAxis(
+                coordinates=("k",),
+                axis=np.array([1.0, 0.0, 0.0]),
+                function=sj.SimmSpline(
+                    x=np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), y=np.array([0.01, -0.02, 0.0, 0.03, 0.01])
+                ),
+            ),
+            sj.TransformAxis(
+                coordinates=("k",),
+                axis=np.array([0.0, 1.0, 0.0]),
+                function=sj.PolynomialFunction(coefficients=(0.01, -0.02, 0.3)),
+            ),
+            sj.TransformAxis(
+                coordinates=("k2",),
+                axis=np.array([0.0, 0.0, 1.0]),
+                function=sj.LinearFunction(coefficients=(0.05, 0.0)),
+            ),
+        )
+    )
     joints = [
         sj.PinJoint("pin", "/ground", "/bodyset/b1", **kw()),
         sj.BallJoint("ball", "/bodyset/b1", "/bodyset/b2", **kw()),
@@ -68,7 +86,7 @@ def _random_state(system, rng):
     q = rng.uniform(-1.0, 1.0, tree.nq)
     for k in tree.quat_q:
         qq = rng.normal(size=4)
-        q[k:k + 4] = qq / np.linalg.norm(qq) * 1.3  # unnormalized on purpose
+        q[k : k + 4] = qq / np.linalg.norm(qq) * 1.3  # unnormalized on purpose
     return system.default_state().replace(q=jnp.asarray(q), u=jnp.asarray(rng.normal(size=tree.nu)))
 
 
@@ -123,8 +141,9 @@ def test_ellipsoid_places_child_on_the_surface():
     model = model.add(sj.EllipsoidJoint("e", "/ground", "/bodyset/b", radii_x_y_z=(0.3, 0.2, 0.4)))
     system = model.build()
     for angles in ([0.0, 0.0, 0.0], [0.4, -0.3, 1.2], [-1.0, 0.7, 0.2]):
-        state = system.set_coordinates(system.default_state(), dict(zip(("e_coord_0", "e_coord_1", "e_coord_2"),
-                                                                        angles)))
+        state = system.set_coordinates(
+            system.default_state(), dict(zip(("e_coord_0", "e_coord_1", "e_coord_2"), angles))
+        )
         R, p = sj.frame_transform(system, state, "/bodyset/b")
         radii = np.array([0.3, 0.2, 0.4])
         # Simbody's placement: p = radii * Mz elementwise, a point of the ellipsoid
@@ -160,11 +179,13 @@ def test_body_without_joint_gets_a_free_joint_named_like_opensim(tmp_path):
     M = sj.mass_matrix(system, system.default_state())
     assert np.all(np.asarray(M)[0, 1:] == 0.0)
     osim = pytest.importorskip("opensim")
-    xml = ('<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40000"><Model name="m">'
-           '<BodySet name="bodyset"><objects><Body name="a"><mass>1</mass></Body><Body name="loose"><mass>2</mass>'
-           '</Body></objects></BodySet><JointSet name="jointset"><objects><PinJoint name="j">'
-           "<socket_parent_frame>/ground</socket_parent_frame><socket_child_frame>/bodyset/a</socket_child_frame>"
-           "</PinJoint></objects></JointSet></Model></OpenSimDocument>")
+    xml = (
+        '<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40000"><Model name="m">'
+        '<BodySet name="bodyset"><objects><Body name="a"><mass>1</mass></Body><Body name="loose"><mass>2</mass>'
+        '</Body></objects></BodySet><JointSet name="jointset"><objects><PinJoint name="j">'
+        "<socket_parent_frame>/ground</socket_parent_frame><socket_child_frame>/bodyset/a</socket_child_frame>"
+        "</PinJoint></objects></JointSet></Model></OpenSimDocument>"
+    )
     path = tmp_path / "loose.osim"
     path.write_text(xml)
     m = osim.Model(str(path))
@@ -215,15 +236,20 @@ def _hlo_ops(model):
     system = model.build()
     state = system.default_state()
     text = eqx.filter_jit(lambda s, x: Context(s, x).acc.udot).lower(system, state).as_text()
-    body = text[text.index("func.func public @main"):]
+    body = text[text.index("func.func public @main") :]
     ops = re.findall(r"^\s+%\S+ = \"?(stablehlo\.\w+)", body, re.M)
     # gathering every body's property leaves into stacked arrays costs a reshape or a
     # broadcast per leaf (and constants for static numbers); everything else is counted
     return sum(op not in _COLLECT for op in ops)
 
 
-_COLLECT = {"stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.concatenate",
-            "stablehlo.convert"}
+_COLLECT = {
+    "stablehlo.constant",
+    "stablehlo.broadcast_in_dim",
+    "stablehlo.reshape",
+    "stablehlo.concatenate",
+    "stablehlo.convert",
+}
 
 
 def test_program_size_does_not_grow_with_bodies():

@@ -45,13 +45,17 @@ def test_batched_cholesky_solve_equals_jax(batch, n):
     b = np.random.default_rng(1).standard_normal((batch, n))
     L = jax.jit(jax.vmap(lapack.cholesky))(M)
     np.testing.assert_allclose(L, np.linalg.cholesky(M), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(jax.jit(jax.vmap(_solve))(M, b), np.linalg.solve(M, b[..., None])[..., 0],
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        jax.jit(jax.vmap(_solve))(M, b), np.linalg.solve(M, b[..., None])[..., 0], rtol=1e-10, atol=1e-12
+    )
     B = np.random.default_rng(2).standard_normal((batch, n, 3))
     np.testing.assert_allclose(jax.vmap(_solve)(M, B), np.linalg.solve(M, B), rtol=1e-10, atol=1e-12)
     # a shared right-hand side (not batched) is broadcast
-    np.testing.assert_allclose(jax.vmap(_solve, in_axes=(0, None))(M, b[0]),
-                               np.linalg.solve(M, b[0][None, :, None].repeat(batch, 0))[..., 0], rtol=1e-10)
+    np.testing.assert_allclose(
+        jax.vmap(_solve, in_axes=(0, None))(M, b[0]),
+        np.linalg.solve(M, b[0][None, :, None].repeat(batch, 0))[..., 0],
+        rtol=1e-10,
+    )
 
 
 def _symmetric_part(g):
@@ -72,8 +76,10 @@ def test_derivatives_equal_jax():
     want = jax.vmap(jax.grad(loss(_reference_solve), argnums=(0, 1)))(M, b)
     ref = jax.vmap(lambda M, b, dM, db: jax.jvp(_reference_solve, (M, b), (dM, db)))(M, b, dM, db)
     for solve in (_solve, lapack.spd_solve):
-        for fn in (jax.vmap(jax.grad(loss(solve), argnums=(0, 1))), jax.grad(
-                lambda M, b: jnp.sum(jax.vmap(loss(solve))(M, b)), argnums=(0, 1))):
+        for fn in (
+            jax.vmap(jax.grad(loss(solve), argnums=(0, 1))),
+            jax.grad(lambda M, b: jnp.sum(jax.vmap(loss(solve))(M, b)), argnums=(0, 1)),
+        ):
             (gM, gb), (wM, wb) = fn(M, b), want
             np.testing.assert_allclose(gb, wb, rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(_symmetric_part(gM), _symmetric_part(wM), rtol=1e-9, atol=1e-12)
@@ -82,8 +88,9 @@ def test_derivatives_equal_jax():
         np.testing.assert_allclose(jvp[1], ref[1], rtol=1e-9, atol=1e-12)
     # second order (a gradient of a gradient, as a fitted parameter's Gauss-Newton step takes)
     hess = jax.hessian(lambda b: loss(lapack.spd_solve)(M[0], b))(b[0])
-    np.testing.assert_allclose(hess, jax.hessian(lambda b: loss(_reference_solve)(M[0], b))(b[0]), rtol=1e-9,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        hess, jax.hessian(lambda b: loss(_reference_solve)(M[0], b))(b[0]), rtol=1e-9, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("batch, n", [(64, 40), (3, 4)])
@@ -92,8 +99,9 @@ def test_lu_solve_and_its_derivatives_equal_jax(batch, n):
     A = rng.standard_normal((batch, n, n)) + n * np.eye(n)
     b, db = rng.standard_normal((2, batch, n))
     dA = rng.standard_normal((batch, n, n))
-    np.testing.assert_allclose(jax.jit(jax.vmap(lapack.solve))(A, b), np.linalg.solve(A, b[..., None])[..., 0],
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        jax.jit(jax.vmap(lapack.solve))(A, b), np.linalg.solve(A, b[..., None])[..., 0], rtol=1e-10, atol=1e-12
+    )
     got = jax.vmap(lambda A, b, dA, db: jax.jvp(lapack.solve, (A, b), (dA, db)))(A, b, dA, db)[1]
     want = jax.vmap(lambda A, b, dA, db: jax.jvp(jnp.linalg.solve, (A, b), (dA, db)))(A, b, dA, db)[1]
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
@@ -119,8 +127,9 @@ def test_pinv_and_psd_solve_equal_jax(rank):
 
     np.testing.assert_allclose(jax.vmap(pinv)(A), jax.vmap(ref)(A), rtol=1e-9, atol=1e-12)
     tangent = jax.vmap(lambda A, dA: jax.jvp(pinv, (A,), (dA,))[1])(A, dA)
-    np.testing.assert_allclose(tangent, jax.vmap(lambda A, dA: jax.jvp(ref, (A,), (dA,))[1])(A, dA),
-                               rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(
+        tangent, jax.vmap(lambda A, dA: jax.jvp(ref, (A,), (dA,))[1])(A, dA), rtol=1e-7, atol=1e-9
+    )
     x = jax.vmap(linalg.psd_solve)(A, b[..., 0])
     np.testing.assert_allclose(x, np.einsum("bij,bj->bi", jax.vmap(ref)(A), b[..., 0]), rtol=1e-8, atol=1e-10)
 
@@ -147,8 +156,9 @@ def test_batched_solves_in_a_thread_per_core_finish():
         print("done")
     """)
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("done")
 
@@ -179,8 +189,7 @@ def test_fused_solves_equal_lapack(n):
 def test_scalar_pinv_equals_jax():
     for a in (0.0, -4.0, 3e-20, 7.5):
         A = jnp.array([[a]])
-        np.testing.assert_array_equal(lapack._scalar_pinv(A), jnp.linalg.pinv(A, rtol=linalg.PINV_RTOL,
-                                                                              hermitian=True))
+        np.testing.assert_array_equal(lapack._scalar_pinv(A), jnp.linalg.pinv(A, rtol=linalg.PINV_RTOL, hermitian=True))
     assert np.isnan(lapack._scalar_pinv(jnp.array([[np.nan]])))
 
 

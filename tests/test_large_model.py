@@ -98,8 +98,11 @@ def _opensim_poses(om, q, names):
             out["length"][i, j] = gp.getLength(s)
             cur = gp.getCurrentPath(s)
             on_path = [cur.get(k).getAbsolutePathString() for k in range(cur.getSize())]
-            points = [_vec3(cur.get(k).getLocationInGround(s)) for k in range(cur.getSize())
-                      if cur.get(k).getConcreteClassName() != "PathWrapPoint"]
+            points = [
+                _vec3(cur.get(k).getLocationInGround(s))
+                for k in range(cur.getSize())
+                if cur.get(k).getConcreteClassName() != "PathWrapPoint"
+            ]
             out["straight"][i, j] = sum(np.linalg.norm(b - a) for a, b in zip(points[:-1], points[1:]))
             out["active"][i, j] = any(p.startswith(pw.getAbsolutePathString() + "/") for pw in pws for p in on_path)
             clearance = np.inf
@@ -150,22 +153,34 @@ def test_benchmark_report_states_each_goal():
     model, met or missed by a factor (and why)."""
     from benchmarks.__main__ import goals
 
-    row = {"model": "gait10dof18musc", "ratio": 0.25, "opensim_1s": 0.2, "batch_time": 0.1,
-           "batch": {"64": {"per_world": 0.004}, "1024": {"per_world": 0.008}}, "compile_simulate": 24.0,
-           "compile_simulate_all_cores": 20.0, "gradient_over_forward": 4.0}
+    row = {
+        "model": "gait10dof18musc",
+        "ratio": 0.25,
+        "opensim_1s": 0.2,
+        "batch_time": 0.1,
+        "batch": {"64": {"per_world": 0.004}, "1024": {"per_world": 0.008}},
+        "compile_simulate": 24.0,
+        "compile_simulate_all_cores": 20.0,
+        "gradient_over_forward": 4.0,
+    }
     text = goals([row])
     assert "one world = 0.25 (goal <= 0.5): met" in text
-    assert ("OpenSim's 1 s run = 0.2 (goal <= 0.05): missed by 4.0x (in a vmapped chunk a world's right-hand "
-            "side") in text
+    assert (
+        "OpenSim's 1 s run = 0.2 (goal <= 0.05): missed by 4.0x (in a vmapped chunk a world's right-hand side"
+    ) in text
     assert "compile time of simulate on all cores (s) = 20 (goal <= 10): missed by 2.0x" in text
     assert "reverse-mode gradient / forward wall time = 4 (goal <= 5): met" in text
     assert "arm26" not in text
     assert "tight reference" not in text  # (a row measured without the agreement)
     arm = {"model": "arm26", "ratio": 2.0, "gradient_over_forward": 6.0}
     agreeing = goals([dict(arm, error_ratio=1.1), dict(row, error_ratio=1.5)])
-    assert ("arm26: final coordinates' error against a tight reference / OpenSim's (median of 33 runs) = 1.1 "
-            "(goal <= 1.15): met") in agreeing
+    assert (
+        "arm26: final coordinates' error against a tight reference / OpenSim's (median of 33 runs) = 1.1 "
+        "(goal <= 1.15): met"
+    ) in agreeing
     assert "gait10dof18musc: final coordinates' error against a tight reference" in agreeing
     assert "= 1.5 (goal <= 1.15): missed by 1.3x (more than the ~15%" in agreeing
-    assert ("arm26: reverse-mode gradient / forward wall time = 6 (goal <= 5): missed by 1.2x (the tangent points' "
-            "derivative") in goals([arm])
+    assert (
+        "arm26: reverse-mode gradient / forward wall time = 6 (goal <= 5): missed by 1.2x (the tangent points' "
+        "derivative"
+    ) in goals([arm])

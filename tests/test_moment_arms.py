@@ -21,8 +21,9 @@ COORDS = ("shoulder_coord_0", "elbow_coord_0")
 def _models(lock_shoulder=False):
     """The arm with the elbow coupled to the shoulder, or (``lock_shoulder``) with the
     shoulder locked instead."""
-    om = osim_arm([opensim.RigidTendonMuscle("m0", 300.0, 0.12, 0.25, 0.1),
-                   opensim.RigidTendonMuscle("m1", 300.0, 0.1, 0.2, 0.0)])
+    om = osim_arm(
+        [opensim.RigidTendonMuscle("m0", 300.0, 0.12, 0.25, 0.1), opensim.RigidTendonMuscle("m1", 300.0, 0.1, 0.2, 0.0)]
+    )
     if not lock_shoulder:
         cc = opensim.CoordinateCouplerConstraint()
         cc.setName("coupler")
@@ -34,13 +35,18 @@ def _models(lock_shoulder=False):
         om.updCoordinateSet().get("shoulder_coord_0").set_locked(True)
     om.finalizeConnections()
     om.initSystem()
-    model = sj_arm([sj.RigidTendonMuscle("m0", 300.0, 0.12, 0.25, 0.1),
-                    sj.RigidTendonMuscle("m1", 300.0, 0.1, 0.2, 0.0)])
+    model = sj_arm(
+        [sj.RigidTendonMuscle("m0", 300.0, 0.12, 0.25, 0.1), sj.RigidTendonMuscle("m1", 300.0, 0.1, 0.2, 0.0)]
+    )
     if not lock_shoulder:
-        model = model.add(sj.CoordinateCouplerConstraint(
-            name="coupler", independent_coordinate="/jointset/shoulder/shoulder_coord_0",
-            dependent_coordinate="/jointset/elbow/elbow_coord_0",
-            coupled_coordinates_function=sj.LinearFunction((0.6, 0.4))))
+        model = model.add(
+            sj.CoordinateCouplerConstraint(
+                name="coupler",
+                independent_coordinate="/jointset/shoulder/shoulder_coord_0",
+                dependent_coordinate="/jointset/elbow/elbow_coord_0",
+                coupled_coordinates_function=sj.LinearFunction((0.6, 0.4)),
+            )
+        )
     else:
         model = model.set("/jointset/shoulder/shoulder_coord_0", locked=True)
     return om, model.build()
@@ -63,8 +69,13 @@ def test_coupled_moment_arms_match_opensim(lock_shoulder):
             cs.get(c).setValue(s, float(v), False)
         om.realizePosition(s)
         ref.append([[mu.computeMomentArm(s, cs.get(c)) for c in COORDS] for mu in muscles])
-    arms = jax.jit(jax.vmap(lambda qi: sj.moment_arms(system, system.default_state().replace(q=qi),
-                                                      ("/forceset/m0", "/forceset/m1"), COORDS)))
+    arms = jax.jit(
+        jax.vmap(
+            lambda qi: sj.moment_arms(
+                system, system.default_state().replace(q=qi), ("/forceset/m0", "/forceset/m1"), COORDS
+            )
+        )
+    )
     assert_close("moment_arm", np.asarray(ref), arms(jnp.asarray(q)), 0, 1e-9)
     # coupled: moving the shoulder drags the elbow along at 0.6; locked: the lock of the
     # coordinate itself is released, as OpenSim releases it

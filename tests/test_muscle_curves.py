@@ -38,8 +38,16 @@ def _fv(rng, inverse=False):
     fmax = rng.uniform(1.2, 1.8)
     c = rng.uniform(0.01 if inverse else 0.0, 0.3)
     e = rng.uniform(0.01 if inverse else 0.0, 0.5 * (fmax - 1))
-    return (c, rng.uniform(c + 0.01, 0.99), rng.uniform(1.5, 8.0), e, rng.uniform(e, 0.99 * (fmax - 1)), fmax,
-            rng.uniform(0, 1), rng.uniform(0, 1))
+    return (
+        c,
+        rng.uniform(c + 0.01, 0.99),
+        rng.uniform(1.5, 8.0),
+        e,
+        rng.uniform(e, 0.99 * (fmax - 1)),
+        fmax,
+        rng.uniform(0, 1),
+        rng.uniform(0, 1),
+    )
 
 
 def _fpe(rng):
@@ -169,17 +177,29 @@ def test_millard_curve_matches_opensim(name, params):
     d0, d1 = ours.curve_domain()
     dom = theirs.getCurveDomain()
     assert abs(float(d0) - dom.get(0)) < 1e-15 and abs(float(d1) - dom.get(1)) < 1e-15
-    for attr in ("StiffnessAtOneNormForce", "StiffnessAtLowForce", "NormForceAtToeEnd", "Curviness",
-                 "StiffnessAtZeroLength", "StiffnessAtPerpendicular"):
+    for attr in (
+        "StiffnessAtOneNormForce",
+        "StiffnessAtLowForce",
+        "NormForceAtToeEnd",
+        "Curviness",
+        "StiffnessAtZeroLength",
+        "StiffnessAtPerpendicular",
+    ):
         getter = getattr(theirs, f"get{attr}InUse", None)
         if getter is not None:
             snake = "".join("_" + c.lower() if c.isupper() else c for c in attr).lstrip("_") + "_in_use"
             assert abs(float(getattr(ours, snake)) - getter()) < 1e-14, snake
 
 
-@pytest.mark.parametrize("name", ["FiberForceLengthCurve", "TendonForceLengthCurve",
-                                  "FiberCompressiveForceLengthCurve",
-                                  "FiberCompressiveForceCosPennationCurve"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "FiberForceLengthCurve",
+        "TendonForceLengthCurve",
+        "FiberCompressiveForceLengthCurve",
+        "FiberCompressiveForceCosPennationCurve",
+    ],
+)
 def test_integral_matches_opensim(name):
     # OpenSim's integral is a spline fitted to a numerical integration; it is accurate
     # to round-off at the domain ends and to ~1e-5 in between. Ours is exact: its
@@ -243,8 +263,12 @@ def _sample_x(curve, n=41):
 
 
 # One curve per segment count (5, 4, 2, 1), swapped axes and both integral directions.
-GRAD_CURVES = ["ActiveForceLengthCurve", "ForceVelocityInverseCurve", "TendonForceLengthCurve",
-               "FiberCompressiveForceCosPennationCurve"]
+GRAD_CURVES = [
+    "ActiveForceLengthCurve",
+    "ForceVelocityInverseCurve",
+    "TendonForceLengthCurve",
+    "FiberCompressiveForceCosPennationCurve",
+]
 
 
 @pytest.mark.parametrize("name", GRAD_CURVES)
@@ -355,8 +379,15 @@ def _slider_model(muscle):
 
 THELEN_PROPS = [
     {},
-    dict(FmaxTendonStrain=0.05, FmaxMuscleStrain=0.5, KshapeActive=0.5, KshapePassive=4.0, Af=0.3, Flen=1.6,
-         fv_linear_extrap_threshold=0.9),
+    dict(
+        FmaxTendonStrain=0.05,
+        FmaxMuscleStrain=0.5,
+        KshapeActive=0.5,
+        KshapePassive=4.0,
+        Af=0.3,
+        Flen=1.6,
+        fv_linear_extrap_threshold=0.9,
+    ),
 ]
 
 
@@ -368,8 +399,15 @@ def test_thelen_curves_match_opensim(props):
         getattr(muscle, "set_" + k)(v)
     model, s = _slider_model(muscle)
     coord = model.getCoordinateSet().get(0)
-    names = ("FmaxTendonStrain", "FmaxMuscleStrain", "KshapeActive", "KshapePassive", "Af", "Flen",
-             "fv_linear_extrap_threshold")
+    names = (
+        "FmaxTendonStrain",
+        "FmaxMuscleStrain",
+        "KshapeActive",
+        "KshapePassive",
+        "Af",
+        "Flen",
+        "fv_linear_extrap_threshold",
+    )
     p = {k: getattr(muscle, "get_" + k)() for k in names}
     h = lopt * math.sin(penn)
     rng = np.random.default_rng(7)
@@ -383,9 +421,19 @@ def test_thelen_curves_match_opensim(props):
         muscle.setActivation(s, a)
         muscle.setFiberLength(s, lce)
         model.realizeDynamics(s)
-        rows.append((lce_n, tl_n, a, cos, muscle.getActiveForceLengthMultiplier(s),
-                     muscle.getPassiveForceMultiplier(s), muscle.getTendonForce(s) / fiso,
-                     muscle.getNormalizedFiberVelocity(s), muscle.getForceVelocityMultiplier(s)))
+        rows.append(
+            (
+                lce_n,
+                tl_n,
+                a,
+                cos,
+                muscle.getActiveForceLengthMultiplier(s),
+                muscle.getPassiveForceMultiplier(s),
+                muscle.getTendonForce(s) / fiso,
+                muscle.getNormalizedFiberVelocity(s),
+                muscle.getForceVelocityMultiplier(s),
+            )
+        )
     lce_n, tl_n, a, cos, fal_o, fpe_o, fse_o, v_o, fv_o = np.array(rows).T
     ac = C.thelen_clamp_activation(a)
     fal = C.thelen_active_force_length(lce_n, p["KshapeActive"])
@@ -423,7 +471,8 @@ def test_thelen_derivatives_and_activation():
     _close(dfse(t), C.thelen_tendon_force_length_derivative(t), 1e-12, "fse'")
     assert np.all(np.isfinite(dfse(jnp.array([0.5, 1.0, 3.0]))))
     g = jax.jit(jax.vmap(jax.grad(C.thelen_norm_fiber_velocity, argnums=2), in_axes=(None, None, 0)))(
-        0.5, 0.9, jnp.linspace(-0.3, 0.7, 21))
+        0.5, 0.9, jnp.linspace(-0.3, 0.7, 21)
+    )
     assert np.all(np.isfinite(g)) and np.all(g > 0)
 
     model = opensim.MuscleFirstOrderActivationDynamicModel(0.02, 0.07, 0.05, "m")
@@ -453,8 +502,7 @@ def test_degroote_curves_match_opensim(width, e_pe, e_t):
     dg = opensim.DeGrooteFregly2016Muscle
     checks = [
         (C.degroote_active_force_length(lce, width), m.calcActiveForceLengthMultiplier, lce),
-        (C.degroote_active_force_length_derivative(lce, width), m.calcActiveForceLengthMultiplierDerivative,
-         lce),
+        (C.degroote_active_force_length_derivative(lce, width), m.calcActiveForceLengthMultiplierDerivative, lce),
         (C.degroote_passive_force_length(lce, e_pe), m.calcPassiveForceMultiplier, lce),
         (C.degroote_passive_force_length_derivative(lce, e_pe), m.calcPassiveForceMultiplierDerivative, lce),
         (C.degroote_passive_force_length_integral(lce, e_pe), m.calcPassiveForceMultiplierIntegral, lce),
@@ -464,18 +512,33 @@ def test_degroote_curves_match_opensim(width, e_pe, e_t):
         (C.degroote_tendon_force_length_derivative(lt, e_t), m.calcTendonForceMultiplierDerivative, lt),
         (C.degroote_tendon_force_length_integral(lt, e_t), m.calcTendonForceMultiplierIntegral, lt),
         (C.degroote_tendon_force_length_inverse(ft, e_t), m.calcTendonForceLengthInverseCurve, ft),
-        (C.degroote_tendon_force_length_inverse_derivative(0.7, lt, e_t),
-         lambda x: m.calcTendonForceLengthInverseCurveDerivative(0.7, x), lt),
+        (
+            C.degroote_tendon_force_length_inverse_derivative(0.7, lt, e_t),
+            lambda x: m.calcTendonForceLengthInverseCurveDerivative(0.7, x),
+            lt,
+        ),
     ]
     for i, (ours, fn, xs) in enumerate(checks):
         _close(ours, [fn(float(x)) for x in xs], 1e-12, f"DeGroote check {i}")
     # Derivatives are the autodiff derivatives of the curves.
-    _close(jax.jit(jax.vmap(jax.grad(lambda x: C.degroote_active_force_length(x, width))))(lce),
-           C.degroote_active_force_length_derivative(lce, width), 1e-12, "fal'")
-    _close(jax.jit(jax.vmap(jax.grad(lambda x: C.degroote_passive_force_length_integral(x, e_pe))))(lce),
-           C.degroote_passive_force_length(lce, e_pe), 1e-12, "d(int fpe)")
-    _close(jax.jit(jax.vmap(jax.grad(lambda x: C.degroote_tendon_force_length_integral(x, e_t))))(lt),
-           C.degroote_tendon_force_length(lt, e_t), 1e-12, "d(int fse)")
+    _close(
+        jax.jit(jax.vmap(jax.grad(lambda x: C.degroote_active_force_length(x, width))))(lce),
+        C.degroote_active_force_length_derivative(lce, width),
+        1e-12,
+        "fal'",
+    )
+    _close(
+        jax.jit(jax.vmap(jax.grad(lambda x: C.degroote_passive_force_length_integral(x, e_pe))))(lce),
+        C.degroote_passive_force_length(lce, e_pe),
+        1e-12,
+        "d(int fpe)",
+    )
+    _close(
+        jax.jit(jax.vmap(jax.grad(lambda x: C.degroote_tendon_force_length_integral(x, e_t))))(lt),
+        C.degroote_tendon_force_length(lt, e_t),
+        1e-12,
+        "d(int fse)",
+    )
     _close(C.degroote_force_velocity(C.degroote_force_velocity_inverse(fv)), fv, 1e-12, "fv(fv^-1)")
 
 
@@ -520,8 +583,13 @@ def test_degroote_activation_dynamics_matches_opensim():
     # is computed in a fresh interpreter.
     ta, td, b = 0.03, 0.08, 5.0
     grid = [(a, e) for a in (0.0, 0.1, 0.5, 0.95) for e in (0.0, 0.3, 0.6, 1.0)]
-    proc = subprocess.run([sys.executable, "-c", _DEGROOTE_ACTIVATION_SCRIPT, json.dumps([ta, td, b, grid])],
-                          capture_output=True, text=True, timeout=120, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _DEGROOTE_ACTIVATION_SCRIPT, json.dumps([ta, td, b, grid])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     ref = json.loads(proc.stdout.strip().splitlines()[-1])
     a, e = np.array(grid).T
     _close(C.degroote_activation_derivative(a, e, ta, td, b), ref, 1e-13, "DeGroote da/dt")

@@ -29,10 +29,13 @@ def _load_both(name):
     return model.build(), om
 
 
-@pytest.mark.parametrize("name, arm_coords", [
-    ("gait10dof18musc", ("hip_flexion_r", "knee_angle_r", "ankle_angle_r", "lumbar_extension")),
-    ("Tug_of_War_Millard", None),
-])
+@pytest.mark.parametrize(
+    "name, arm_coords",
+    [
+        ("gait10dof18musc", ("hip_flexion_r", "knee_angle_r", "ankle_angle_r", "lumbar_extension")),
+        ("Tug_of_War_Millard", None),
+    ],
+)
 def test_model_matches_opensim_at_random_states(name, arm_coords):
     system, om = _load_both(name)
     muscles = om.getMuscles()

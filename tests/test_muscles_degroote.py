@@ -16,8 +16,15 @@ opensim = pytest.importorskip("opensim")
 ARGS = (300.0, 0.12, 0.25, 0.15)
 VARIANTS = (
     ("explicit", {}),
-    ("damped", {"fiber_damping": 0.05, "active_force_width_scale": 1.3,
-                "passive_fiber_strain_at_one_norm_force": 0.5, "tendon_strain_at_one_norm_force": 0.06}),
+    (
+        "damped",
+        {
+            "fiber_damping": 0.05,
+            "active_force_width_scale": 1.3,
+            "passive_fiber_strain_at_one_norm_force": 0.5,
+            "tendon_strain_at_one_norm_force": 0.06,
+        },
+    ),
     ("implicit", {"tendon_compliance_dynamics_mode": "implicit"}),
     ("rigid", {"ignore_tendon_compliance": True, "ignore_passive_fiber_force": True}),
     ("no_activation", {"ignore_activation_dynamics": True}),
@@ -42,9 +49,15 @@ def test_degroote_matches_opensim_at_random_states():
     assert system.d_names == ("/forceset/implicit/implicitderiv_normalized_tendon_force",)
     rng = np.random.default_rng(14)
     n = 400
-    st = random_states(osim_model, n, rng, samplers={"activation": lambda m, k, r: r.uniform(0.3, 1.0, k),
-                                                     "normalized_tendon_force": lambda m, k, r: r.uniform(0.05, 0.7,
-                                                                                                          k)})
+    st = random_states(
+        osim_model,
+        n,
+        rng,
+        samplers={
+            "activation": lambda m, k, r: r.uniform(0.3, 1.0, k),
+            "normalized_tendon_force": lambda m, k, r: r.uniform(0.05, 0.7, k),
+        },
+    )
     st["dnames"] = ["/forceset/implicit/implicitderiv_normalized_tendon_force"]
     st["d"] = rng.uniform(-2.0, 2.0, (n, 1))
     coords = st["coords"]

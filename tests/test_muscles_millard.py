@@ -15,12 +15,23 @@ VARIANTS = (
     ("undamped", {"fiber_damping": 0.0}),
     ("rigid", {"ignore_tendon_compliance": True}),
     ("no_activation", {"ignore_activation_dynamics": True}),
-    ("custom", {"fiber_damping": 0.3, "maximum_pennation_angle": 1.2, "max_contraction_velocity": 8.0,
-                "activation_time_constant": 0.02, "deactivation_time_constant": 0.05, "minimum_activation": 0.05}),
+    (
+        "custom",
+        {
+            "fiber_damping": 0.3,
+            "maximum_pennation_angle": 1.2,
+            "max_contraction_velocity": 8.0,
+            "activation_time_constant": 0.02,
+            "deactivation_time_constant": 0.05,
+            "minimum_activation": 0.05,
+        },
+    ),
 )
-CUSTOM_CURVES = {"ActiveForceLengthCurve": {"transition_norm_fiber_length": 0.75, "shallow_ascending_slope": 0.7},
-                 "TendonForceLengthCurve": {"strain_at_one_norm_force": 0.06},
-                 "FiberForceLengthCurve": {"strain_at_one_norm_force": 0.6}}
+CUSTOM_CURVES = {
+    "ActiveForceLengthCurve": {"transition_norm_fiber_length": 0.75, "shallow_ascending_slope": 0.7},
+    "TendonForceLengthCurve": {"strain_at_one_norm_force": 0.06},
+    "FiberForceLengthCurve": {"strain_at_one_norm_force": 0.6},
+}
 
 
 def _osim_muscle(name, props):
@@ -41,12 +52,15 @@ def _sj_muscle(name, props):
     kwargs = dict(props)
     if name == "custom":
         kwargs["min_control"] = 0.05
-        kwargs["ActiveForceLengthCurve"] = sj.muscles.curves.ActiveForceLengthCurve(**CUSTOM_CURVES[
-            "ActiveForceLengthCurve"])
-        kwargs["TendonForceLengthCurve"] = sj.muscles.curves.TendonForceLengthCurve(**CUSTOM_CURVES[
-            "TendonForceLengthCurve"])
-        kwargs["FiberForceLengthCurve"] = sj.muscles.curves.FiberForceLengthCurve(**CUSTOM_CURVES[
-            "FiberForceLengthCurve"])
+        kwargs["ActiveForceLengthCurve"] = sj.muscles.curves.ActiveForceLengthCurve(
+            **CUSTOM_CURVES["ActiveForceLengthCurve"]
+        )
+        kwargs["TendonForceLengthCurve"] = sj.muscles.curves.TendonForceLengthCurve(
+            **CUSTOM_CURVES["TendonForceLengthCurve"]
+        )
+        kwargs["FiberForceLengthCurve"] = sj.muscles.curves.FiberForceLengthCurve(
+            **CUSTOM_CURVES["FiberForceLengthCurve"]
+        )
     return sj.Millard2012EquilibriumMuscle(name, *ARGS, **kwargs)
 
 
@@ -73,10 +87,16 @@ def test_millard_matches_opensim_at_random_states():
 
 def test_state_variables_defaults_and_names():
     system = sj_arm([_sj_muscle(n, p) for n, p in VARIANTS]).build()
-    assert system.z_names == ("/forceset/damped/activation", "/forceset/damped/fiber_length",
-                              "/forceset/undamped/activation", "/forceset/undamped/fiber_length",
-                              "/forceset/rigid/activation", "/forceset/no_activation/fiber_length",
-                              "/forceset/custom/activation", "/forceset/custom/fiber_length")
+    assert system.z_names == (
+        "/forceset/damped/activation",
+        "/forceset/damped/fiber_length",
+        "/forceset/undamped/activation",
+        "/forceset/undamped/fiber_length",
+        "/forceset/rigid/activation",
+        "/forceset/no_activation/fiber_length",
+        "/forceset/custom/activation",
+        "/forceset/custom/fiber_length",
+    )
     z = np.asarray(system.default_state().z)
     # default fiber length 0.1 is above the minimum (0.4441 * 0.12 = 0.0533); activation 0.05
     np.testing.assert_allclose(z[:2], [0.05, 0.1])

@@ -10,10 +10,15 @@ opensim = pytest.importorskip("opensim")
 
 
 def test_rigid_tendon_matches_opensim_at_random_states():
-    osim_model = osim_arm([opensim.RigidTendonMuscle("plain", 300.0, 0.12, 0.25, 0.0),
-                           opensim.RigidTendonMuscle("pennate", 400.0, 0.1, 0.26, 0.3)])
-    system = sj_arm([sj.RigidTendonMuscle("plain", 300.0, 0.12, 0.25, 0.0),
-                     sj.RigidTendonMuscle("pennate", 400.0, 0.1, 0.26, 0.3)]).build()
+    osim_model = osim_arm(
+        [
+            opensim.RigidTendonMuscle("plain", 300.0, 0.12, 0.25, 0.0),
+            opensim.RigidTendonMuscle("pennate", 400.0, 0.1, 0.26, 0.3),
+        ]
+    )
+    system = sj_arm(
+        [sj.RigidTendonMuscle("plain", 300.0, 0.12, 0.25, 0.0), sj.RigidTendonMuscle("pennate", 400.0, 0.1, 0.26, 0.3)]
+    ).build()
     assert system.z_names == ()
     st = random_states(osim_model, 100, np.random.default_rng(13))
     coords = st["coords"]

@@ -71,8 +71,13 @@ def exp_file(tmp_path_factory):
     out = [blocks[0]]
     for i, block in enumerate(blocks[1:]):
         if i % 2 == 0:
-            block = re.sub(r'\s*(<!--[^>]*-->\s*)?<SimmSpline name="passive_force_length_curve">.*?</SimmSpline>', "",
-                           block, count=1, flags=re.S)
+            block = re.sub(
+                r'\s*(<!--[^>]*-->\s*)?<SimmSpline name="passive_force_length_curve">.*?</SimmSpline>',
+                "",
+                block,
+                count=1,
+                flags=re.S,
+            )
         out.append(block)
     path = tmp_path_factory.mktemp("schutte") / "wrist_exp.osim"
     path.write_text("".join(out))
@@ -139,8 +144,13 @@ def test_equilibrium_matches_opensim(exp_file):
     base = system.default_state()
     n = len(st["q"])
     batch = lambda x: jnp.broadcast_to(x, (n,) + x.shape)  # noqa: E731
-    states = sj.State(t=jnp.zeros(n), q=batch(base.q).at[:, qi].set(st["q"]), u=jnp.zeros((n,) + base.u.shape),
-                      z=batch(base.z).at[:, zi].set(st["z"]), d=batch(base.d))
+    states = sj.State(
+        t=jnp.zeros(n),
+        q=batch(base.q).at[:, qi].set(st["q"]),
+        u=jnp.zeros((n,) + base.u.shape),
+        z=batch(base.z).at[:, zi].set(st["z"]),
+        d=batch(base.d),
+    )
     got = jax.vmap(lambda state: sj.equilibrate_muscles(system, state))(states).z[:, zi]
     assert_close("equilibrium states", np.asarray(ref), got, 0, 1e-9)
 

@@ -11,8 +11,18 @@ opensim = pytest.importorskip("opensim")
 ARGS = (300.0, 0.12, 0.25, 0.15)
 VARIANTS = (
     ("default", {}),
-    ("arm26_like", {"FmaxTendonStrain": 0.033, "KshapeActive": 0.5, "KshapePassive": 4.0, "Af": 0.3, "Flen": 1.8,
-                    "activation_time_constant": 0.01, "deactivation_time_constant": 0.04}),
+    (
+        "arm26_like",
+        {
+            "FmaxTendonStrain": 0.033,
+            "KshapeActive": 0.5,
+            "KshapePassive": 4.0,
+            "Af": 0.3,
+            "Flen": 1.8,
+            "activation_time_constant": 0.01,
+            "deactivation_time_constant": 0.04,
+        },
+    ),
     ("unpennated", {"fv_linear_extrap_threshold": 0.9, "minimum_activation": 0.02}),
 )
 

@@ -22,8 +22,12 @@ def test_sliding_mass_in_minimum_time_matches_moco(tmp_path):
     ref = _moco.moco_sliding_mass(tmp_path, transcription="trapezoidal", num_mesh_intervals=50)
     system = sj.load_osim(_moco.sliding_mass_osim(tmp_path)).build()
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(_moco.simjax_problem(ref["problem"], system), mesh=50, scheme="trapezoidal",
-                              options=optimize.Options(tol=tol, constraint_tol=tol))
+    solution = optimize.solve(
+        _moco.simjax_problem(ref["problem"], system),
+        mesh=50,
+        scheme="trapezoidal",
+        options=optimize.Options(tol=tol, constraint_tol=tol),
+    )
     assert int(solution.status) == 0
     tf = float(solution.time[-1])
     assert abs(tf - ref["final_time"]) < 1e-6 and abs(tf - 0.4) < 1e-3  # (0.4 s: the continuous optimum)
@@ -33,6 +37,7 @@ def test_sliding_mass_in_minimum_time_matches_moco(tmp_path):
     assert states < 1e-4 and controls < 1e-2, (states, controls)
     # the solver's iteration log, printed from the trajectory
     import io
+
     log = io.StringIO()
     optimize.print_log(solution, file=log)
     lines = log.getvalue().splitlines()
@@ -45,8 +50,12 @@ def test_pendulum_swing_up_with_least_effort_matches_moco(tmp_path, scheme):
     ref = _moco.moco_pendulum_swing_up(tmp_path, transcription=scheme, num_mesh_intervals=50)
     system = sj.load_osim(_moco.pendulum_osim(tmp_path)).build()
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(_moco.simjax_problem(ref["problem"], system), mesh=50, scheme=scheme,
-                              options=optimize.Options(tol=tol, constraint_tol=tol))
+    solution = optimize.solve(
+        _moco.simjax_problem(ref["problem"], system),
+        mesh=50,
+        scheme=scheme,
+        options=optimize.Options(tol=tol, constraint_tol=tol),
+    )
     assert int(solution.status) == 0
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])
     states, controls = _compare(solution, ref, system)
@@ -83,17 +92,26 @@ def test_pendulum_swing_up_in_implicit_mode_matches_moco(tmp_path):
     # Moco's multibody_dynamics_mode = "implicit": the accelerations are variables
     # (bounds +-1000) and the equations of motion a residual at every grid point
     # (with Moco's penalty on the accelerations, minimize_implicit_multibody_accelerations)
-    ref = _moco.moco_pendulum_swing_up(tmp_path, transcription="hermite-simpson", num_mesh_intervals=30,
-                                       multibody_dynamics_mode="implicit",
-                                       minimize_implicit_multibody_accelerations=True,
-                                       implicit_multibody_accelerations_weight=1e-3)
+    ref = _moco.moco_pendulum_swing_up(
+        tmp_path,
+        transcription="hermite-simpson",
+        num_mesh_intervals=30,
+        multibody_dynamics_mode="implicit",
+        minimize_implicit_multibody_accelerations=True,
+        implicit_multibody_accelerations_weight=1e-3,
+    )
     assert ref["settings"]["multibody_dynamics_mode"] == "implicit"
     system = sj.load_osim(_moco.pendulum_osim(tmp_path)).build()
     tol = ref["settings"]["optim_convergence_tolerance"]
     problem = _moco.simjax_problem(ref["problem"], system)
-    solution = optimize.solve(problem, mesh=30, scheme="hermite-simpson",
-                              options=optimize.Options(tol=tol, constraint_tol=tol), dynamics_mode="implicit",
-                              accelerations_weight=1e-3)
+    solution = optimize.solve(
+        problem,
+        mesh=30,
+        scheme="hermite-simpson",
+        options=optimize.Options(tol=tol, constraint_tol=tol),
+        dynamics_mode="implicit",
+        accelerations_weight=1e-3,
+    )
     assert int(solution.status) == 0
     assert solution.nlp.z.shape[-1] == 2 * (2 + 1 + 1)  # (y, c, udot) at the mesh point and the midpoint
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])
@@ -111,8 +129,10 @@ def test_track_poses_and_solves_moco_track(tmp_path):
     system = sj.load_osim(ref["model_path"]).build()
     solution = optimize.track(system, ref["reference"], convergence_tolerance=1e-6, constraint_tolerance=1e-6)
     assert int(solution.status) == 0
-    assert abs(float(solution.objective) - ref["objective"]) < 1e-5 * abs(ref["objective"]), \
-        (float(solution.objective), ref["objective"])
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-5 * abs(ref["objective"]), (
+        float(solution.objective),
+        ref["objective"],
+    )
     states, controls = _compare(solution, ref, system)
     assert states < 1e-3, states
     with pytest.raises(ValueError, match=r"track: the time window 0.0..2.0 s is outside the reference's"):
@@ -131,8 +151,9 @@ def test_the_minimum_time_s_derivative_with_respect_to_the_mass_at_a_bang_bang_o
 
     def final_time(mass):
         heavier = eqx.tree_at(lambda s: s.model.find("/bodyset/body").mass, system, mass)
-        problem = optimize.Problem(heavier, base.initial_time, base.final_time, base.bounds, base.initial,
-                                   base.final, base.goals)
+        problem = optimize.Problem(
+            heavier, base.initial_time, base.final_time, base.bounds, base.initial, base.final, base.goals
+        )
         return optimize.solve(problem, mesh=50, scheme="trapezoidal").time[-1]
 
     value, slope = jax.value_and_grad(final_time)(2.0)
@@ -144,9 +165,12 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
     # force's derivative is a variable at every grid point and the fiber-tendon
     # equilibrium a residual there, as Moco transcribes it
     # with MocoInverse's penalty on the derivatives (minimize_implicit_auxiliary_derivatives, weight 0.01)
-    ref = _moco.moco_hanging_muscle(tmp_path, num_mesh_intervals=20,  # (at 10, Moco's L-BFGS takes 1800 iterations)
-                                    minimize_implicit_auxiliary_derivatives=True,
-                                    implicit_auxiliary_derivatives_weight=0.01)
+    ref = _moco.moco_hanging_muscle(
+        tmp_path,
+        num_mesh_intervals=20,  # (at 10, Moco's L-BFGS takes 1800 iterations)
+        minimize_implicit_auxiliary_derivatives=True,
+        implicit_auxiliary_derivatives_weight=0.01,
+    )
     system = sj.load_osim(ref["model_path"]).build()
     assert optimize.collocation.implicit_tendons(system)[1] == ("/forceset/muscle",)
     problem = _moco.simjax_problem(ref["problem"], system)
@@ -154,8 +178,9 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
     # per grid point: 4 states, 1 control, 1 tendon force derivative (mesh point and midpoint)
     assert nlp.z_lower.shape == (21, 2 * 6)
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol),
-                              auxiliary_derivatives_weight=0.01)
+    solution = optimize.solve(
+        problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol), auxiliary_derivatives_weight=0.01
+    )
     assert optimize.STATUS[int(solution.status)] == "solved"
     assert abs(float(solution.objective) - ref["objective"]) < 2e-6 * ref["objective"]
     # the penalty is part of the objective: 0.01 * integral of w^2 by the Hermite-Simpson quadrature
@@ -196,7 +221,10 @@ def test_kinematic_constraints_are_enforced_as_moco_enforces_them(tmp_path):
 
 def test_locked_coordinates_are_refused():
     # (as Moco refuses them), by name
-    model = sj.Model("locked").add(sj.Body("b", 1.0, (0, 0, 0), (1, 1, 1, 0, 0, 0))).add(
-        sj.PinJoint("pin", "/ground", "/bodyset/b", coordinates=(sj.Coordinate("q", 0.1, locked=True),)))
+    model = (
+        sj.Model("locked")
+        .add(sj.Body("b", 1.0, (0, 0, 0), (1, 1, 1, 0, 0, 0)))
+        .add(sj.PinJoint("pin", "/ground", "/bodyset/b", coordinates=(sj.Coordinate("q", 0.1, locked=True),)))
+    )
     with pytest.raises(ValueError, match="coordinates /jointset/pin/q are locked"):
         optimize.transcribe(optimize.Problem(model.build(), 0.0, 1.0), 5)

@@ -38,7 +38,7 @@ def test_a_spring_stiffness_as_a_parameter_matches_moco(tmp_path):
     assert optimize.STATUS[int(solution.status)] == "solved"
     k = float(solution.parameter("stiffness"))
     # a quarter period of a 2 kg mass: k = 2 pi^2 N/m (to the transcription's error)
-    assert abs(k - ref["parameters"]["stiffness"]) < 1e-6 * k and abs(k - 2 * math.pi ** 2) < 1e-3 * k
+    assert abs(k - ref["parameters"]["stiffness"]) < 1e-6 * k and abs(k - 2 * math.pi**2) < 1e-3 * k
     states, controls = _differences(solution, ref, system)
     assert states < 1e-6 and controls < 1e-5, (states, controls)
     # the solution's file holds the parameter as Moco's does, and Moco reads it
@@ -57,11 +57,17 @@ def test_periodicity_average_speed_and_an_output_bound_match_moco(tmp_path):
     spec = ref["problem"]
     system = sj.load_osim(_moco.sliding_mass_osim(tmp_path)).build()
     output, index, upper = spec["speed_bound"]
-    problem = (_moco.simjax_problem(spec, system)
-               .goal(AverageSpeed(spec["average_speed"]))
-               .goal(Periodicity(states=tuple(spec["periodic_states"]),
-                                 controls=tuple((c, c, True) for c in spec["negated_periodic_controls"])))
-               .constrain(OutputBound(output, upper=upper, index=index)))
+    problem = (
+        _moco.simjax_problem(spec, system)
+        .goal(AverageSpeed(spec["average_speed"]))
+        .goal(
+            Periodicity(
+                states=tuple(spec["periodic_states"]),
+                controls=tuple((c, c, True) for c in spec["negated_periodic_controls"]),
+            )
+        )
+        .constrain(OutputBound(output, upper=upper, index=index))
+    )
     solution = optimize.solve(problem, mesh=20, options=_options(ref))
     assert optimize.STATUS[int(solution.status)] == "solved"
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * ref["objective"]
@@ -75,9 +81,12 @@ def test_periodicity_average_speed_and_an_output_bound_match_moco(tmp_path):
     x = np.asarray(solution.state("/jointset/slider/x/value"))
     assert abs(x[-1] - 0.8) < 1e-8
     # in cost mode: weight times the squares (zero for the goals this optimum meets)
-    terms = optimize.files.objective_terms(solution, problem.goal(AverageSpeed(1.0, mode="cost", weight=2.0)),
-                                           goal_names=["effort", "speed", "periodic", "cost"])
-    assert terms["speed"] == 0.0 and terms["cost"] == pytest.approx(2.0 * 0.2 ** 2, abs=1e-8)
+    terms = optimize.files.objective_terms(
+        solution,
+        problem.goal(AverageSpeed(1.0, mode="cost", weight=2.0)),
+        goal_names=["effort", "speed", "periodic", "cost"],
+    )
+    assert terms["speed"] == 0.0 and terms["cost"] == pytest.approx(2.0 * 0.2**2, abs=1e-8)
     with pytest.raises(KeyError, match="'/nowhere/speed' is neither a state"):
         optimize.transcribe(problem.goal(Periodicity(states=("/nowhere/speed",))), mesh=4)
     with pytest.raises(ValueError, match="give a lower or an upper bound"):
@@ -96,7 +105,8 @@ def test_control_state_and_frame_distance_bounds_match_moco(tmp_path):
     study = read_study(ref["study_path"])
     assert study.problem.path_constraints[1:] == (
         StateBound(("/jointset/slider/x/speed",), upper=spec["speed_upper"]),
-        FrameDistance((spec["frame_pair"],), "vector", spec["projection_vector"]))
+        FrameDistance((spec["frame_pair"],), "vector", spec["projection_vector"]),
+    )
     force_bound = study.problem.path_constraints[0]
     assert force_bound.controls == ("/forceset/actuator",) and force_bound.lower == lower
     assert float(force_bound.upper(0.5)) == pytest.approx(slope * 0.5 + intercept, abs=1e-15)
@@ -113,11 +123,14 @@ def test_control_state_and_frame_distance_bounds_match_moco(tmp_path):
     assert np.all(force >= lower - 1e-7) and abs(force.min() - lower) < 1e-6
     assert speed.max() <= spec["speed_upper"] + 1e-8 and abs(speed.max() - spec["speed_upper"]) < 1e-6
     # the same constraints from Python, a bound as any function of time
-    problem = (_moco.simjax_problem(spec, system)
-               .constrain(ControlBound(("/forceset/actuator",), lower=lower, upper=lambda t: slope * t + intercept))
-               .constrain(StateBound(("/jointset/slider/x/speed",), upper=spec["speed_upper"]))
-               .constrain(FrameDistance((spec["frame_pair"],), projection="vector",
-                                        projection_vector=spec["projection_vector"])))
+    problem = (
+        _moco.simjax_problem(spec, system)
+        .constrain(ControlBound(("/forceset/actuator",), lower=lower, upper=lambda t: slope * t + intercept))
+        .constrain(StateBound(("/jointset/slider/x/speed",), upper=spec["speed_upper"]))
+        .constrain(
+            FrameDistance((spec["frame_pair"],), projection="vector", projection_vector=spec["projection_vector"])
+        )
+    )
     ours, theirs = optimize.transcribe(problem, mesh=20)[0], optimize.transcribe(study.problem, mesh=20)[0]
     assert np.array_equal(np.asarray(ours.c_lower), np.asarray(theirs.c_lower))
     assert np.array_equal(np.asarray(ours.c_upper), np.asarray(theirs.c_upper))
@@ -129,5 +142,6 @@ def test_control_state_and_frame_distance_bounds_match_moco(tmp_path):
     with pytest.raises(ValueError, match="projection 'plane' needs a non-zero 3-vector"):
         optimize.transcribe(problem.constrain(FrameDistance((spec["frame_pair"],), projection="plane")), mesh=4)
     with pytest.raises(ValueError, match="equality_with_lower needs a lower bound and no upper"):
-        optimize.transcribe(problem.constrain(StateBound(("/jointset/slider/x/speed",), upper=1.0,
-                                                         equality_with_lower=True)), mesh=4)
+        optimize.transcribe(
+            problem.constrain(StateBound(("/jointset/slider/x/speed",), upper=1.0, equality_with_lower=True)), mesh=4
+        )

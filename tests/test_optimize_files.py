@@ -44,8 +44,9 @@ def solved(moco, guess):
     """The module's one simjax solve, from the guess of Moco's file."""
     ref, _, problem = moco
     tol = ref["settings"]["optim_convergence_tolerance"]
-    return optimize.solve(problem, mesh=N, scheme="hermite-simpson",
-                          options=optimize.Options(tol=tol, constraint_tol=tol), guess=guess)
+    return optimize.solve(
+        problem, mesh=N, scheme="hermite-simpson", options=optimize.Options(tol=tol, constraint_tol=tol), guess=guess
+    )
 
 
 def _header(path) -> dict:
@@ -84,8 +85,9 @@ def test_written_solution_loads_in_opensim(moco, solved, tmp_path):
         assert np.abs(column - np.asarray(solved.control(name))).max() <= 1e-12, name
     # the header: Moco's keys, in Moco's (sorted) order, less the solve's duration
     ours, mocos = _header(path), _header(ref["solution_path"])
-    assert [k for k in ours if k != "OpenSimVersion"] == \
-        [k for k in mocos if k not in ("solver_duration", "OpenSimVersion")]
+    assert [k for k in ours if k != "OpenSimVersion"] == [
+        k for k in mocos if k not in ("solver_duration", "OpenSimVersion")
+    ]
     assert ours["success"] == mocos["success"] == "true"
     assert ours["status"] == mocos["status"] == "Solve_Succeeded"
     assert float(ours["objective"]) == float(solved.objective)
@@ -95,13 +97,15 @@ def test_written_solution_loads_in_opensim(moco, solved, tmp_path):
     back = files.read_trajectory(path)
     assert np.array_equal(back["time"], np.asarray(solved.time))
     assert np.array_equal(np.stack([back["states"][n] for n in system.y_names], 1), np.asarray(solved.states))
-    assert np.array_equal(np.stack([back["controls"][n] for n in system.actuator_paths], 1),
-                          np.asarray(solved.controls))
+    assert np.array_equal(
+        np.stack([back["controls"][n] for n in system.actuator_paths], 1), np.asarray(solved.controls)
+    )
     assert back["objective"] == float(solved.objective) and back["success"] is True
     assert back["status"] == "Solve_Succeeded" and set(back["objective_terms"]) == {"effort"}
     # and Moco takes it as its guess (MocoSolver::setGuessFile checks it against its problem)
-    study = _moco.study_from_problem(ref["model_path"], ref["problem"], transcription="hermite-simpson",
-                                     num_mesh_intervals=N)
+    study = _moco.study_from_problem(
+        ref["model_path"], ref["problem"], transcription="hermite-simpson", num_mesh_intervals=N
+    )
     osim.MocoCasADiSolver.safeDownCast(study.updSolver()).setGuessFile(str(path))
     again = _moco.solve(study)
     assert again["success"] and abs(again["objective"] - ref["objective"]) < 1e-8 * ref["objective"]
@@ -142,10 +146,10 @@ def test_guess_of_mocos_file_is_mocos_trajectory(moco, guess):
     # the stage layout: [y, c] at the mesh points, [y_mid, c_mid] at the midpoints, the
     # last stage's midpoint entries 0
     assert np.abs(z[:, :ny] - states[0::2]).max() <= 1e-12
-    assert np.abs(z[:, ny:ny + nc] - controls[0::2]).max() <= 1e-12
-    assert np.abs(z[:-1, ny + nc:2 * ny + nc] - states[1::2]).max() <= 1e-12
-    assert np.abs(z[:-1, 2 * ny + nc:] - controls[1::2]).max() <= 1e-12
-    assert np.all(z[-1, ny + nc:] == 0.0)
+    assert np.abs(z[:, ny : ny + nc] - controls[0::2]).max() <= 1e-12
+    assert np.abs(z[:-1, ny + nc : 2 * ny + nc] - states[1::2]).max() <= 1e-12
+    assert np.abs(z[:-1, 2 * ny + nc :] - controls[1::2]).max() <= 1e-12
+    assert np.all(z[-1, ny + nc :] == 0.0)
     assert np.abs(np.asarray(guess.time) - ref["time"]).max() <= 1e-12
     assert np.abs(np.asarray(guess.states) - states).max() <= 1e-12
     assert np.abs(np.asarray(guess.controls) - controls).max() <= 1e-12
@@ -156,8 +160,7 @@ def test_guess_from_a_motion_in_degrees_warns_of_missing_and_unknown_columns(moc
     _, system, problem = moco
     problem = problem.bound("/forceset/tau", (-10.0, 30.0))  # (the default guess: 10)
     t = np.linspace(0.0, 1.0, 11)
-    motion = TimeSeriesTable(t, np.stack([180.0 * t ** 2, np.ones_like(t)], 1), ["q", "bogus"],
-                             {"inDegrees": "yes"})
+    motion = TimeSeriesTable(t, np.stack([180.0 * t**2, np.ones_like(t)], 1), ["q", "bogus"], {"inDegrees": "yes"})
     path = tmp_path / "ik_output.mot"
     write_table(motion, path)
     with pytest.warns(files.TrajectoryWarning) as record:
@@ -172,14 +175,14 @@ def test_guess_from_a_motion_in_degrees_warns_of_missing_and_unknown_columns(moc
     grid = np.linspace(0.0, 1.0, 11)
     # q: from degrees, interpolated linearly (the file's samples are the grid's), and
     # clipped to its final bound (pi); the rest: transcribe's default
-    np.testing.assert_allclose(z[:, 0], np.minimum(math.pi * grid ** 2, math.pi), rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(z[:, 0], np.minimum(math.pi * grid**2, math.pi), rtol=1e-15, atol=1e-15)
     assert np.array_equal(z[:, 1:], np.asarray(z0)[:, 1:]) and np.all(z[:, 2] == 10.0)
     assert np.array_equal(np.asarray(guess.nlp.g), np.asarray(g0))
     # a table by itself (not a file) is named as such; interpolation between samples
     with pytest.warns(files.TrajectoryWarning, match="the table"):
         guess = files.guess_from_table(problem, motion, mesh=20, scheme="trapezoidal")
     tq = np.linspace(0.0, 1.0, 21)
-    np.testing.assert_allclose(np.asarray(guess.nlp.z)[:, 0], np.interp(tq, t, math.pi * t ** 2), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(guess.nlp.z)[:, 0], np.interp(tq, t, math.pi * t**2), rtol=1e-14)
 
 
 def test_written_guess_is_a_plain_moco_trajectory(guess, tmp_path):
@@ -213,8 +216,17 @@ def test_moco_file_with_multipliers_and_parameters(moco, tmp_path):
     for i in range(3):
         time.set(i, 0.25 * i)
     states, controls, multipliers = osim.Matrix(3, 2, 1.0), osim.Matrix(3, 1, 2.0), osim.Matrix(3, 1, 3.0)
-    traj = osim.MocoTrajectory(time, ["/jointset/pin/q/value", "/jointset/pin/q/speed"], ["/forceset/tau"],
-                               ["lambda_0"], ["mass"], states, controls, multipliers, osim.RowVector(1, 7.0))
+    traj = osim.MocoTrajectory(
+        time,
+        ["/jointset/pin/q/value", "/jointset/pin/q/speed"],
+        ["/forceset/tau"],
+        ["lambda_0"],
+        ["mass"],
+        states,
+        controls,
+        multipliers,
+        osim.RowVector(1, 7.0),
+    )
     path = tmp_path / "opensim_trajectory.sto"
     traj.write(str(path))
     out = files.read_trajectory(path)

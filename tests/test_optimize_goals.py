@@ -22,12 +22,17 @@ _moco = pytest.importorskip("_moco")
 def _goal(spec: dict):
     """The simjax goal of one of tests/_moco.py's ``add_goals`` specs."""
     if spec["type"] == "MocoStateTrackingGoal":
-        return StateTracking(spec["reference"], spec["weight"], weights=spec.get("state_weights"),
-                             pattern=spec.get("pattern"),
-                             allow_unused_references=spec.get("allow_unused_references", False),
-                             scale_weights_with_range=spec.get("scale_weights_with_range", False))
-    return OutputIntegral(spec["output_path"], spec["weight"], exponent=spec.get("exponent", 1),
-                          index=spec.get("output_index", -1))
+        return StateTracking(
+            spec["reference"],
+            spec["weight"],
+            weights=spec.get("state_weights"),
+            pattern=spec.get("pattern"),
+            allow_unused_references=spec.get("allow_unused_references", False),
+            scale_weights_with_range=spec.get("scale_weights_with_range", False),
+        )
+    return OutputIntegral(
+        spec["output_path"], spec["weight"], exponent=spec.get("exponent", 1), index=spec.get("output_index", -1)
+    )
 
 
 # -- against Moco ------------------------------------------------------------------------
@@ -44,11 +49,14 @@ def test_state_tracking_matches_moco(tmp_path):
     tracking = problem.goals[-1]
     assert tracking.tracked(problem) == {"/jointset/pin/q/value": 1.0, "/jointset/pin/q/speed": 0.1}
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(problem, mesh=30, scheme="hermite-simpson",
-                              options=optimize.Options(tol=tol, constraint_tol=tol))
+    solution = optimize.solve(
+        problem, mesh=30, scheme="hermite-simpson", options=optimize.Options(tol=tol, constraint_tol=tol)
+    )
     assert int(solution.status) == 0
-    assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"]), \
-        (float(solution.objective), ref["objective"])
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"]), (
+        float(solution.objective),
+        ref["objective"],
+    )
     assert np.allclose(np.asarray(solution.time), ref["time"], atol=1e-12)
     states = np.abs(np.asarray(solution.states) - _moco.states_in_system_order(ref, system)).max()
     controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
@@ -63,8 +71,12 @@ def test_marker_tracking_matches_moco(tmp_path):
     assert ref["success"], ref["status"]
     system = sj.load_osim(ref["model_path"]).build()
     spec = ref["problem"]
-    goal = optimize.MarkerTracking(spec["markers"], spec["marker_goal"]["weight"],
-                                   weights=spec["marker_goal"]["marker_weights"], allow_unused_references=True)
+    goal = optimize.MarkerTracking(
+        spec["markers"],
+        spec["marker_goal"]["weight"],
+        weights=spec["marker_goal"]["marker_weights"],
+        allow_unused_references=True,
+    )
     problem = _moco.simjax_problem(spec, system).goal(goal)
     assert goal.tracked(problem) == {"/markerset/tip": 2.0}
     tol = ref["settings"]["optim_convergence_tolerance"]
@@ -91,27 +103,60 @@ def test_goals_match_moco_at_a_given_trajectory(tmp_path):
     deg = _moco.pendulum_reference_sto(tmp_path, 21, in_degrees=True)
     rad = _moco.pendulum_reference_sto(tmp_path, 51)
     N, tf = 10, 1.2
-    spec = {"name": "at_guess", "time_initial_bounds": (0.0, 0.0), "time_final_bounds": (tf, tf),
-            "states": {"/jointset/pin/q/value": ((-10.0, 10.0), None, None),
-                       "/jointset/pin/q/speed": ((-50.0, 50.0), None, None)},
-            "controls": {"/forceset/tau": ((-50.0, 50.0), None, None)}, "goals": []}
+    spec = {
+        "name": "at_guess",
+        "time_initial_bounds": (0.0, 0.0),
+        "time_final_bounds": (tf, tf),
+        "states": {
+            "/jointset/pin/q/value": ((-10.0, 10.0), None, None),
+            "/jointset/pin/q/speed": ((-50.0, 50.0), None, None),
+        },
+        "controls": {"/forceset/tau": ((-50.0, 50.0), None, None)},
+        "goals": [],
+    }
     goals = [
-        {"type": "MocoStateTrackingGoal", "name": "degrees", "weight": 3.0, "reference": deg,
-         "state_weights": {"/jointset/pin/q/speed": 0.5}, "scale_weights_with_range": True},
-        {"type": "MocoStateTrackingGoal", "name": "pattern", "weight": 2.0, "reference": rad, "pattern": ".*value$",
-         "allow_unused_references": True},
+        {
+            "type": "MocoStateTrackingGoal",
+            "name": "degrees",
+            "weight": 3.0,
+            "reference": deg,
+            "state_weights": {"/jointset/pin/q/speed": 0.5},
+            "scale_weights_with_range": True,
+        },
+        {
+            "type": "MocoStateTrackingGoal",
+            "name": "pattern",
+            "weight": 2.0,
+            "reference": rad,
+            "pattern": ".*value$",
+            "allow_unused_references": True,
+        },
         {"type": "MocoOutputGoal", "name": "velocity", "weight": 0.5, "output_path": "/bodyset/body|velocity"},
-        {"type": "MocoOutputGoal", "name": "height", "weight": 1.5, "output_path": "/bodyset/body|position",
-         "output_index": 1, "exponent": 2},
-        {"type": "MocoOutputGoal", "name": "qdd", "weight": 0.1, "output_path": "/jointset/pin/q|acceleration",
-         "exponent": 3},
+        {
+            "type": "MocoOutputGoal",
+            "name": "height",
+            "weight": 1.5,
+            "output_path": "/bodyset/body|position",
+            "output_index": 1,
+            "exponent": 2,
+        },
+        {
+            "type": "MocoOutputGoal",
+            "name": "qdd",
+            "weight": 0.1,
+            "output_path": "/jointset/pin/q|acceleration",
+            "exponent": 3,
+        },
     ]
     study = _moco.study_from_problem(model, spec, num_mesh_intervals=N)
     _moco.add_goals(study, goals)
     t = np.linspace(0.0, tf, 2 * N + 1)
-    ref = _moco.objective_at(study, t, {"/jointset/pin/q/value": 0.3 + 2 * t - t ** 2,
-                                        "/jointset/pin/q/speed": 1.0 - 3 * np.sin(2 * t)},
-                             {"/forceset/tau": 3 * np.sin(5 * t) + 1})
+    ref = _moco.objective_at(
+        study,
+        t,
+        {"/jointset/pin/q/value": 0.3 + 2 * t - t**2, "/jointset/pin/q/speed": 1.0 - 3 * np.sin(2 * t)},
+        {"/forceset/tau": 3 * np.sin(5 * t) + 1},
+    )
     assert ref["iterations"] == 0
 
     system = sj.load_osim(model).build()
@@ -123,8 +168,15 @@ def test_goals_match_moco_at_a_given_trajectory(tmp_path):
     for goal in goals:
         nlp, _, _, _ = optimize.transcribe(base.goal(_goal(goal)), mesh=N)
         cost = jax.vmap(nlp.cost, in_axes=(0, 0, 0, None, None))
-        value = float(cost(jnp.arange(N + 1), jnp.asarray(Z), jnp.asarray(np.roll(Z, -1, 0)), jnp.asarray([0.0, tf]),
-                           getattr(nlp, "theta", None)).sum())
+        value = float(
+            cost(
+                jnp.arange(N + 1),
+                jnp.asarray(Z),
+                jnp.asarray(np.roll(Z, -1, 0)),
+                jnp.asarray([0.0, tf]),
+                getattr(nlp, "theta", None),
+            ).sum()
+        )
         expected = ref["objective_terms"][goal["name"]]
         assert abs(value - expected) < 1e-10 * abs(expected), (goal["name"], value, expected)
 
@@ -170,12 +222,14 @@ def test_pattern_and_weights_are_checked_as_moco_checks_them(system):
     with pytest.raises(ValueError, match="'/jointset/pin1/q1/speed' does not match the pattern"):
         StateTracking(both, pattern=".*value$").tracked(problem)
     assert StateTracking(both, pattern=".*value$", allow_unused_references=True).tracked(problem) == {
-        "/jointset/pin1/q1/value": 1.0}
+        "/jointset/pin1/q1/value": 1.0
+    }
     with pytest.raises(ValueError, match="'/jointset/pin1/q9/value' but this is not a recognized state"):
         StateTracking(both, weights={"/jointset/pin1/q9/value": 2.0}).tracked(problem)
     with pytest.raises(ValueError, match="does not match the pattern"):
-        StateTracking(both, pattern=".*value$", allow_unused_references=True,
-                      weights={"/jointset/pin2/q2/speed": 2.0}).tracked(problem)
+        StateTracking(
+            both, pattern=".*value$", allow_unused_references=True, weights={"/jointset/pin2/q2/speed": 2.0}
+        ).tracked(problem)
     # a weight for a state the table does not hold is allowed (and unused)
     goal = StateTracking(both, weights={"/jointset/pin2/q2/value": 2.0, "/jointset/pin1/q1/speed": 0.25})
     assert goal.tracked(problem) == {"/jointset/pin1/q1/value": 1.0, "/jointset/pin1/q1/speed": 0.25}
@@ -207,8 +261,9 @@ def test_references_in_degrees_are_converted_and_need_the_metadata(system):
     labels = ["/jointset/pin1/q1/value", "/jointset/pin2/q2/speed"]
     radians = _table(labels)
     degrees = TimeSeriesTable(radians.times, np.asarray(radians.values) * 180 / math.pi, labels, {"inDegrees": "yes"})
-    assert math.isclose(_integrand(StateTracking(degrees), problem), _integrand(StateTracking(radians), problem),
-                        rel_tol=1e-13)
+    assert math.isclose(
+        _integrand(StateTracking(degrees), problem), _integrand(StateTracking(radians), problem), rel_tol=1e-13
+    )
     with pytest.raises(ValueError, match="no 'inDegrees' metadata"):
         StateTracking(_table(labels, in_degrees=None)).tracked(problem)
 
@@ -230,10 +285,14 @@ def test_output_integral_values_and_checks(system):
     y = jnp.asarray([0.1, -0.2, 0.3, 0.4])
     assert math.isclose(_integrand(OutputIntegral("/jointset/pin2/q2|speed", exponent=2), problem), 0.16)
     assert math.isclose(_integrand(OutputIntegral("/jointset/pin1/q1|value", exponent=3), problem), 1e-3)
-    v = np.asarray(sj.api.output(system, sj.State(t=jnp.asarray(0.37), q=y[:2], u=y[2:], z=jnp.zeros(0),
-                                                  d=system.default_state().d), "/bodyset/rod2|velocity"))
-    assert math.isclose(_integrand(OutputIntegral("/bodyset/rod2|velocity"), problem), np.linalg.norm(v),
-                        rel_tol=1e-14)
+    v = np.asarray(
+        sj.api.output(
+            system,
+            sj.State(t=jnp.asarray(0.37), q=y[:2], u=y[2:], z=jnp.zeros(0), d=system.default_state().d),
+            "/bodyset/rod2|velocity",
+        )
+    )
+    assert math.isclose(_integrand(OutputIntegral("/bodyset/rod2|velocity"), problem), np.linalg.norm(v), rel_tol=1e-14)
     assert math.isclose(_integrand(OutputIntegral("/bodyset/rod2|velocity", index=4), problem), v[4], rel_tol=1e-14)
     # the norm's derivative at a zero vector is zero, not NaN
     grad = jax.grad(lambda y: OutputIntegral("/bodyset/rod2|velocity").integrand(problem, 0.0, y, jnp.zeros(2)))
@@ -266,9 +325,13 @@ def test_contact_tracking_matches_moco(tmp_path):
     controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
     assert np.all(states < [1e-6, 1e-5]) and controls < 1e-5, (states, controls)
     # bad input, named: an external force the file lacks, a path that is not a contact
-    for group, message in ((optimize.ContactGroup(("/forceset/contact",), "foot"), "external force 'foot' not found"),
-                           (optimize.ContactGroup(("/forceset/lift",), "ball_force"),
-                            "'/forceset/lift' is not a SmoothSphereHalfSpaceForce")):
+    for group, message in (
+        (optimize.ContactGroup(("/forceset/contact",), "foot"), "external force 'foot' not found"),
+        (
+            optimize.ContactGroup(("/forceset/lift",), "ball_force"),
+            "'/forceset/lift' is not a SmoothSphereHalfSpaceForce",
+        ),
+    ):
         bad = optimize.Problem(system, 0.0, 1.0).goal(optimize.ContactTracking((group,), ref["loads_path"]))
         with pytest.raises(ValueError, match=message):
             optimize.transcribe(bad, 5)

@@ -32,10 +32,14 @@ def test_the_kinematics_filter_is_moco_s(tmp_path):
 def solved(tmp_path_factory):
     moco = mg.moco_inverse_gait(tmp_path_factory.mktemp("moco_inverse"))
     model = edits.ModelProcessor(
-        str(mg.MODEL_PATH), functools.partial(edits.add_external_loads, path=str(mg.GRF_XML_PATH)),
-        edits.ignore_tendon_compliance, edits.replace_muscles_with_degroote, edits.ignore_passive_fiber_forces,
+        str(mg.MODEL_PATH),
+        functools.partial(edits.add_external_loads, path=str(mg.GRF_XML_PATH)),
+        edits.ignore_tendon_compliance,
+        edits.replace_muscles_with_degroote,
+        edits.ignore_passive_fiber_forces,
         functools.partial(edits.scale_active_fiber_force_curve_width, scale_factor=1.5),
-        functools.partial(edits.add_reserves, optimal_force=1.0)).process()
+        functools.partial(edits.add_reserves, optimal_force=1.0),
+    ).process()
     system, kinematics = model.build(), _filtered()
     settings = dict(initial_time=0.6, final_time=1.4, mesh_interval=0.02)
     problem, _ = inverse_problem(system, kinematics, **settings)

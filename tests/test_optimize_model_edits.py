@@ -33,17 +33,35 @@ GAIT_DIR = Path(os.environ.get("SIMJAX_GAIT10DOF_DIR", "/work/shared/pipelines/G
 GAIT_MODEL = GAIT_DIR / "subject01.osim"
 GRF_XML = GAIT_DIR / "ExperimentalData" / "subject01_walk_grf.xml"
 IK_MOT = GAIT_DIR / "OutputReference" / "IK" / "subject01_walk_IK.mot"
-needs_gait = pytest.mark.skipif(not (GAIT_MODEL.exists() and GRF_XML.exists() and IK_MOT.exists()),
-                                reason="the Gait10dof18musc pipeline data are not available")
+needs_gait = pytest.mark.skipif(
+    not (GAIT_MODEL.exists() and GRF_XML.exists() and IK_MOT.exists()),
+    reason="the Gait10dof18musc pipeline data are not available",
+)
 
 #: DeGrooteFregly2016Muscle properties compared one by one with OpenSim's
-DGF_PROPERTIES = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length", "pennation_angle_at_optimal",
-                  "max_contraction_velocity", "activation_time_constant", "deactivation_time_constant",
-                  "default_activation", "default_normalized_tendon_force", "active_force_width_scale",
-                  "fiber_damping", "passive_fiber_strain_at_one_norm_force", "tendon_strain_at_one_norm_force",
-                  "ignore_passive_fiber_force", "ignore_tendon_compliance", "ignore_activation_dynamics",
-                  "tendon_compliance_dynamics_mode", "activation_dynamics_smoothing", "min_control", "max_control",
-                  "appliesForce")
+DGF_PROPERTIES = (
+    "max_isometric_force",
+    "optimal_fiber_length",
+    "tendon_slack_length",
+    "pennation_angle_at_optimal",
+    "max_contraction_velocity",
+    "activation_time_constant",
+    "deactivation_time_constant",
+    "default_activation",
+    "default_normalized_tendon_force",
+    "active_force_width_scale",
+    "fiber_damping",
+    "passive_fiber_strain_at_one_norm_force",
+    "tendon_strain_at_one_norm_force",
+    "ignore_passive_fiber_force",
+    "ignore_tendon_compliance",
+    "ignore_activation_dynamics",
+    "tendon_compliance_dynamics_mode",
+    "activation_dynamics_smoothing",
+    "min_control",
+    "max_control",
+    "appliesForce",
+)
 
 
 def _osim_process(source, *operators):
@@ -121,9 +139,12 @@ def _evaluate(system, states, controls, udot, muscles):
     entry points are): the tendon forces of ``muscles`` ``(n, len(muscles))`` and the
     generalized forces for ``udot`` (``inverse_dynamics``, every applied force
     included) ``(n, nu)``."""
+
     def one(system, state, c, a):
-        return (Context(system, state, c).group_outputs(muscles, "tendon_force"),
-                sj.inverse_dynamics(system, state, a, c))
+        return (
+            Context(system, state, c).group_outputs(muscles, "tendon_force"),
+            sj.inverse_dynamics(system, state, a, c),
+        )
 
     fn = jax.jit(jax.vmap(one, in_axes=(None, 0, 0, 0)), compiler_options=sj.compiler_options())
     return tuple(np.asarray(v) for v in fn(system, states, controls, udot))
@@ -144,29 +165,52 @@ def test_gait_chain_matches_opensim():
     """ModOpReplaceMusclesWithDeGrooteFregly2016, ModOpIgnoreTendonCompliance,
     ModOpIgnorePassiveFiberForcesDGF, ModOpScaleActiveFiberForceCurveWidthDGF(1.5),
     ModOpAddReserves(1.0), ModOpAddExternalLoads on the walking model."""
-    ref = _osim_process(GAIT_MODEL, opensim.ModOpReplaceMusclesWithDeGrooteFregly2016(),
-                        opensim.ModOpIgnoreTendonCompliance(), opensim.ModOpIgnorePassiveFiberForcesDGF(),
-                        opensim.ModOpScaleActiveFiberForceCurveWidthDGF(1.5), opensim.ModOpAddReserves(1.0),
-                        opensim.ModOpAddExternalLoads(str(GRF_XML)))
-    proc = me.ModelProcessor(GAIT_MODEL, me.replace_muscles_with_degroote, me.ignore_tendon_compliance,
-                             me.ignore_passive_fiber_forces,
-                             functools.partial(me.scale_active_fiber_force_curve_width, scale_factor=1.5))
+    ref = _osim_process(
+        GAIT_MODEL,
+        opensim.ModOpReplaceMusclesWithDeGrooteFregly2016(),
+        opensim.ModOpIgnoreTendonCompliance(),
+        opensim.ModOpIgnorePassiveFiberForcesDGF(),
+        opensim.ModOpScaleActiveFiberForceCurveWidthDGF(1.5),
+        opensim.ModOpAddReserves(1.0),
+        opensim.ModOpAddExternalLoads(str(GRF_XML)),
+    )
+    proc = me.ModelProcessor(
+        GAIT_MODEL,
+        me.replace_muscles_with_degroote,
+        me.ignore_tendon_compliance,
+        me.ignore_passive_fiber_forces,
+        functools.partial(me.scale_active_fiber_force_curve_width, scale_factor=1.5),
+    )
     proc = proc.append(functools.partial(me.add_reserves, optimal_force=1.0)) | functools.partial(
-        me.add_external_loads, path=GRF_XML)
+        me.add_external_loads, path=GRF_XML
+    )
     model = proc.process()
 
     # (a) the same actuators, in the same order, with the same forces and bounds
     assert _sj_actuators(model) == _osim_actuators(ref)
     assert [a[0] for a in _osim_actuators(ref)][18:] == [
-        "/forceset/reserve_jointset_" + p for p in (
-            "ground_pelvis_pelvis_tilt", "ground_pelvis_pelvis_tx", "ground_pelvis_pelvis_ty", "hip_r_hip_flexion_r",
-            "knee_r_knee_angle_r", "ankle_r_ankle_angle_r", "hip_l_hip_flexion_l", "knee_l_knee_angle_l",
-            "ankle_l_ankle_angle_l", "back_lumbar_extension")]
+        "/forceset/reserve_jointset_" + p
+        for p in (
+            "ground_pelvis_pelvis_tilt",
+            "ground_pelvis_pelvis_tx",
+            "ground_pelvis_pelvis_ty",
+            "hip_r_hip_flexion_r",
+            "knee_r_knee_angle_r",
+            "ankle_r_ankle_angle_r",
+            "hip_l_hip_flexion_l",
+            "knee_l_knee_angle_l",
+            "ankle_l_ankle_angle_l",
+            "back_lumbar_extension",
+        )
+    ]
     _compare_degroote_properties(ref, model)
     # the external forces where OpenSim puts them
     ext = [c.getAbsolutePathString() for c in ref.getComponentsList() if c.getConcreteClassName() == "ExternalForce"]
-    assert ext == model.paths(sj.ExternalForce) == ["/componentset/externalloads/right",
-                                                    "/componentset/externalloads/left"]
+    assert (
+        ext
+        == model.paths(sj.ExternalForce)
+        == ["/componentset/externalloads/right", "/componentset/externalloads/left"]
+    )
 
     # (b) tendon forces and generalized forces at states of the walk
     system = model.build()
@@ -177,8 +221,16 @@ def test_gait_chain_matches_opensim():
     znames = [f"/forceset/{a}/activation" for a in acts[:18]]
     assert tuple(znames) == system.z_names
     controls = np.concatenate([rng.uniform(0.02, 1.0, (n, 18)), rng.uniform(-30.0, 30.0, (n, 10))], axis=1)
-    st = {"coords": coords, "q": q, "u": u, "t": t, "znames": znames, "z": rng.uniform(0.05, 1.0, (n, 18)),
-          "actuators": acts, "controls": controls}
+    st = {
+        "coords": coords,
+        "q": q,
+        "u": u,
+        "t": t,
+        "znames": znames,
+        "z": rng.uniform(0.05, 1.0, (n, 18)),
+        "actuators": acts,
+        "controls": controls,
+    }
     udot = rng.uniform(-5.0, 5.0, (n, len(coords)))
 
     s = ref.initSystem()
@@ -200,21 +252,26 @@ def test_gait_chain_matches_opensim():
     states, ctrl, ui, _ = simjax_states(system, st)
     a = jnp.zeros((n, system.tree.nu)).at[:, ui].set(udot)
     # the states twice: with the controls, and without the reserves'
-    tf, gf = _evaluate(system, jax.tree_util.tree_map(lambda *x: jnp.concatenate(x), states, states),
-                       jnp.concatenate([ctrl, ctrl.at[:, 18:].set(0.0)]), jnp.concatenate([a, a]),
-                       tuple(system.actuator_paths[:18]))
+    tf, gf = _evaluate(
+        system,
+        jax.tree_util.tree_map(lambda *x: jnp.concatenate(x), states, states),
+        jnp.concatenate([ctrl, ctrl.at[:, 18:].set(0.0)]),
+        jnp.concatenate([a, a]),
+        tuple(system.actuator_paths[:18]),
+    )
     tf, tau = tf[:n], gf[:n, ui]
 
     assert np.all(ref_tf > 1.0)  # the fibers pull
     # the ground pushes on a foot at most of these states
-    grf = [[opensim.ExternalForce.safeDownCast(ref.getComponent(p)).getForceAtTime(float(ti)).get(1) for p in ext]
-           for ti in t]
+    grf = [
+        [opensim.ExternalForce.safeDownCast(ref.getComponent(p)).getForceAtTime(float(ti)).get(1) for p in ext]
+        for ti in t
+    ]
     assert np.sum(np.max(grf, axis=1) > 100.0) >= 4
     assert_close("tendon_force", ref_tf, tf, 1e-10, 0.0)
     assert_close("generalized_force", ref_tau, tau, 1e-10, 1e-10 * np.max(np.abs(ref_tau)))
     # the reserves act along their coordinates with optimal force 1
-    assert_close("reserve_forces", _reserve_forces(system, model, controls[:, 18:])[:, ui], gf[n:, ui] - tau, 0.0,
-                 1e-9)
+    assert_close("reserve_forces", _reserve_forces(system, model, controls[:, 18:])[:, ui], gf[n:, ui] - tau, 0.0, 1e-9)
 
 
 def _reserve_forces(system, model, controls):
@@ -231,14 +288,23 @@ def test_arm26_chain_matches_opensim():
     DeGrooteFregly2016Muscle properties (FmaxMuscleStrain, FmaxTendonStrain, the
     Thelen time constants, no fiber damping)."""
     path = sj.models.path("arm26")
-    ref = _osim_process(path, opensim.ModOpReplaceMusclesWithDeGrooteFregly2016(),
-                        opensim.ModOpScaleMaxIsometricForce(1.2), opensim.ModOpAddReserves(2.0, 10.0))
-    model = me.ModelProcessor(path, me.replace_muscles_with_degroote,
-                              functools.partial(me.scale_max_isometric_force, scale_factor=1.2),
-                              functools.partial(me.add_reserves, optimal_force=2.0, bound=10.0)).process()
+    ref = _osim_process(
+        path,
+        opensim.ModOpReplaceMusclesWithDeGrooteFregly2016(),
+        opensim.ModOpScaleMaxIsometricForce(1.2),
+        opensim.ModOpAddReserves(2.0, 10.0),
+    )
+    model = me.ModelProcessor(
+        path,
+        me.replace_muscles_with_degroote,
+        functools.partial(me.scale_max_isometric_force, scale_factor=1.2),
+        functools.partial(me.add_reserves, optimal_force=2.0, bound=10.0),
+    ).process()
     assert _sj_actuators(model) == _osim_actuators(ref)
-    assert [a[0] for a in _osim_actuators(ref)][6:] == ["/forceset/reserve_jointset_r_shoulder_r_shoulder_elev",
-                                                        "/forceset/reserve_jointset_r_elbow_r_elbow_flex"]
+    assert [a[0] for a in _osim_actuators(ref)][6:] == [
+        "/forceset/reserve_jointset_r_shoulder_r_shoulder_elev",
+        "/forceset/reserve_jointset_r_elbow_r_elbow_flex",
+    ]
     _compare_degroote_properties(ref, model)
 
     # (no dynamics here: arm26's wrapping surfaces take half a minute to compile; the
@@ -270,19 +336,43 @@ def test_reserve_and_residual_options_match_opensim(tmp_path):
 
     cases = [
         ((opensim.ModOpAddReserves(3.0, 20.0),), (functools.partial(me.add_reserves, optimal_force=3.0, bound=20.0),)),
-        ((opensim.ModOpAddReserves(3.0, 20.0, False, True),),
-         (functools.partial(me.add_reserves, optimal_force=3.0, bound=20.0, skip_coordinates_with_actuators=False,
-                            skip_residual_coordinates=True),)),
-        ((opensim.ModOpAddResiduals(5.0, 7.0, 100.0),), (functools.partial(me.add_residuals,
-                                                                           rotational_optimal_force=5.0,
-                                                                           translational_optimal_force=7.0,
-                                                                           bound=100.0),)),
-        ((opensim.ModOpReplaceMusclesWithPathActuators(), opensim.ModOpAddReserves(1.0)),
-         (me.replace_muscles_with_path_actuators, me.add_reserves)),
-        ((opensim.ModOpRemoveMuscles(), opensim.ModOpAddResiduals(5.0, 7.0, 100.0, False)),
-         (me.remove_muscles, functools.partial(me.add_residuals, rotational_optimal_force=5.0,
-                                               translational_optimal_force=7.0, bound=100.0,
-                                               skip_coordinates_with_actuators=False))),
+        (
+            (opensim.ModOpAddReserves(3.0, 20.0, False, True),),
+            (
+                functools.partial(
+                    me.add_reserves,
+                    optimal_force=3.0,
+                    bound=20.0,
+                    skip_coordinates_with_actuators=False,
+                    skip_residual_coordinates=True,
+                ),
+            ),
+        ),
+        (
+            (opensim.ModOpAddResiduals(5.0, 7.0, 100.0),),
+            (
+                functools.partial(
+                    me.add_residuals, rotational_optimal_force=5.0, translational_optimal_force=7.0, bound=100.0
+                ),
+            ),
+        ),
+        (
+            (opensim.ModOpReplaceMusclesWithPathActuators(), opensim.ModOpAddReserves(1.0)),
+            (me.replace_muscles_with_path_actuators, me.add_reserves),
+        ),
+        (
+            (opensim.ModOpRemoveMuscles(), opensim.ModOpAddResiduals(5.0, 7.0, 100.0, False)),
+            (
+                me.remove_muscles,
+                functools.partial(
+                    me.add_residuals,
+                    rotational_optimal_force=5.0,
+                    translational_optimal_force=7.0,
+                    bound=100.0,
+                    skip_coordinates_with_actuators=False,
+                ),
+            ),
+        ),
     ]
     for osim_ops, sj_ops in cases:
         ref = _osim_actuators(_osim_process(path, *osim_ops))
@@ -301,8 +391,15 @@ def test_bad_input_is_reported():
         me.replace_muscles_with_degroote(with_rigid)
     kept = me.replace_muscles_with_degroote(with_rigid, allow_unsupported_muscles=True)
     # as OpenSim: the unsupported muscle stays in place, the others move to the end
-    assert [o.name for o in kept.forceset.objects] == ["rigid", "TRIlong", "TRIlat", "TRImed", "BIClong", "BICshort",
-                                                       "BRA"]
+    assert [o.name for o in kept.forceset.objects] == [
+        "rigid",
+        "TRIlong",
+        "TRIlat",
+        "TRImed",
+        "BIClong",
+        "BICshort",
+        "BRA",
+    ]
     assert type(kept.find("/forceset/rigid")) is sj.RigidTendonMuscle
     # an already converted muscle is unsupported too (OpenSim throws the same way)
     with pytest.raises(ModelError, match="DeGrooteFregly2016Muscle is not supported"):
@@ -330,5 +427,6 @@ def test_bad_input_is_reported():
     assert me.ignore_passive_fiber_forces(model) is model
     implicit = me.tendon_compliance_dynamics_mode(me.ignore_tendon_compliance(dgf), "implicit")
     assert all(m.tendon_compliance_dynamics_mode == "explicit" for m in implicit.components_of(sj.Muscle))
-    assert math.isclose(float(dgf.find("/forceset/BRA").max_isometric_force),
-                        float(model.find("/forceset/BRA").max_isometric_force))
+    assert math.isclose(
+        float(dgf.find("/forceset/BRA").max_isometric_force), float(model.find("/forceset/BRA").max_isometric_force)
+    )

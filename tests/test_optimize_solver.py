@@ -23,8 +23,12 @@ def test_block_tridiagonal_solve_and_inertia_match_a_dense_matrix():
     rng = np.random.default_rng(0)
     K, b, nb = 7, 5, 3
     D = rng.normal(size=(K, b, b))
-    M = kkt.Banded(jnp.asarray(D + np.swapaxes(D, 1, 2)), jnp.asarray(rng.normal(size=(K, b, b))),
-                   jnp.asarray(rng.normal(size=(K, b, nb))), jnp.asarray(np.diag([1.0, -2.0, 3.0])))
+    M = kkt.Banded(
+        jnp.asarray(D + np.swapaxes(D, 1, 2)),
+        jnp.asarray(rng.normal(size=(K, b, b))),
+        jnp.asarray(rng.normal(size=(K, b, nb))),
+        jnp.asarray(np.diag([1.0, -2.0, 3.0])),
+    )
     dense = np.asarray(kkt.dense(M))
     r, s = rng.normal(size=(K, b)), rng.normal(size=nb)
     x, y = jax.jit(kkt.solve)(jax.jit(kkt.factor)(M), jnp.asarray(r), jnp.asarray(s))
@@ -37,8 +41,9 @@ def test_block_tridiagonal_solve_and_inertia_match_a_dense_matrix():
 SOLVED = [p.name for p in PROBLEMS if not p.infeasible]
 
 
-@pytest.mark.parametrize("name,local", [(n, False) for n in SOLVED] + [("HS71", True), ("HS100", True),
-                                                                      ("HS35MOD", True), ("HS15", True)])
+@pytest.mark.parametrize(
+    "name,local", [(n, False) for n in SOLVED] + [("HS71", True), ("HS100", True), ("HS35MOD", True), ("HS15", True)]
+)
 def test_known_optima(name, local):
     # (local: the rows as the stage's own, another pivot order of the same KKT matrix)
     p = by_name(name)
@@ -75,29 +80,42 @@ def test_a_batch_reports_a_nan_by_stage_and_keeps_the_other_solutions(capsys):
     # stage 2 of the second problem
     import equinox as eqx
     from simjax.optimize.nlp import StagedNLP
+
     K = 4
 
     def cost(k, z, zn, g, th):
         return jnp.sum((z - th[k]) ** 2) + jnp.where(th[k, 0] < 0, jnp.log(th[k, 0]), 0.0)
 
-    nlp = StagedNLP(cost=cost, constraints=lambda k, z, zn, g, th: (zn - z)[:1] * (k < K - 1),
-                    border_cost=lambda g, th: jnp.zeros(()), border_constraints=lambda g, th: jnp.zeros(0),
-                    z_lower=jnp.full((K, 2), -10.0), z_upper=jnp.full((K, 2), 10.0),
-                    c_lower=jnp.full((K, 1), -1.0), c_upper=jnp.full((K, 1), 1.0),
-                    border_lower=jnp.zeros(0), border_upper=jnp.zeros(0), g_lower=jnp.zeros(0), g_upper=jnp.zeros(0),
-                    theta=jnp.zeros((K, 2)))
+    nlp = StagedNLP(
+        cost=cost,
+        constraints=lambda k, z, zn, g, th: (zn - z)[:1] * (k < K - 1),
+        border_cost=lambda g, th: jnp.zeros(()),
+        border_constraints=lambda g, th: jnp.zeros(0),
+        z_lower=jnp.full((K, 2), -10.0),
+        z_upper=jnp.full((K, 2), 10.0),
+        c_lower=jnp.full((K, 1), -1.0),
+        c_upper=jnp.full((K, 1), 1.0),
+        border_lower=jnp.zeros(0),
+        border_upper=jnp.zeros(0),
+        g_lower=jnp.zeros(0),
+        g_upper=jnp.zeros(0),
+        theta=jnp.zeros((K, 2)),
+    )
     good = jnp.asarray(np.arange(2 * K, dtype=float).reshape(K, 2) * 0.3 + 1.0)
     thetas = jnp.stack([good, good.at[2, 0].set(-1.0), 2 * good])
     options = ipm.Options(max_iter=50, progress="batch")  # (as solve_batch shows its progress)
-    sols = jax.jit(jax.vmap(lambda th: ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2)),
-                                                 options=options)))(thetas)
+    sols = jax.jit(
+        jax.vmap(lambda th: ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2)), options=options))
+    )(thetas)
     assert [ipm.STATUS[int(s)] for s in sols.status] == ["solved", "non-finite value", "solved"]
     # the progress line follows the furthest problem and ends with the statuses
     from simjax.optimize import progress
+
     progress.finish_batch(np.asarray(sols.status), ipm.STATUS)
     line = capsys.readouterr().err.split("\r")[-1]
-    assert line.startswith(f"3 problems after {int(np.max(sols.iterations)) + 1} iterations: 2 solved, "
-                           "1 non-finite value") and line.endswith("\n")
+    assert line.startswith(
+        f"3 problems after {int(np.max(sols.iterations)) + 1} iterations: 2 solved, 1 non-finite value"
+    ) and line.endswith("\n")
     # the log of each problem, or of one
     ipm.print_log(sols)
     out = capsys.readouterr().out
@@ -121,32 +139,46 @@ def test_derivatives_of_the_optimum_match_finite_differences_of_re_solves():
     # the optimum, held by the implicit derivative
     import equinox as eqx
     from simjax.optimize.nlp import StagedNLP
+
     K = 4
 
     def rows(k, z, zn, g, th):
         return jnp.concatenate([(zn - z)[:1] * (k < K - 1), (z[0] + z[1])[None]])
 
-    nlp = StagedNLP(cost=lambda k, z, zn, g, th: jnp.sum((z - th[k]) ** 2) + 0.1 * jnp.sum(z ** 4),
-                    constraints=rows, local_rows=1,
-                    border_cost=lambda g, th: jnp.zeros(()), border_constraints=lambda g, th: jnp.zeros(0),
-                    z_lower=jnp.full((K, 2), -10.0), z_upper=jnp.full((K, 2), 1.5),
-                    c_lower=jnp.tile(jnp.asarray([-0.5, -jnp.inf]), (K, 1)),
-                    c_upper=jnp.tile(jnp.asarray([0.5, 2.6]), (K, 1)),
-                    border_lower=jnp.zeros(0), border_upper=jnp.zeros(0), g_lower=jnp.zeros(0), g_upper=jnp.zeros(0),
-                    theta=jnp.zeros((K, 2)))
+    nlp = StagedNLP(
+        cost=lambda k, z, zn, g, th: jnp.sum((z - th[k]) ** 2) + 0.1 * jnp.sum(z**4),
+        constraints=rows,
+        local_rows=1,
+        border_cost=lambda g, th: jnp.zeros(()),
+        border_constraints=lambda g, th: jnp.zeros(0),
+        z_lower=jnp.full((K, 2), -10.0),
+        z_upper=jnp.full((K, 2), 1.5),
+        c_lower=jnp.tile(jnp.asarray([-0.5, -jnp.inf]), (K, 1)),
+        c_upper=jnp.tile(jnp.asarray([0.5, 2.6]), (K, 1)),
+        border_lower=jnp.zeros(0),
+        border_upper=jnp.zeros(0),
+        g_lower=jnp.zeros(0),
+        g_upper=jnp.zeros(0),
+        theta=jnp.zeros((K, 2)),
+    )
     theta = jnp.asarray(np.arange(2 * K, dtype=float).reshape(K, 2) * 0.3)
     weights = jnp.arange(2 * K, dtype=float).reshape(K, 2)
 
     def value(th, derivatives):
-        sol = ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2)), derivatives=derivatives,
-                        options=ipm.Options(tol=1e-12, constraint_tol=1e-12))
+        sol = ipm.solve(
+            eqx.tree_at(lambda n: n.theta, nlp, th),
+            jnp.zeros((K, 2)),
+            derivatives=derivatives,
+            options=ipm.Options(tol=1e-12, constraint_tol=1e-12),
+        )
         return jnp.sum(sol.z * weights) + sol.objective
 
     gradient = np.asarray(jax.jit(jax.grad(lambda th: value(th, True)))(theta))
     f = jax.jit(lambda th: value(th, False))
     h = 1e-5
-    fd = np.asarray([[(f(theta.at[i, j].add(h)) - f(theta.at[i, j].add(-h))) / (2 * h) for j in range(2)]
-                     for i in range(K)])
+    fd = np.asarray(
+        [[(f(theta.at[i, j].add(h)) - f(theta.at[i, j].add(-h))) / (2 * h) for j in range(2)] for i in range(K)]
+    )
     assert np.abs(gradient - fd).max() < 1e-7 * np.abs(fd).max(), (gradient, fd)
     z = np.asarray(jax.jit(lambda th: ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, th), jnp.zeros((K, 2))).z)(theta))
     assert np.isclose(z.sum(1), 2.6, atol=1e-6).sum() >= 1 and np.isclose(np.diff(z[:, 0]), 0.5, atol=1e-6).any()

@@ -21,11 +21,12 @@ def test_moco_command_solves_a_printed_study_as_moco_does(tmp_path, capsys):
     # the sliding mass in minimum time (exact optimum 0.4 s), trapezoidal, 50 intervals;
     # study_from_problem gives the problem its model with setModel: the .omoco holds it inline
     model = _moco.sliding_mass_osim(tmp_path)
-    moco_study = _moco.study_from_problem(model, _moco.SLIDING_MASS_PROBLEM, transcription="trapezoidal",
-                                          num_mesh_intervals=50)
+    moco_study = _moco.study_from_problem(
+        model, _moco.SLIDING_MASS_PROBLEM, transcription="trapezoidal", num_mesh_intervals=50
+    )
     path = tmp_path / "sliding_mass.omoco"
     moco_study.printToXML(str(path))
-    assert "<Model name=\"sliding_mass\">" in path.read_text()
+    assert '<Model name="sliding_mass">' in path.read_text()
     ref = _moco.solve(moco_study)
     assert ref["success"]
 
@@ -62,10 +63,12 @@ def _pendulum_study(tmp_path, *, extra_goals=(), transcription="hermite-simpson"
     problem = s.updProblem()
     problem.setModelProcessor(osim.ModelProcessor("pendulum.osim"))
     problem.setTimeBounds(osim.MocoInitialBounds(0.0), osim.MocoFinalBounds(0.5, 2.0))
-    problem.setStateInfo("/jointset/pin/q/value", osim.MocoBounds(-5.0, 5.0), osim.MocoInitialBounds(0.0),
-                         osim.MocoFinalBounds(3.0, 3.2))
-    problem.setStateInfoPattern(".*speed", osim.MocoBounds(-20.0, 20.0), osim.MocoInitialBounds(0.0),
-                                osim.MocoFinalBounds())
+    problem.setStateInfo(
+        "/jointset/pin/q/value", osim.MocoBounds(-5.0, 5.0), osim.MocoInitialBounds(0.0), osim.MocoFinalBounds(3.0, 3.2)
+    )
+    problem.setStateInfoPattern(
+        ".*speed", osim.MocoBounds(-20.0, 20.0), osim.MocoInitialBounds(0.0), osim.MocoFinalBounds()
+    )
     problem.setControlInfo("/forceset/tau", osim.MocoBounds(-30.0, 30.0))
     effort = osim.MocoControlGoal("effort", 0.5)
     effort.setExponent(3)
@@ -121,11 +124,18 @@ def test_study_file_read_into_a_problem(tmp_path):
     assert s.goal_names == ("effort", "time", "speed", "activation", "tracking")
     effort, time, speed, activation, tracking = p.goals
     assert isinstance(tracking, StateTracking) and tracking.reference == str(path.parent / "pendulum_reference.sto")
-    assert (tracking.weight, tracking.weights, tracking.allow_unused_references) == \
-        (10.0, {"/jointset/pin/q/speed": 0.1}, True)
+    assert (tracking.weight, tracking.weights, tracking.allow_unused_references) == (
+        10.0,
+        {"/jointset/pin/q/speed": 0.1},
+        True,
+    )
     assert effort == ControlEffort(0.5, 3.0, {"/forceset/tau": 2.0}) and time == FinalTime(3.0)
-    assert isinstance(speed, OutputIntegral) and (speed.output, speed.weight, speed.exponent, speed.index) == \
-        ("/bodyset/body|linear_velocity", 0.25, 2, 0)
+    assert isinstance(speed, OutputIntegral) and (speed.output, speed.weight, speed.exponent, speed.index) == (
+        "/bodyset/body|linear_velocity",
+        0.25,
+        2,
+        0,
+    )
     assert isinstance(activation, InitialActivation)
     assert s.settings["mesh"] == 20 and s.settings["scheme"] == "hermite-simpson"
 
@@ -145,8 +155,9 @@ def test_unsupported_goals_and_transcription_are_errors_naming_them(tmp_path):
     # the command line says the same and fails
     assert cli.main(["moco", str(path)]) == 1
     # a goal property that changes the answer is an error too
-    text = path.read_text().replace("<exponent>2</exponent>", "<exponent>2</exponent>\n"
-                                    "<divide_by_duration>true</divide_by_duration>")
+    text = path.read_text().replace(
+        "<exponent>2</exponent>", "<exponent>2</exponent>\n<divide_by_duration>true</divide_by_duration>"
+    )
     text = text.replace("legendre-gauss-3", "trapezoidal")
     bad = path.with_name("bad.omoco")
     bad.write_text(text)
@@ -154,14 +165,17 @@ def test_unsupported_goals_and_transcription_are_errors_naming_them(tmp_path):
         study.read_study(bad)
 
 
-
 def test_parameters_endpoint_goals_marker_tracking_and_output_bounds_are_read(tmp_path):
     from simjax.optimize.goals import AverageSpeed, MarkerTracking, Periodicity
     from simjax.optimize.path_constraints import OutputBound
     from simjax.optimize.problem import Parameter
 
-    moco = _moco.study_from_problem(_moco.spring_mass_osim(tmp_path), _moco.SPRING_MASS_PROBLEM,
-                                    num_mesh_intervals=20, parameters_require_initsystem=False)
+    moco = _moco.study_from_problem(
+        _moco.spring_mass_osim(tmp_path),
+        _moco.SPRING_MASS_PROBLEM,
+        num_mesh_intervals=20,
+        parameters_require_initsystem=False,
+    )
     prob = moco.updProblem()
     prob.addParameter(osim.MocoParameter("stiffness", "/forceset/spring", "stiffness", osim.MocoBounds(1, 100)))
     speed = osim.MocoAverageSpeedGoal("speed")
@@ -195,13 +209,17 @@ def test_parameters_endpoint_goals_marker_tracking_and_output_bounds_are_read(tm
     assert read.goal_names == ("effort", "speed", "periodic", "markers")
     assert problem.goals[1:] == (
         AverageSpeed(0.3, "cost"),
-        Periodicity((("/jointset/slider/x/speed", "/jointset/slider/x/speed", False),),
-                    (("/forceset/actuator", "/forceset/actuator", True),)),
-        MarkerTracking(trc, 10.0, {"tip": 2.0}, True))
+        Periodicity(
+            (("/jointset/slider/x/speed", "/jointset/slider/x/speed", False),),
+            (("/forceset/actuator", "/forceset/actuator", True),),
+        ),
+        MarkerTracking(trc, 10.0, {"tip": 2.0}, True),
+    )
     # a bound that is a malformed Function is an error naming it
     bad = tmp_path / "bad.omoco"
-    bad.write_text(path.read_text().replace("<Constant>\n", "<LinearFunction>\n").replace(
-        "</Constant>", "</LinearFunction>"))
+    bad.write_text(
+        path.read_text().replace("<Constant>\n", "<LinearFunction>\n").replace("</Constant>", "</LinearFunction>")
+    )
     with pytest.raises(study.StudyError, match=r"<upper_bound>/<LinearFunction>.*not a Function simjax reads"):
         study.read_study(bad)
 
@@ -215,35 +233,45 @@ def test_implicit_dynamics_settings_are_read_with_moco_s_bounds_only(tmp_path):
         out.write_text(text.replace("</MocoCasADiSolver>", properties + "\n</MocoCasADiSolver>"))
         return out
 
-    implicit = with_solver_properties("implicit.omoco", "<multibody_dynamics_mode>implicit</multibody_dynamics_mode>"
-                                      "<implicit_multibody_acceleration_bounds>-1000 1000"
-                                      "</implicit_multibody_acceleration_bounds>")
+    implicit = with_solver_properties(
+        "implicit.omoco",
+        "<multibody_dynamics_mode>implicit</multibody_dynamics_mode>"
+        "<implicit_multibody_acceleration_bounds>-1000 1000"
+        "</implicit_multibody_acceleration_bounds>",
+    )
     with pytest.warns(study.StudyWarning):
         s = study.read_study(implicit)
     assert s.dynamics_mode == "implicit" and s.settings["dynamics_mode"] == "implicit"
-    narrow = with_solver_properties("narrow.omoco", "<multibody_dynamics_mode>implicit</multibody_dynamics_mode>"
-                                    "<implicit_multibody_acceleration_bounds>-10 10"
-                                    "</implicit_multibody_acceleration_bounds>")
+    narrow = with_solver_properties(
+        "narrow.omoco",
+        "<multibody_dynamics_mode>implicit</multibody_dynamics_mode>"
+        "<implicit_multibody_acceleration_bounds>-10 10"
+        "</implicit_multibody_acceleration_bounds>",
+    )
     with pytest.raises(study.StudyError, match=r"<implicit_multibody_acceleration_bounds> = '-10 10'"):
         study.read_study(narrow)
     # Moco's penalties on the implicit derivative variables: their weights (default 1)
     # where minimized, None where not; other auxiliary derivative bounds are an error
     penalized = with_solver_properties(
-        "penalized.omoco", "<minimize_implicit_multibody_accelerations>true</minimize_implicit_multibody_accelerations>"
+        "penalized.omoco",
+        "<minimize_implicit_multibody_accelerations>true</minimize_implicit_multibody_accelerations>"
         "<minimize_implicit_auxiliary_derivatives>true</minimize_implicit_auxiliary_derivatives>"
         "<implicit_auxiliary_derivatives_weight>0.01</implicit_auxiliary_derivatives_weight>"
-        "<implicit_auxiliary_derivative_bounds>-1000 1000</implicit_auxiliary_derivative_bounds>")
+        "<implicit_auxiliary_derivative_bounds>-1000 1000</implicit_auxiliary_derivative_bounds>",
+    )
     with pytest.warns(study.StudyWarning):
         s = study.read_study(penalized)
     assert (s.settings["accelerations_weight"], s.settings["auxiliary_derivatives_weight"]) == (1.0, 0.01)
     with pytest.warns(study.StudyWarning):
         assert study.read_study(implicit).settings["auxiliary_derivatives_weight"] is None
-    narrow = with_solver_properties("narrow_w.omoco", "<implicit_auxiliary_derivative_bounds>-5 5"
-                                    "</implicit_auxiliary_derivative_bounds>")
+    narrow = with_solver_properties(
+        "narrow_w.omoco", "<implicit_auxiliary_derivative_bounds>-5 5</implicit_auxiliary_derivative_bounds>"
+    )
     with pytest.raises(study.StudyError, match=r"<implicit_auxiliary_derivative_bounds> = '-5 5'"):
         study.read_study(narrow)
     # kinematic constraints: Moco's default method alone
-    bordalba = with_solver_properties("bordalba.omoco", "<kinematic_constraint_method>Bordalba2023"
-                                      "</kinematic_constraint_method>")
+    bordalba = with_solver_properties(
+        "bordalba.omoco", "<kinematic_constraint_method>Bordalba2023</kinematic_constraint_method>"
+    )
     with pytest.raises(study.StudyError, match=r"<kinematic_constraint_method> = 'Bordalba2023'"):
         study.read_study(bordalba)

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 import simjax as sj
-from simjax.io.osim import (OsimWarning, dumps_osim, loads_osim, read_osim,
-                            save_osim)
+from simjax.io.osim import OsimWarning, dumps_osim, loads_osim, read_osim, save_osim
 
 SHIPPED = sj.models.names()
 
@@ -43,8 +42,12 @@ def test_shipped_pipeline_copies_and_keeps_existing_results(tmp_path):
     with pytest.raises(KeyError, match="available: Gait10dof18musc"):
         sj.models.pipeline_path("nope")
     work = sj.models.copy_pipeline("Gait10dof18musc", tmp_path)
-    for setup in ("IK/walk_Setup_IK.xml", "ID/walk_Setup_ID.xml", "SO/walk_Setup_SO.xml",
-                  "Scale/subject01_Setup_Scale.xml"):
+    for setup in (
+        "IK/walk_Setup_IK.xml",
+        "ID/walk_Setup_ID.xml",
+        "SO/walk_Setup_SO.xml",
+        "Scale/subject01_Setup_Scale.xml",
+    ):
         assert os.path.exists(os.path.join(work, setup)), setup
     results = os.path.join(work, "IK", "result.mot")
     open(results, "w").close()
@@ -59,14 +62,25 @@ def test_double_pendulum_paths_and_names():
     model, report = _quiet_load("double_pendulum", strict=True)
     assert not report.unsupported
     paths = model.paths()
-    for p in ("/ground", "/bodyset/rod1", "/jointset/pin1", "/jointset/pin1/q1", "/jointset/pin1/ground_offset",
-              "/forceset/Torq1", "/bodyset/rod1/rod1_geom_frame_1"):
+    for p in (
+        "/ground",
+        "/bodyset/rod1",
+        "/jointset/pin1",
+        "/jointset/pin1/q1",
+        "/jointset/pin1/ground_offset",
+        "/forceset/Torq1",
+        "/bodyset/rod1/rod1_geom_frame_1",
+    ):
         assert p in paths
     act = model.find("/forceset/Torq2")
     assert act.coordinate == "/jointset/pin2/q2"
     system = model.build()
-    assert system.state_variable_names == ("/jointset/pin1/q1/value", "/jointset/pin1/q1/speed",
-                                           "/jointset/pin2/q2/value", "/jointset/pin2/q2/speed")
+    assert system.state_variable_names == (
+        "/jointset/pin1/q1/value",
+        "/jointset/pin1/q1/speed",
+        "/jointset/pin2/q2/value",
+        "/jointset/pin2/q2/speed",
+    )
     assert system.actuator_paths == ("/forceset/Torq1", "/forceset/Torq2")
     np.testing.assert_allclose(model.find("/jointset/pin1/q1").default_value, -0.78539816)
     np.testing.assert_array_equal(model.gravity, [0, -9.80665, 0])

@@ -12,8 +12,7 @@ import pytest
 
 import simjax as sj
 from simjax.component import prop, socket
-from simjax.io.osim import (OsimError, OsimWarning, UnsupportedContentError, dumps_osim, load_osim, loads_osim,
-                            register)
+from simjax.io.osim import OsimError, OsimWarning, UnsupportedContentError, dumps_osim, load_osim, loads_osim, register
 
 DOC = """<?xml version="1.0" encoding="UTF-8" ?>
 <OpenSimDocument Version="{version}">
@@ -57,8 +56,17 @@ DOC = """<?xml version="1.0" encoding="UTF-8" ?>
 </OpenSimDocument>
 """
 
-DEFAULTS = dict(version="40000", mass="2", body_extra="", child="/bodyset/b", locked="false", joint_extra="",
-                coordinate="q", force_extra="", model_extra="")
+DEFAULTS = dict(
+    version="40000",
+    mass="2",
+    body_extra="",
+    child="/bodyset/b",
+    locked="false",
+    joint_extra="",
+    coordinate="q",
+    force_extra="",
+    model_extra="",
+)
 
 
 def doc(**changes):
@@ -106,12 +114,15 @@ def test_bad_number_names_file_line_path_and_property():
     assert "'2.0kg' is not a number" in str(e)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("locked", "maybe", "expected true or false"),
-    ("mass", "1 2", "expected 1 number"),
-    ("mass", "nan", "must not be NaN"),
-    ("mass", "-1", "must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("locked", "maybe", "expected true or false"),
+        ("mass", "1 2", "expected 1 number"),
+        ("mass", "nan", "must not be NaN"),
+        ("mass", "-1", "must be >= 0"),
+    ],
+)
 def test_bad_values(field, value, message):
     with pytest.raises(OsimError, match=re.escape(message)):
         load(doc(**{field: value}))
@@ -122,8 +133,12 @@ def test_missing_required_property():
     with pytest.raises(OsimError, match=r"test.osim:\d+: /bodyset/b: Body is missing the required property <mass>"):
         load(text)
     with pytest.raises(OsimError, match="PinJoint is missing the required property <coordinates>"):
-        load(doc(joint_extra="<PinJoint name='k'><socket_parent_frame>/ground</socket_parent_frame>"
-                             "<socket_child_frame>/bodyset/b</socket_child_frame></PinJoint>"))
+        load(
+            doc(
+                joint_extra="<PinJoint name='k'><socket_parent_frame>/ground</socket_parent_frame>"
+                "<socket_child_frame>/bodyset/b</socket_child_frame></PinJoint>"
+            )
+        )
 
 
 def test_dangling_references():
@@ -134,23 +149,32 @@ def test_dangling_references():
     assert info.value.path == "/jointset/j"
     assert "no component at '/jointset/nowhere'" in str(info.value)
     text = doc(coordinate="qq")
-    with pytest.raises(OsimError, match=r"test.osim:\d+: /forceset/a \(property 'coordinate' = 'qq'\): refers to "
-                                        r"coordinate 'qq'"):
+    with pytest.raises(
+        OsimError,
+        match=r"test.osim:\d+: /forceset/a \(property 'coordinate' = 'qq'\): refers to "
+        r"coordinate 'qq'",
+    ):
         load(text)
     with pytest.raises(OsimError, match="expects a PhysicalFrame"):
         load(doc(child="/forceset/a"))
 
 
 def test_unsupported_content_is_listed_once_and_skipped_on_request():
-    text = doc(force_extra='<McKibbenActuator name="m1"><max_isometric_force>10</max_isometric_force>'
-                           '</McKibbenActuator><Gizmo name="g"/>',
-               body_extra="<colour>red</colour>", model_extra="<ProbeSet name='probeset'><objects>"
-                                                            "<JointInternalPowerProbe name='p'/></objects></ProbeSet>")
+    text = doc(
+        force_extra='<McKibbenActuator name="m1"><max_isometric_force>10</max_isometric_force>'
+        '</McKibbenActuator><Gizmo name="g"/>',
+        body_extra="<colour>red</colour>",
+        model_extra="<ProbeSet name='probeset'><objects><JointInternalPowerProbe name='p'/></objects></ProbeSet>",
+    )
     with pytest.raises(UnsupportedContentError) as info:
         load(text)
     items = info.value.items
-    assert [(u.what, u.path) for u in items] == [("<colour>", "/bodyset/b"), ("McKibbenActuator", "/forceset/m1"),
-                                                 ("Gizmo", "/forceset/g"), ("JointInternalPowerProbe", "/probeset/p")]
+    assert [(u.what, u.path) for u in items] == [
+        ("<colour>", "/bodyset/b"),
+        ("McKibbenActuator", "/forceset/m1"),
+        ("Gizmo", "/forceset/g"),
+        ("JointInternalPowerProbe", "/probeset/p"),
+    ]
     assert items[1].line == line_of(text, "McKibbenActuator")
     message = str(info.value)
     for u in items:
@@ -229,8 +253,10 @@ def test_invalid_names():
 
 
 def test_missing_meshes_only_warn(tmp_path):
-    geometry = ("<attached_geometry><Mesh name='g'><socket_frame>..</socket_frame>"
-                "<mesh_file>bone.vtp</mesh_file></Mesh></attached_geometry>")
+    geometry = (
+        "<attached_geometry><Mesh name='g'><socket_frame>..</socket_frame>"
+        "<mesh_file>bone.vtp</mesh_file></Mesh></attached_geometry>"
+    )
     path = tmp_path / "m.osim"
     path.write_text(doc(body_extra=geometry))
     with pytest.warns(OsimWarning, match="1 mesh file.*bone.vtp"):
@@ -282,20 +308,26 @@ class OnlyForTestsDamper(sj.Force):
 
 
 def test_registering_a_new_component_class():
-    register("OnlyForTestsDamper", OnlyForTestsDamper,
-             order=("components", "appliesForce", "socket_coordinate", "damping"))
-    force = ('<OnlyForTestsDamper name="d"><appliesForce>false</appliesForce><damping>3.5</damping>'
-             '<socket_coordinate>/jointset/j/q</socket_coordinate>'
-             '<Station name="anchor"><socket_parent_frame>/bodyset/b</socket_parent_frame>'
-             '<location>1 2 3</location></Station></OnlyForTestsDamper>')
+    register(
+        "OnlyForTestsDamper", OnlyForTestsDamper, order=("components", "appliesForce", "socket_coordinate", "damping")
+    )
+    force = (
+        '<OnlyForTestsDamper name="d"><appliesForce>false</appliesForce><damping>3.5</damping>'
+        "<socket_coordinate>/jointset/j/q</socket_coordinate>"
+        '<Station name="anchor"><socket_parent_frame>/bodyset/b</socket_parent_frame>'
+        "<location>1 2 3</location></Station></OnlyForTestsDamper>"
+    )
     model = load(doc(force_extra=force))
     d = model.find("/forceset/d")
     assert isinstance(d, OnlyForTestsDamper) and float(d.damping) == 3.5 and not d.applies_force
     np.testing.assert_array_equal(model.find("/forceset/d/anchor").location, [1, 2, 3])
     text = dumps_osim(model)
-    assert re.search(r"<OnlyForTestsDamper name=\"d\">\s*<appliesForce>false</appliesForce>\s*"
-                     r"<socket_coordinate>/jointset/j/q</socket_coordinate>\s*<damping>3.5</damping>\s*"
-                     r"<Station name=\"anchor\">", text)
+    assert re.search(
+        r"<OnlyForTestsDamper name=\"d\">\s*<appliesForce>false</appliesForce>\s*"
+        r"<socket_coordinate>/jointset/j/q</socket_coordinate>\s*<damping>3.5</damping>\s*"
+        r"<Station name=\"anchor\">",
+        text,
+    )
     assert dumps_osim(load(text)) == text
     with pytest.raises(OsimError, match="refers to '/jointset/j/nope'"):
         load(doc(force_extra=force.replace("j/q<", "j/nope<")))

@@ -19,13 +19,55 @@ import simjax as sj  # noqa: E402
 from simjax.io.osim import OsimError, OsimWarning, loads_osim  # noqa: E402
 
 BASES = [open(sj.models.path(n), encoding="utf-8").read() for n in ("double_pendulum", "arm26")]
-ELEMENTS = ["<foo>1</foo>", '<Body name="x"/>', "<Coordinate/>", "<mass>2</mass>", "<objects/>",
-            "<PinJoint name='q'></PinJoint>", "<SimmSpline><x>1</x><y>2</y></SimmSpline>", "<socket_parent>/x",
-            "</objects>", "<![CDATA[<mass>]]>", "&amp;", "<Constant name='function'><value>x</value></Constant>"]
-VALUES = ["abc", "1e999", "nan", "", "1 2", "--1", "true", "0x10", "1_0", "Inf", "/nowhere", "..", "../../..",
-          "-0", "1e-400", "\u00e9", "9" * 400]
-TAGS = ["Body", "PinJoint", "FreeJoint", "CustomJoint", "Constant", "SimmSpline", "Foo", "objects", "coordinates",
-        "Model", "OpenSimDocument", "TransformAxis", "socket_parent_frame", "mass"]
+ELEMENTS = [
+    "<foo>1</foo>",
+    '<Body name="x"/>',
+    "<Coordinate/>",
+    "<mass>2</mass>",
+    "<objects/>",
+    "<PinJoint name='q'></PinJoint>",
+    "<SimmSpline><x>1</x><y>2</y></SimmSpline>",
+    "<socket_parent>/x",
+    "</objects>",
+    "<![CDATA[<mass>]]>",
+    "&amp;",
+    "<Constant name='function'><value>x</value></Constant>",
+]
+VALUES = [
+    "abc",
+    "1e999",
+    "nan",
+    "",
+    "1 2",
+    "--1",
+    "true",
+    "0x10",
+    "1_0",
+    "Inf",
+    "/nowhere",
+    "..",
+    "../../..",
+    "-0",
+    "1e-400",
+    "\u00e9",
+    "9" * 400,
+]
+TAGS = [
+    "Body",
+    "PinJoint",
+    "FreeJoint",
+    "CustomJoint",
+    "Constant",
+    "SimmSpline",
+    "Foo",
+    "objects",
+    "coordinates",
+    "Model",
+    "OpenSimDocument",
+    "TransformAxis",
+    "socket_parent_frame",
+    "mass",
+]
 
 
 @st.composite
@@ -34,7 +76,7 @@ def mutated(draw):
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.integers(0, 7))
         if kind == 0:
-            text = text[:draw(st.integers(0, len(text)))]
+            text = text[: draw(st.integers(0, len(text)))]
         elif kind == 1:
             spans = [m.span() for m in re.finditer(r"-?\d+\.?\d*(?:e-?\d+)?", text)]
             if spans:
@@ -57,7 +99,7 @@ def mutated(draw):
         elif kind == 5:
             lines = text.split("\n")
             i = draw(st.integers(0, len(lines) - 1))
-            text = "\n".join(lines[:i] + lines[i + 1:])
+            text = "\n".join(lines[:i] + lines[i + 1 :])
         elif kind == 6:
             spans = [m.span(1) for m in re.finditer(r"</?(\w+)", text)]
             if spans:

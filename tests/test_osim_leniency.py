@@ -27,8 +27,9 @@ def _opensim_property(path, component, prop):
     opensim = pytest.importorskip("opensim")
     om = opensim.Model(str(path))
     forget_opensim_defaults(path)
-    return np.array([float(x) for x in
-                     str(om.getComponent(component).getPropertyByName(prop).toString()).strip("()").split()])
+    return np.array(
+        [float(x) for x in str(om.getComponent(component).getPropertyByName(prop).toString()).strip("()").split()]
+    )
 
 
 def test_defaults_supply_omitted_properties_as_in_opensim(tmp_path):
@@ -68,8 +69,10 @@ def test_tolerated_inertia_warns_once_naming_file_line_path_property_and_value()
     with pytest.warns(OsimWarning) as record:
         model = loads_osim(text, source="m.osim")
     messages = [str(w.message) for w in record if "triangle" in str(w.message)]
-    assert messages == [f"m.osim:{line}: /bodyset/b (property 'inertia' = [1.0, 1.0, 3.0, 0.0, 0.0, 0.0]): inertia "
-                        "violates the triangle inequality (I1 + I2 >= I3); OpenSim accepts it, and so does simjax"]
+    assert messages == [
+        f"m.osim:{line}: /bodyset/b (property 'inertia' = [1.0, 1.0, 3.0, 0.0, 0.0, 0.0]): inertia "
+        "violates the triangle inequality (I1 + I2 >= I3); OpenSim accepts it, and so does simjax"
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.build()  # reported once, by the reader: not again when building
@@ -78,10 +81,12 @@ def test_tolerated_inertia_warns_once_naming_file_line_path_property_and_value()
 
 
 def test_dotted_names_load_and_resolve():
-    text = doc(model_extra="""<MarkerSet name="markerset"><objects>
+    text = doc(
+        model_extra="""<MarkerSet name="markerset"><objects>
         <Marker name="R.ASIS"><socket_parent_frame>/bodyset/b</socket_parent_frame><location>0.1 0 0</location></Marker>
         <Marker name="L:ASIS"><socket_parent_frame>/bodyset/b</socket_parent_frame><location>0 0.1 0</location></Marker>
-        </objects><groups /></MarkerSet>""")
+        </objects><groups /></MarkerSet>"""
+    )
     model = loads_osim(text)
     assert model.find("../R.ASIS", relative_to="/markerset/L:ASIS").name == "R.ASIS"
     assert dumps_osim(loads_osim(dumps_osim(model))) == dumps_osim(model)

@@ -38,37 +38,56 @@ def every_joint_model(seed):
     parent = "/ground"
     kinds = ["Free", "Pin", "Slider", "Universal", "Gimbal", "Planar", "Weld", "Ball", "Custom", "Ellipsoid"]
     for i, kind in enumerate(kinds):
-        m = m.add(sj.Body(f"b{i}", mass=rng.uniform(0.5, 3), mass_center=rng.uniform(-0.2, 0.2, 3),
-                          inertia=random_inertia(rng)))
-        offsets = dict(location_in_parent=rng.uniform(-0.5, 0.5, 3), orientation_in_parent=rng.uniform(-1, 1, 3),
-                       location_in_child=rng.uniform(-0.5, 0.5, 3), orientation_in_child=rng.uniform(-1, 1, 3))
+        m = m.add(
+            sj.Body(
+                f"b{i}", mass=rng.uniform(0.5, 3), mass_center=rng.uniform(-0.2, 0.2, 3), inertia=random_inertia(rng)
+            )
+        )
+        offsets = dict(
+            location_in_parent=rng.uniform(-0.5, 0.5, 3),
+            orientation_in_parent=rng.uniform(-1, 1, 3),
+            location_in_child=rng.uniform(-0.5, 0.5, 3),
+            orientation_in_child=rng.uniform(-1, 1, 3),
+        )
         child = f"/bodyset/b{i}"
         if kind == "Custom":
+
             def axis(coord, direction, fn):
-                return sj.TransformAxis(coordinates=(coord,) if coord else (), axis=np.asarray(direction, float),
-                                        function=fn)
-            st = sj.SpatialTransform(axes=(
-                axis("c_a", (0, 0, 1), sj.LinearFunction((1.0, 0.0))),
-                axis("c_a", (1, 0, 0), sj.SimmSpline(x=np.linspace(-3, 3, 7), y=rng.uniform(-0.5, 0.5, 7))),
-                axis(None, (0, 1, 0), sj.Constant(0.0)),
-                axis("c_b", (1, 0, 0), sj.LinearFunction((rng.uniform(0.5, 2), rng.uniform(-0.1, 0.1)))),
-                axis("c_a", (0, 1, 0), sj.SimmSpline(x=np.linspace(-3, 3, 5), y=rng.uniform(-0.1, 0.1, 5))),
-                axis(None, (0, 0, 1), sj.Constant(0.1)),
-            ))
+                return sj.TransformAxis(
+                    coordinates=(coord,) if coord else (), axis=np.asarray(direction, float), function=fn
+                )
+
+            st = sj.SpatialTransform(
+                axes=(
+                    axis("c_a", (0, 0, 1), sj.LinearFunction((1.0, 0.0))),
+                    axis("c_a", (1, 0, 0), sj.SimmSpline(x=np.linspace(-3, 3, 7), y=rng.uniform(-0.5, 0.5, 7))),
+                    axis(None, (0, 1, 0), sj.Constant(0.0)),
+                    axis("c_b", (1, 0, 0), sj.LinearFunction((rng.uniform(0.5, 2), rng.uniform(-0.1, 0.1)))),
+                    axis("c_a", (0, 1, 0), sj.SimmSpline(x=np.linspace(-3, 3, 5), y=rng.uniform(-0.1, 0.1, 5))),
+                    axis(None, (0, 0, 1), sj.Constant(0.1)),
+                )
+            )
             coords = (sj.Coordinate("c_a", range=(-1, 1)), sj.Coordinate("c_b", range=(-1, 1)))
             joint = sj.CustomJoint(f"j{i}", parent, child, spatial_transform=st, coordinates=coords, **offsets)
         else:
             cls = getattr(sj, kind + "Joint")
-            coords = tuple(sj.Coordinate(f"j{i}_{k}", range=(-1, 1), default_value=rng.uniform(-0.5, 0.5))
-                           for k in range(cls.num_coordinates_default()))
+            coords = tuple(
+                sj.Coordinate(f"j{i}_{k}", range=(-1, 1), default_value=rng.uniform(-0.5, 0.5))
+                for k in range(cls.num_coordinates_default())
+            )
             if kind == "Ellipsoid":
                 offsets["radii_x_y_z"] = rng.uniform(0.1, 0.5, 3)
             joint = cls(f"j{i}", parent, child, coordinates=coords, **offsets)
         m = m.add(joint)
         parent = child
-    return m.add(sj.CoordinateCouplerConstraint(name="couple", independent_coordinate="/jointset/j1/j1_0",
-                                                dependent_coordinate="/jointset/j2/j2_0",
-                                                coupled_coordinates_function=sj.LinearFunction((0.3, 0.1))))
+    return m.add(
+        sj.CoordinateCouplerConstraint(
+            name="couple",
+            independent_coordinate="/jointset/j1/j1_0",
+            dependent_coordinate="/jointset/j2/j2_0",
+            coupled_coordinates_function=sj.LinearFunction((0.3, 0.1)),
+        )
+    )
 
 
 def without_extras(comp):
@@ -114,11 +133,27 @@ def test_every_joint_type_matches_opensim(tmp_path):
 def test_joint_classes_and_functions_survive(tmp_path):
     model = load_osim(written_by_opensim(every_joint_model(0), tmp_path))
     kinds = {type(model.find(f"/jointset/j{i}")).__name__ for i in range(10)}
-    assert kinds == {"FreeJoint", "PinJoint", "SliderJoint", "UniversalJoint", "GimbalJoint", "PlanarJoint",
-                     "WeldJoint", "BallJoint", "CustomJoint", "EllipsoidJoint"}
+    assert kinds == {
+        "FreeJoint",
+        "PinJoint",
+        "SliderJoint",
+        "UniversalJoint",
+        "GimbalJoint",
+        "PlanarJoint",
+        "WeldJoint",
+        "BallJoint",
+        "CustomJoint",
+        "EllipsoidJoint",
+    }
     axes = model.find("/jointset/j8").spatial_transform.axes
-    assert [type(a.function).__name__ for a in axes] == ["LinearFunction", "SimmSpline", "Constant",
-                                                         "LinearFunction", "SimmSpline", "Constant"]
+    assert [type(a.function).__name__ for a in axes] == [
+        "LinearFunction",
+        "SimmSpline",
+        "Constant",
+        "LinearFunction",
+        "SimmSpline",
+        "Constant",
+    ]
     assert float(axes[5].function.value) == 0.1
     cc = model.find("/constraintset/couple")
     assert (cc.independent_coordinate, cc.dependent_coordinate) == ("/jointset/j1/j1_0", "/jointset/j2/j2_0")

@@ -39,8 +39,15 @@ def _system(name):
         return sj.load_osim(sj.models.path(name)).build()
 
 
-_MODELS = ["double_pendulum", "arm26", "gait10dof18musc", "Tug_of_War_Millard", "bouncing_block", "bicep_curl",
-           "fourbar"]
+_MODELS = [
+    "double_pendulum",
+    "arm26",
+    "gait10dof18musc",
+    "Tug_of_War_Millard",
+    "bouncing_block",
+    "bicep_curl",
+    "fourbar",
+]
 
 
 def _state(system):

@@ -16,17 +16,26 @@ from simjax.muscles.path import path_forces, path_geometry, path_speeds, path_to
 opensim = pytest.importorskip("opensim")
 
 SX = (-0.5, 0.0, 0.6, 1.2, 1.8, 2.6)  # spline sites of the moving point (elbow angle)
-MOVING = {"x": (0.02, 0.025, 0.03, 0.028, 0.022, 0.015), "y": (-0.05, -0.045, -0.04, -0.038, -0.036, -0.035),
-          "z": (0.004, 0.004, 0.005, 0.006, 0.006, 0.007)}
+MOVING = {
+    "x": (0.02, 0.025, 0.03, 0.028, 0.022, 0.015),
+    "y": (-0.05, -0.045, -0.04, -0.038, -0.036, -0.035),
+    "z": (0.004, 0.004, 0.005, 0.006, 0.006, 0.007),
+}
 # (actuator, points); a point is (name, body, location) or ("cond", body, location, range)
 # or ("moving", body)
 ACTUATORS = (
     ("two", (("a", "ground", (0.03, 0.05, 0.0)), ("b", "radius", (0.02, -0.08, 0.01)))),
-    ("conditional", (("a", "ground", (0.02, 0.06, 0.01)), ("b", "humerus", (0.035, -0.12, 0.015)),
-                     ("c", "humerus", (0.04, -0.25, 0.01), (0.5, 1.5)), ("d", "radius", (0.025, -0.06, 0.005)))),
+    (
+        "conditional",
+        (
+            ("a", "ground", (0.02, 0.06, 0.01)),
+            ("b", "humerus", (0.035, -0.12, 0.015)),
+            ("c", "humerus", (0.04, -0.25, 0.01), (0.5, 1.5)),
+            ("d", "radius", (0.025, -0.06, 0.005)),
+        ),
+    ),
     ("moving", (("a", "humerus", (0.03, -0.05, 0.0)), ("b", "radius", None), ("c", "ground", (0.05, 0.02, 0.0)))),
-    ("end_moving", (("a", "ground", (-0.03, 0.04, 0.0)), ("b", "humerus", (-0.02, -0.2, 0.0)),
-                    ("c", "radius", None))),
+    ("end_moving", (("a", "ground", (-0.03, 0.04, 0.0)), ("b", "humerus", (-0.02, -0.2, 0.0)), ("c", "radius", None))),
 )
 
 
@@ -36,8 +45,9 @@ def _osim_model():
     r = opensim.Body("radius", RADIUS["mass"], opensim.Vec3(*RADIUS["com"]), opensim.Inertia(*RADIUS["inertia"]))
     m.addBody(h)
     m.addBody(r)
-    sh = opensim.PinJoint("shoulder", m.getGround(), opensim.Vec3(0), opensim.Vec3(0), h, opensim.Vec3(0),
-                          opensim.Vec3(0))
+    sh = opensim.PinJoint(
+        "shoulder", m.getGround(), opensim.Vec3(0), opensim.Vec3(0), h, opensim.Vec3(0), opensim.Vec3(0)
+    )
     el = opensim.PinJoint("elbow", h, opensim.Vec3(*ELBOW), opensim.Vec3(0), r, opensim.Vec3(0), opensim.Vec3(0))
     m.addJoint(sh)
     m.addJoint(el)
@@ -96,8 +106,9 @@ def _sj_model():
         for p in points:
             if p[2] is None:
                 fns = {f"{a}_location": sj.SimmSpline(np.asarray(SX), np.asarray(MOVING[a])) for a in "xyz"}
-                pt = sj.MovingPathPoint(p[0], frames[p[1]], **fns, x_coordinate=elbow, y_coordinate=elbow,
-                                        z_coordinate=elbow)
+                pt = sj.MovingPathPoint(
+                    p[0], frames[p[1]], **fns, x_coordinate=elbow, y_coordinate=elbow, z_coordinate=elbow
+                )
             elif len(p) == 4:
                 pt = sj.ConditionalPathPoint(p[0], frames[p[1]], p[2], coordinate=elbow, range=p[3])
             else:
@@ -142,9 +153,12 @@ def test_paths_match_opensim_at_random_states():
     def evaluate(qi, ui, ci):
         state = system.default_state().replace(q=qi, u=ui)
         ctx = Context(system, state, ci)
-        return {"length": jnp.stack([ctx.group_output(p, "length") for p in paths]),
-                "speed": jnp.stack([ctx.group_output(p, "speed") for p in paths]),
-                "moment_arm": sj.moment_arms(system, state, paths, COORDS), "udot": ctx.acc.udot}
+        return {
+            "length": jnp.stack([ctx.group_output(p, "length") for p in paths]),
+            "speed": jnp.stack([ctx.group_output(p, "speed") for p in paths]),
+            "moment_arm": sj.moment_arms(system, state, paths, COORDS),
+            "udot": ctx.acc.udot,
+        }
 
     got = evaluate(jnp.asarray(q), jnp.asarray(u), jnp.asarray(controls))
     assert_close("length", ref["length"], got["length"], 0, 1e-9)

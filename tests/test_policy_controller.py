@@ -61,8 +61,11 @@ def test_gradient_reaches_the_policy_weights(system):
     h = 1e-6
 
     def with_weight(v):
-        return eqx.tree_at(lambda s: s.model.find("/controllerset/brain").policy.mlp.layers[0].weight, system,
-                           system.model.find("/controllerset/brain").policy.mlp.layers[0].weight.at[0, 1].set(v))
+        return eqx.tree_at(
+            lambda s: s.model.find("/controllerset/brain").policy.mlp.layers[0].weight,
+            system,
+            system.model.find("/controllerset/brain").policy.mlp.layers[0].weight.at[0, 1].set(v),
+        )
 
     w01 = float(system.model.find("/controllerset/brain").policy.mlp.layers[0].weight[0, 1])
     fd = (loss(with_weight(w01 + h)) - loss(with_weight(w01 - h))) / (2 * h)

@@ -31,8 +31,12 @@ def test_trajectory_optimisation_traces_full_precision_products():
     model = model.add(sj.CoordinateActuator("actuator", "/jointset/slider/slider_coord_0"))
     system = model.build()
     x, v = system.y_names
-    problem = (optimize.Problem(system, 0.0, 1.0).bound(x, (-2, 2), initial=0.0, final=1.0)
-               .bound(v, (-10, 10), initial=0.0, final=0.0).goal(optimize.ControlEffort()))
+    problem = (
+        optimize.Problem(system, 0.0, 1.0)
+        .bound(x, (-2, 2), initial=0.0, final=1.0)
+        .bound(v, (-10, 10), initial=0.0, final=0.0)
+        .goal(optimize.ControlEffort())
+    )
     # (solved first: the transcription is made, and cached, outside any trace)
     assert np.isfinite(float(optimize.solve(problem, mesh=4).objective))
     assert _coarse_products(lambda: optimize.solve(problem, mesh=4).objective) == []

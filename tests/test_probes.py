@@ -36,8 +36,10 @@ _P = "Umberger2010MuscleMetabolicsProbe"
 
 
 def _param(name, ratio, extra=""):
-    return (f'<{_P}_MetabolicMuscleParameter name="{name}"><ratio_slow_twitch_fibers>{ratio}'
-            f'</ratio_slow_twitch_fibers>{extra}</{_P}_MetabolicMuscleParameter>')
+    return (
+        f'<{_P}_MetabolicMuscleParameter name="{name}"><ratio_slow_twitch_fibers>{ratio}'
+        f"</ratio_slow_twitch_fibers>{extra}</{_P}_MetabolicMuscleParameter>"
+    )
 
 
 # an integrating probe with every option flipped: basal on, no Bhargava model, no negative work, no clamps
@@ -57,8 +59,13 @@ _INTEGRATE = f"""
   <enforce_minimum_heat_rate_per_muscle>false</enforce_minimum_heat_rate_per_muscle>
   <report_total_metabolics_only>false</report_total_metabolics_only>
   <{_P}_MetabolicMuscleParameterSet><objects>
-    {_param("soleus_r", 0.8, "<use_provided_muscle_mass>true</use_provided_muscle_mass>"
-                               "<provided_muscle_mass>0.75</provided_muscle_mass>")}
+    {
+    _param(
+        "soleus_r",
+        0.8,
+        "<use_provided_muscle_mass>true</use_provided_muscle_mass><provided_muscle_mass>0.75</provided_muscle_mass>",
+    )
+}
     {_param("vasti_l", 0.5, "<specific_tension>300000</specific_tension><density>1100</density>")}
     {_param("hamstrings_r", 0.49)}
   </objects><groups /></{_P}_MetabolicMuscleParameterSet>
@@ -153,13 +160,15 @@ def _sj_eval(system, st, zp_names, zp):
     ci = np.asarray([system.actuator_names.index(a) for a in st["actuators"]])
     base = system.default_state()
     n = len(st["q"])
-    states = sj.State(t=jnp.zeros(n), q=jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(st["q"]),
-                      u=jnp.broadcast_to(base.u, (n, tree.nu)).at[:, ui].set(st["u"]),
-                      z=jnp.broadcast_to(base.z, (n, len(system.z_names))).at[:, zi].set(
-                          np.concatenate([st["z"], zp], 1)),
-                      d=jnp.broadcast_to(base.d, (n,) + base.d.shape))
+    states = sj.State(
+        t=jnp.zeros(n),
+        q=jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(st["q"]),
+        u=jnp.broadcast_to(base.u, (n, tree.nu)).at[:, ui].set(st["u"]),
+        z=jnp.broadcast_to(base.z, (n, len(system.z_names))).at[:, zi].set(np.concatenate([st["z"], zp], 1)),
+        d=jnp.broadcast_to(base.d, (n,) + base.d.shape),
+    )
     controls = jnp.zeros((n, len(system.actuator_names))).at[:, ci].set(st["controls"])
-    zpi = zi[len(st["znames"]):]
+    zpi = zi[len(st["znames"]) :]
 
     def one(state, c):
         ctx = Context(system, state, c)
@@ -180,8 +189,9 @@ def oracle(model_file):
     osim = pytest.importorskip("opensim")
     model = _load(model_file)  # strict: every probe is modelled
     system = model.build()
-    zp_names = tuple(f"/probeset/metabolics_int/{lab}" for lab in model.find("/probeset/metabolics_int")
-                     .probe_output_labels())
+    zp_names = tuple(
+        f"/probeset/metabolics_int/{lab}" for lab in model.find("/probeset/metabolics_int").probe_output_labels()
+    )
     om = osim.Model(model_file)
     om.initSystem()
     rng = np.random.default_rng(7)
@@ -220,9 +230,14 @@ def test_umberger2010_formula_is_opensims(oracle):
     static, params = group.static, Umberger2010MuscleMetabolicsProbe.group_params(model, group)
     muscles = om.getMuscles()
     ms = [muscles.get(p.rsplit("/", 1)[1]) for p in static["muscles"]]
-    getters = {"activation": "getActivation", "excitation": "getControl", "active_fiber_force": "getActiveFiberForce",
-               "normalized_fiber_length": "getNormalizedFiberLength", "fiber_velocity": "getFiberVelocity",
-               "active_force_length_multiplier": "getActiveForceLengthMultiplier"}
+    getters = {
+        "activation": "getActivation",
+        "excitation": "getControl",
+        "active_fiber_force": "getActiveFiberForce",
+        "normalized_fiber_length": "getNormalizedFiberLength",
+        "fiber_velocity": "getFiberVelocity",
+        "active_force_length_multiplier": "getActiveForceLengthMultiplier",
+    }
     s = om.initSystem()
     for i in range(len(st["q"])):
         set_opensim_state(om, s, st, i)
@@ -230,9 +245,16 @@ def test_umberger2010_formula_is_opensims(oracle):
         om.setControls(s, osim.Vector(st["controls"][i].tolist()))
         om.realizeReport(s)
         q = {k: jnp.asarray([getattr(m, g)(s) for m in ms]) for k, g in getters.items()}
-        q.update({k: jnp.asarray([getattr(m, g)() for m in ms]) for k, g in (
-            ("max_isometric_force", "getMaxIsometricForce"), ("optimal_fiber_length", "getOptimalFiberLength"),
-            ("max_contraction_velocity", "getMaxContractionVelocity"))})
+        q.update(
+            {
+                k: jnp.asarray([getattr(m, g)() for m in ms])
+                for k, g in (
+                    ("max_isometric_force", "getMaxIsometricForce"),
+                    ("optimal_fiber_length", "getOptimalFiberLength"),
+                    ("max_contraction_velocity", "getMaxContractionVelocity"),
+                )
+            }
+        )
         edot = np.asarray(umberger2010_rates(static, params, q))
         for j, p in enumerate(group.paths):
             name = p.rsplit("/", 1)[1]
@@ -269,10 +291,17 @@ def test_probe_operations_and_checks(model_file):
 
 
 def test_built_probe_from_the_api():
-    probe = (sj.Umberger2010MuscleMetabolicsProbe("metabolics", report_total_metabolics_only=False)
-             .add_muscle("soleus_r", 0.8).add_muscle("vasti_r", 0.5, muscle_mass=2.0))
-    assert probe.probe_output_labels() == ("metabolics_TOTAL", "metabolics_BASAL", "metabolics_soleus_r",
-                                           "metabolics_vasti_r")
+    probe = (
+        sj.Umberger2010MuscleMetabolicsProbe("metabolics", report_total_metabolics_only=False)
+        .add_muscle("soleus_r", 0.8)
+        .add_muscle("vasti_r", 0.5, muscle_mass=2.0)
+    )
+    assert probe.probe_output_labels() == (
+        "metabolics_TOTAL",
+        "metabolics_BASAL",
+        "metabolics_soleus_r",
+        "metabolics_vasti_r",
+    )
     assert probe.remove_muscle("soleus_r").probe_output_labels()[2:] == ("metabolics_vasti_r",)
     model = sj.Model("m").add(probe)
     assert model.find("/probeset/metabolics") is not None
@@ -281,8 +310,9 @@ def test_built_probe_from_the_api():
     assert dumps_osim(loads_osim(text)) == text
 
 
-@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(COLLECTION, "Gait10dof18musc__subject01_metabolics*"))),
-                         ids=os.path.basename)
+@pytest.mark.parametrize(
+    "path", sorted(glob.glob(os.path.join(COLLECTION, "Gait10dof18musc__subject01_metabolics*"))), ids=os.path.basename
+)
 def test_collection_models_round_trip(path, tmp_path):
     osim = pytest.importorskip("opensim")
     model = _load(path)  # strict

@@ -64,8 +64,9 @@ def test_sharded_batch_equals_single_device_batch(tmp_path):
     out = tmp_path / "sharded.npz"
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     # the child compiles while this process does (two programs, on two cores)
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(out)], env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         system, states, torques, props = _batch()
         want = sj.simulate_batch(system, states, _T_FINAL, torques, properties=props, n_outputs=4, throw=False, **_KW)
@@ -108,5 +109,8 @@ def test_batch_mesh():
     # an explicit one-device mesh runs the sharded path and equals the default one
     q = jnp.asarray(np.linspace(-1.0, 1.0, 10).reshape(5, 2))
     m = jnp.linspace(1.0, 2.0, 5)
-    np.testing.assert_allclose(sj.map_batch(_pendulum_energy, q, m, devices=jax.devices()[:1])["e"],
-                               sj.map_batch(_pendulum_energy, q, m)["e"], rtol=1e-15)
+    np.testing.assert_allclose(
+        sj.map_batch(_pendulum_energy, q, m, devices=jax.devices()[:1])["e"],
+        sj.map_batch(_pendulum_energy, q, m)["e"],
+        rtol=1e-15,
+    )

@@ -20,8 +20,15 @@ def chain(n, gravity=(0.0, -9.81, 0.0), free=False):
         if free:
             m = m.add(sj.FreeJoint(f"j{i}", parent, f"/bodyset/b{i}"))
         else:
-            m = m.add(sj.PinJoint(f"j{i}", parent, f"/bodyset/b{i}",
-                                  location_in_parent=(0.0, -1.0 if i else 0.0, 0.0), location_in_child=(0, 0, 0)))
+            m = m.add(
+                sj.PinJoint(
+                    f"j{i}",
+                    parent,
+                    f"/bodyset/b{i}",
+                    location_in_parent=(0.0, -1.0 if i else 0.0, 0.0),
+                    location_in_child=(0, 0, 0),
+                )
+            )
         parent = f"/bodyset/b{i}"
     return m.build()
 
@@ -50,8 +57,9 @@ def test_free_body_conserves_momentum():
     np.testing.assert_allclose(h1, h0, rtol=1e-8, atol=1e-9)
 
 
-@pytest.mark.parametrize("solver,kw", [("rkm", {}), ("tsit5", {}), ("dopri5", {}), ("kvaerno5", {}),
-                                       ("rk4", {"dt": 1e-3})])
+@pytest.mark.parametrize(
+    "solver,kw", [("rkm", {}), ("tsit5", {}), ("dopri5", {}), ("kvaerno5", {}), ("rk4", {"dt": 1e-3})]
+)
 def test_solvers_agree(pendulum5, solver, kw):
     s = pendulum5.default_state().replace(q=[0.4, -0.3, 0.2, 0.5, -0.6])
     ref = sj.simulate(pendulum5, s, 1.0, solver="dopri8", rtol=1e-12, atol=1e-12, n_outputs=2)
@@ -76,8 +84,10 @@ def test_runge_kutta_methods_have_their_order():
     term = diffrax.ODETerm(lambda t, y, args: -y + jnp.sin(t))
     exact = lambda t: 1.5 * jnp.exp(-t) + 0.5 * (jnp.sin(t) - jnp.cos(t))  # noqa: E731
     for solver in (RK4(), RungeKuttaMerson()):
-        errors = [abs(float(diffrax.diffeqsolve(term, solver, 0.0, 2.0, dt, jnp.asarray(1.0)).ys[-1] - exact(2.0)))
-                  for dt in (0.025, 0.0125)]
+        errors = [
+            abs(float(diffrax.diffeqsolve(term, solver, 0.0, 2.0, dt, jnp.asarray(1.0)).ys[-1] - exact(2.0)))
+            for dt in (0.025, 0.0125)
+        ]
         assert 13 < errors[0] / errors[1] < 19
     y1, y_err, dense, _, _ = RungeKuttaMerson().step(term, 0.0, 0.2, jnp.asarray(1.0), None, None, False)
     assert 1 < abs(float(y_err)) / abs(float(y1 - exact(0.2))) < 30
@@ -87,11 +97,17 @@ def test_cubic_hermite_dense_output():
     """Matches values and slopes at both ends, and a cubic exactly."""
     from simjax.solvers import CubicHermite
 
-    f = lambda t: 1.0 + 2 * t - t ** 2 + 0.5 * t ** 3  # noqa: E731
-    df = lambda t: 2 - 2 * t + 1.5 * t ** 2  # noqa: E731
+    f = lambda t: 1.0 + 2 * t - t**2 + 0.5 * t**3  # noqa: E731
+    df = lambda t: 2 - 2 * t + 1.5 * t**2  # noqa: E731
     t0, t1 = 0.3, 0.8
-    h = CubicHermite(t0=jnp.asarray(t0), t1=jnp.asarray(t1), y0=jnp.asarray(f(t0)), y1=jnp.asarray(f(t1)),
-                     k0=jnp.asarray((t1 - t0) * df(t0)), k1=jnp.asarray((t1 - t0) * df(t1)))
+    h = CubicHermite(
+        t0=jnp.asarray(t0),
+        t1=jnp.asarray(t1),
+        y0=jnp.asarray(f(t0)),
+        y1=jnp.asarray(f(t1)),
+        k0=jnp.asarray((t1 - t0) * df(t0)),
+        k1=jnp.asarray((t1 - t0) * df(t1)),
+    )
     for t in (t0, 0.45, 0.6, t1):
         np.testing.assert_allclose(h.evaluate(jnp.asarray(t)), f(t), rtol=1e-13)
     np.testing.assert_allclose(h.evaluate(jnp.asarray(0.4), jnp.asarray(0.7)), f(0.7) - f(0.4), rtol=1e-12)
@@ -161,8 +177,10 @@ def test_backsolve_with_simbody_s_step_control_is_refused_by_name():
         sj.simulate(system, system.default_state(), 0.1, adjoint="backsolve")
 
 
-@pytest.mark.parametrize("solver,adjoint", [("tsit5", "checkpoint"), ("tsit5", "backsolve"), ("rk4", "direct"),
-                                            ("rkm", "checkpoint"), ("rk4", "checkpoint")])
+@pytest.mark.parametrize(
+    "solver,adjoint",
+    [("tsit5", "checkpoint"), ("tsit5", "backsolve"), ("rk4", "direct"), ("rkm", "checkpoint"), ("rk4", "checkpoint")],
+)
 def test_gradients_match_finite_differences(solver, adjoint):
     """Reverse-mode gradients w.r.t. the initial state and a body mass vs central differences."""
     system = chain(2)
@@ -199,8 +217,10 @@ def test_stage_adjoint_equals_differentiated_stage_loop():
         return jnp.sum(traj.q[1:] ** 2) + jnp.sum(traj.u[-1] ** 3)
 
     q0 = jnp.array([0.9, -0.7, 0.4])
-    grads = {adjoint: eqx.filter_jit(eqx.filter_grad(lambda a, adj=adjoint: loss(*a, adj)))((system, q0))
-             for adjoint in ("checkpoint", "direct")}
+    grads = {
+        adjoint: eqx.filter_jit(eqx.filter_grad(lambda a, adj=adjoint: loss(*a, adj)))((system, q0))
+        for adjoint in ("checkpoint", "direct")
+    }
     (sys_c, q_c), (sys_d, q_d) = grads["checkpoint"], grads["direct"]
     np.testing.assert_allclose(q_c, q_d, rtol=1e-10)
     mass = lambda s: s.model.find("/bodyset/b1").mass  # noqa: E731
@@ -216,16 +236,24 @@ def test_stage_adjoint_reuses_the_forward_searches():
     def searched(t, y, args, searches):
         traced.append(searches is not None)
         if searches is None:  # a result derivatives hold fixed
-            searches = {"scale": jax.lax.stop_gradient(1.0 + jnp.sum(y ** 2))}
+            searches = {"scale": jax.lax.stop_gradient(1.0 + jnp.sum(y**2))}
         return -searches["scale"] * y + args * jnp.sin(t), searches
 
     def loss(y0, adjoint):
         direct = adjoint == "direct"
         solver = RungeKuttaMerson(scan_kind="bounded" if direct else None, searched=None if direct else searched)
-        sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, y, a: searched(t, y, a, None)[0]), solver, 0.0, 1.0,
-                                  0.05, y0, args=jnp.asarray(0.3), max_steps=256,
-                                  stepsize_controller=SimbodyController(1e-6, 1, 1),
-                                  adjoint=diffrax.DirectAdjoint() if direct else diffrax.RecursiveCheckpointAdjoint())
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, a: searched(t, y, a, None)[0]),
+            solver,
+            0.0,
+            1.0,
+            0.05,
+            y0,
+            args=jnp.asarray(0.3),
+            max_steps=256,
+            stepsize_controller=SimbodyController(1e-6, 1, 1),
+            adjoint=diffrax.DirectAdjoint() if direct else diffrax.RecursiveCheckpointAdjoint(),
+        )
         return jnp.sum(sol.ys[-1] ** 2)
 
     y0 = jnp.array([0.5, -0.3, 0.8])
@@ -239,8 +267,7 @@ def test_forward_mode_gradient():
     s0 = system.default_state()
 
     def final(q0):
-        return sj.simulate(system, s0.replace(q=q0), 0.3, solver="rk4", dt=1e-2, n_outputs=2,
-                           adjoint="direct").q[-1]
+        return sj.simulate(system, s0.replace(q=q0), 0.3, solver="rk4", dt=1e-2, n_outputs=2, adjoint="direct").q[-1]
 
     q0 = jnp.array([0.5, -0.4])
     J = jax.jacfwd(final)(q0)
@@ -280,8 +307,9 @@ def test_nonfinite_state_is_an_error_not_a_result():
     NaN: simulate raises (or, with throw=False, reports NONFINITE_STATE) instead of
     returning NaNs as a success; a step within the limit is a success."""
     # (no gravity, so a world at the spring's rest length stays there)
-    m = ball(gravity=(0.0, 0.0, 0.0)).model.add(sj.SpringGeneralizedForce("stiff", "height", stiffness=1e8,
-                                                                          rest_length=0.5))
+    m = ball(gravity=(0.0, 0.0, 0.0)).model.add(
+        sj.SpringGeneralizedForce("stiff", "height", stiffness=1e8, rest_length=0.5)
+    )
     system = m.build()
     s = system.default_state()
     traj = sj.simulate(system, s, 1.0, solver="rk4", dt=1e-2, n_outputs=3, throw=False)
@@ -303,9 +331,16 @@ def ball(**model_kwargs):
     m = sj.Model("ball", **model_kwargs)
     m = m.add(sj.Body("ball", 1.0, (0, 0, 0), (0.001, 0.001, 0.001, 0, 0, 0)))
     # slider along Ground's y: rotate the joint frames so their x axis points up
-    m = m.add(sj.SliderJoint("drop", "/ground", "/bodyset/ball", orientation_in_parent=(0, 0, np.pi / 2),
-                             orientation_in_child=(0, 0, np.pi / 2),
-                             coordinates=(sj.Coordinate("height", 1.0, range=(-10, 10)),)))
+    m = m.add(
+        sj.SliderJoint(
+            "drop",
+            "/ground",
+            "/bodyset/ball",
+            orientation_in_parent=(0, 0, np.pi / 2),
+            orientation_in_child=(0, 0, np.pi / 2),
+            coordinates=(sj.Coordinate("height", 1.0, range=(-10, 10)),),
+        )
+    )
     return m.build()
 
 

@@ -55,8 +55,24 @@ def test_runge_kutta_merson_takes_opensims_steps():
 
 def test_cli_simulate_writes_states_opensim_reads(tmp_path):
     out = tmp_path / "states.sto"
-    proc = subprocess.run([sys.executable, "-m", "simjax.cli", "simulate", "double_pendulum", "--final-time", "0.5",
-                           "--out", str(out), "--outputs", "11"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "simjax.cli",
+            "simulate",
+            "double_pendulum",
+            "--final-time",
+            "0.5",
+            "--out",
+            str(out),
+            "--outputs",
+            "11",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "result code 0" in proc.stdout
     model = opensim.Model(sj.models.path("double_pendulum"))

@@ -22,11 +22,14 @@ def test_mat_helpers_match_numpy():
     np.testing.assert_allclose(spatial.mat_vec(a, v), np.einsum("nij,nj->ni", a, v), atol=1e-14)
 
 
-@pytest.mark.parametrize("name, shapes, want", [
-    ("mat_mul", ((4, 3, 6), (1, 6, 2)), lambda a, b: a @ b),
-    ("mat_vec", ((4, 6, 3), (4, 3)), lambda a, v: jnp.einsum("...ij,...j->...i", a, v)),
-    ("mat_tvec", ((1, 3, 6), (4, 3)), lambda a, v: jnp.einsum("...ji,...j->...i", a, v)),
-])
+@pytest.mark.parametrize(
+    "name, shapes, want",
+    [
+        ("mat_mul", ((4, 3, 6), (1, 6, 2)), lambda a, b: a @ b),
+        ("mat_vec", ((4, 6, 3), (4, 3)), lambda a, v: jnp.einsum("...ij,...j->...i", a, v)),
+        ("mat_tvec", ((1, 3, 6), (4, 3)), lambda a, v: jnp.einsum("...ji,...j->...i", a, v)),
+    ],
+)
 def test_mat_helpers_derivatives(name, shapes, want):
     """The small-matrix products' written-out derivatives, forward, reverse and second
     order, equal those of the plain products (operands broadcast over a leading axis)."""
@@ -87,8 +90,9 @@ def test_rotation_about_axis():
     R = np.asarray(spatial.rotation_about_axis(axis, th))
     np.testing.assert_allclose(np.einsum("nij,nj->ni", R, axis), axis, atol=1e-14)  # the axis is fixed
     np.testing.assert_allclose(np.trace(R, axis1=1, axis2=2), 1 + 2 * np.cos(th), atol=1e-14)
-    np.testing.assert_allclose(spatial.rotation_about_axis(np.array([0.0, 0, 1]), 0.3), spatial.rotation_z(0.3),
-                               atol=1e-16)
+    np.testing.assert_allclose(
+        spatial.rotation_about_axis(np.array([0.0, 0, 1]), 0.3), spatial.rotation_z(0.3), atol=1e-16
+    )
 
 
 def test_quaternions():
@@ -119,8 +123,9 @@ def test_transforms():
     X2 = (_rotations(), RNG.normal(size=(N, 3)))
     p = RNG.normal(size=(N, 3))
     X12 = spatial.compose(X1, X2)
-    np.testing.assert_allclose(spatial.transform_point(X12, p),
-                               spatial.transform_point(X1, spatial.transform_point(X2, p)), atol=1e-13)
+    np.testing.assert_allclose(
+        spatial.transform_point(X12, p), spatial.transform_point(X1, spatial.transform_point(X2, p)), atol=1e-13
+    )
     Xi = spatial.compose(X1, spatial.inverse(X1))
     np.testing.assert_allclose(Xi[0], np.broadcast_to(np.eye(3), (N, 3, 3)), atol=1e-14)
     np.testing.assert_allclose(Xi[1], 0.0, atol=1e-14)
@@ -136,11 +141,17 @@ def test_spatial_vectors():
     Xm = np.asarray(spatial.motion_transform(X))
     Xf = np.asarray(spatial.force_transform(X))
     # power is frame independent: (Xf f) . (Xm m) = f . m
-    np.testing.assert_allclose(np.einsum("ni,ni->n", np.einsum("nij,nj->ni", Xf, f), np.einsum("nij,nj->ni", Xm, m)),
-                               np.einsum("ni,ni->n", f, m), atol=1e-12)
+    np.testing.assert_allclose(
+        np.einsum("ni,ni->n", np.einsum("nij,nj->ni", Xf, f), np.einsum("nij,nj->ni", Xm, m)),
+        np.einsum("ni,ni->n", f, m),
+        atol=1e-12,
+    )
     # the cross products are adjoint: (v x m) . f = -m . (v x* f)
-    np.testing.assert_allclose(np.einsum("ni,ni->n", spatial.motion_cross(v, m), f),
-                               -np.einsum("ni,ni->n", m, spatial.force_cross(v, f)), atol=1e-12)
+    np.testing.assert_allclose(
+        np.einsum("ni,ni->n", spatial.motion_cross(v, m), f),
+        -np.einsum("ni,ni->n", m, spatial.force_cross(v, f)),
+        atol=1e-12,
+    )
     # moving the reference point of a motion vector
     r = RNG.normal(size=(N, 3))
     shifted = np.asarray(spatial.shift_motion(m, r))

@@ -37,8 +37,13 @@ def osim():
 def _batch(system, n=4, seed=0):
     rng = np.random.default_rng(seed)
     base = system.default_state()
-    return sj.State(t=np.linspace(0.0, 0.3, n), q=rng.uniform(-1, 1, (n, 2)), u=rng.uniform(-1, 1, (n, 2)),
-                    z=np.zeros((n, 0)), d=np.zeros((n,) + base.d.shape))
+    return sj.State(
+        t=np.linspace(0.0, 0.3, n),
+        q=rng.uniform(-1, 1, (n, 2)),
+        u=rng.uniform(-1, 1, (n, 2)),
+        z=np.zeros((n, 0)),
+        d=np.zeros((n,) + base.d.shape),
+    )
 
 
 def test_opensim_states_file_reads_back_exactly(system, osim, tmp_path):
@@ -83,8 +88,9 @@ def test_states_by_name(system, tmp_path):
     assert table.labels == NAMES and table.metadata["inDegrees"] == "no"
     # shuffled columns, labels without the leading slash
     order = [2, 0, 3, 1]
-    shuffled = TimeSeriesTable(table.times, table.to_numpy()[:, order], [NAMES[i][1:] for i in order],
-                               {"inDegrees": "no"})
+    shuffled = TimeSeriesTable(
+        table.times, table.to_numpy()[:, order], [NAMES[i][1:] for i in order], {"inDegrees": "no"}
+    )
     back = st.states_from_table(system, shuffled)
     np.testing.assert_array_equal(np.asarray(back.q), np.asarray(states.q))
     np.testing.assert_array_equal(np.asarray(back.u), np.asarray(states.u))
@@ -114,7 +120,7 @@ def _motion(tmp_path, osim=None):
     """An IK-style motion, in degrees, written by OpenSim when it is available."""
     times = np.linspace(0.0, 1.0, 11)
     q1 = 30.0 * np.sin(2 * times)
-    q2 = -20.0 + 10.0 * times ** 2
+    q2 = -20.0 + 10.0 * times**2
     path = tmp_path / "ik.mot"
     if osim is not None:
         table = osim.TimeSeriesTable()
@@ -124,8 +130,10 @@ def _motion(tmp_path, osim=None):
         table.addTableMetaDataString("inDegrees", "yes")
         osim.STOFileAdapter.write(table, str(path))
     else:
-        write_table(TimeSeriesTable(times, np.stack([q1, q2, np.ones(11)], 1), ["q1", "q2", "unrelated"],
-                                    {"inDegrees": "yes"}), path)
+        write_table(
+            TimeSeriesTable(times, np.stack([q1, q2, np.ones(11)], 1), ["q1", "q2", "unrelated"], {"inDegrees": "yes"}),
+            path,
+        )
     return path, times, np.radians(q1), np.radians(q2)
 
 

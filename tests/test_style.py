@@ -14,6 +14,11 @@ def test_ruff_check_passes():
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed")
-    result = subprocess.run([ruff, "check", "--no-cache", "simjax", "tests", "benchmarks", "examples"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [ruff, "check", "--no-cache", "simjax", "tests", "benchmarks", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

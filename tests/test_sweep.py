@@ -27,20 +27,28 @@ _FAILING = 17  # a case that starts at an absurd speed: its state overflows to i
 
 def _spec(tmp: str, **changes) -> dict:
     rng = np.random.default_rng(0)
-    cases = pd.DataFrame({
-        "/bodyset/rod1|mass": rng.uniform(0.5, 2.0, N),
-        "/forceset/Torq2|optimal_force": rng.uniform(0.5, 2.0, N),
-        "/jointset/pin1/q1/value": rng.uniform(-1.0, 1.0, N),
-        "/jointset/pin2/q2/speed": rng.uniform(-1.0, 1.0, N),
-    })
+    cases = pd.DataFrame(
+        {
+            "/bodyset/rod1|mass": rng.uniform(0.5, 2.0, N),
+            "/forceset/Torq2|optimal_force": rng.uniform(0.5, 2.0, N),
+            "/jointset/pin1/q1/value": rng.uniform(-1.0, 1.0, N),
+            "/jointset/pin2/q2/speed": rng.uniform(-1.0, 1.0, N),
+        }
+    )
     cases.loc[_FAILING, "/jointset/pin2/q2/speed"] = 1e300
     path = os.path.join(tmp, "cases.parquet")
     cases.to_parquet(path, index=False)
-    spec = {"model": "double_pendulum", "cases": path, "t_final": 0.05, "chunk_size": 50,
-            "outputs": ["/jointset/pin2/q2/value", "/bodyset/rod2|position", "/forceset/Torq2|actuation"],
-            "coordinates": {"q2": 0.3}, "controls": [0.0, 0.5],
-            # (a fixed-step solver compiles fastest)
-            "simulate": {"solver": "rk4", "dt": 0.01}}
+    spec = {
+        "model": "double_pendulum",
+        "cases": path,
+        "t_final": 0.05,
+        "chunk_size": 50,
+        "outputs": ["/jointset/pin2/q2/value", "/bodyset/rod2|position", "/forceset/Torq2|actuation"],
+        "coordinates": {"q2": 0.3},
+        "controls": [0.0, 0.5],
+        # (a fixed-step solver compiles fastest)
+        "simulate": {"solver": "rk4", "dt": 0.01},
+    }
     spec.update(changes)
     return spec
 
@@ -66,9 +74,13 @@ def _check_complete(out_dir: str, want: pd.DataFrame) -> None:
 def test_rows_inputs_outputs_and_a_failing_case(reference):
     spec, rows = reference
     cases = pd.read_parquet(spec["cases"])
-    assert list(rows.columns) == (["case"] + list(cases.columns) + ["/jointset/pin2/q2/value"]
-                                  + [f"/bodyset/rod2|position[{i}]" for i in range(3)]
-                                  + ["/forceset/Torq2|actuation", "result", "num_steps", "t_end"])
+    assert list(rows.columns) == (
+        ["case"]
+        + list(cases.columns)
+        + ["/jointset/pin2/q2/value"]
+        + [f"/bodyset/rod2|position[{i}]" for i in range(3)]
+        + ["/forceset/Torq2|actuation", "result", "num_steps", "t_end"]
+    )
     for name in cases.columns:  # the inputs, as given
         np.testing.assert_array_equal(rows[name], cases[name])
     failed = rows[rows["result"] != 0]
@@ -77,17 +89,22 @@ def test_rows_inputs_outputs_and_a_failing_case(reference):
     ok = rows.drop(index=_FAILING)
     assert (ok["result"] == 0).all() and np.isfinite(ok.drop(columns="case").to_numpy()).all()
     # the batched properties reached each case: the actuation is optimal_force * control
-    np.testing.assert_allclose(ok["/forceset/Torq2|actuation"], 0.5 * ok["/forceset/Torq2|optimal_force"],
-                               rtol=1e-12)
+    np.testing.assert_allclose(ok["/forceset/Torq2|actuation"], 0.5 * ok["/forceset/Torq2|optimal_force"], rtol=1e-12)
     # one case against a single simulate with its property and initial state set
     c = 3
     row = rows.iloc[c]
     system = read_spec(spec).system
-    system = sj.System(system.model.set("/bodyset/rod1", mass=row["/bodyset/rod1|mass"])
-                       .set("/forceset/Torq2", optimal_force=row["/forceset/Torq2|optimal_force"]),
-                       system.topology)
-    state = system.set_coordinates(system.default_state(), {"q1": row["/jointset/pin1/q1/value"], "q2": 0.3},
-                                   {"q2": row["/jointset/pin2/q2/speed"]})
+    system = sj.System(
+        system.model.set("/bodyset/rod1", mass=row["/bodyset/rod1|mass"]).set(
+            "/forceset/Torq2", optimal_force=row["/forceset/Torq2|optimal_force"]
+        ),
+        system.topology,
+    )
+    state = system.set_coordinates(
+        system.default_state(),
+        {"q1": row["/jointset/pin1/q1/value"], "q2": 0.3},
+        {"q2": row["/jointset/pin2/q2/speed"]},
+    )
     traj = sj.simulate(system, state, 0.05, np.array([0.0, 0.5]), solver="rk4", dt=0.01, n_outputs=2)
     np.testing.assert_allclose(row["/jointset/pin2/q2/value"], traj.q[-1, 1], rtol=1e-12)
 
@@ -131,8 +148,12 @@ def test_sigkilled_sweep_resumes_from_the_command_line(reference, tmp_path, caps
     spec, want = reference
     spec_path, out = tmp_path / "spec.json", str(tmp_path / "out")
     spec_path.write_text(json.dumps(spec))
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(spec_path), out], env=dict(os.environ),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(spec_path), out],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 120
         while not os.path.exists(os.path.join(out, "chunk-000000.parquet")):
@@ -155,20 +176,23 @@ def test_sigkilled_sweep_resumes_from_the_command_line(reference, tmp_path, caps
     _check_complete(out, want)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(cases={"/bodyset/nothing|mass": [1.0]}), r"column '/bodyset/nothing\|mass': .*names no component"),
-    (dict(cases={"/bodyset/rod1|mas": [1.0]}), r"column '/bodyset/rod1\|mas': .*no numeric property 'mas'"),
-    (dict(cases={"/bodyset/rod1|mass": ["heavy"]}), r"column '/bodyset/rod1\|mass': must be numeric"),
-    (dict(cases={"/bodyset/rod1|mass": [-1.0]}), r"column '/bodyset/rod1\|mass': row 0 .*bounds"),
-    (dict(cases={"/jointset/pin1/q1/valu": [1.0]}), r"column '/jointset/pin1/q1/valu': neither"),
-    (dict(outputs=["/jointset/pin1/q1/valu"]), r"output '/jointset/pin1/q1/valu'"),
-    (dict(outputs=["/bodyset/rod2|speed"]), r"output '/bodyset/rod2\|speed': Body '/bodyset/rod2' has no output"),
-    (dict(outputs=["/bodyset/rod9|position"]), r"output '/bodyset/rod9\|position': '/bodyset/rod9' names no"),
-    (dict(model="no_such_model"), r"'model'"),
-    (dict(coordinates={"q9": 0.0}), r"'coordinates'"),
-    (dict(chunk_size=0), r"'chunk_size'"),
-    (dict(typo=1), r"unknown key"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(cases={"/bodyset/nothing|mass": [1.0]}), r"column '/bodyset/nothing\|mass': .*names no component"),
+        (dict(cases={"/bodyset/rod1|mas": [1.0]}), r"column '/bodyset/rod1\|mas': .*no numeric property 'mas'"),
+        (dict(cases={"/bodyset/rod1|mass": ["heavy"]}), r"column '/bodyset/rod1\|mass': must be numeric"),
+        (dict(cases={"/bodyset/rod1|mass": [-1.0]}), r"column '/bodyset/rod1\|mass': row 0 .*bounds"),
+        (dict(cases={"/jointset/pin1/q1/valu": [1.0]}), r"column '/jointset/pin1/q1/valu': neither"),
+        (dict(outputs=["/jointset/pin1/q1/valu"]), r"output '/jointset/pin1/q1/valu'"),
+        (dict(outputs=["/bodyset/rod2|speed"]), r"output '/bodyset/rod2\|speed': Body '/bodyset/rod2' has no output"),
+        (dict(outputs=["/bodyset/rod9|position"]), r"output '/bodyset/rod9\|position': '/bodyset/rod9' names no"),
+        (dict(model="no_such_model"), r"'model'"),
+        (dict(coordinates={"q9": 0.0}), r"'coordinates'"),
+        (dict(chunk_size=0), r"'chunk_size'"),
+        (dict(typo=1), r"unknown key"),
+    ],
+)
 def test_bad_spec_is_refused_before_anything_runs(tmp_path, change, message):
     spec = _spec(str(tmp_path))
     cases = change.pop("cases", None)
@@ -196,11 +220,11 @@ def test_two_processes_on_the_loopback_address_equal_one(reference, tmp_path):
     spec, want = reference
     spec_path, out = tmp_path / "spec.json", str(tmp_path / "out")
     spec_path.write_text(json.dumps(spec))
-    command = [sys.executable, "-m", "simjax.cli", "sweep", str(spec_path), "--out", out, "--processes", "2",
-               "--quiet"]
+    command = [sys.executable, "-m", "simjax.cli", "sweep", str(spec_path), "--out", out, "--processes", "2", "--quiet"]
     # (a session of its own, so that a hang kills the launcher and both workers)
-    launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+    launcher = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         log, _ = launcher.communicate(timeout=240)
     finally:

@@ -32,9 +32,11 @@ NAME = "subject01_walk"
 JR_NAME = "subject01_walk_JR"
 
 _POINTS = [("PointKinematics", "tibia_r", None, "tib"), ("PointKinematicsPelvis", "tibia_r", "pelvis", "tib_pelvis")]
-_REACTIONS = [("JR_knee_hip", ["knee_r", "hip_r"], ["child", "parent"], ["child", "parent"]),
-              ("JR_all", ["all"], ["parent"], ["ground"]),
-              ("JR_in_pelvis", ["hip_r", "knee_r"], ["child"], ["pelvis"])]
+_REACTIONS = [
+    ("JR_knee_hip", ["knee_r", "hip_r"], ["child", "parent"], ["child", "parent"]),
+    ("JR_all", ["all"], ["parent"], ["ground"]),
+    ("JR_in_pelvis", ["hip_r", "knee_r"], ["child"], ["pelvis"]),
+]
 _FORCES = f"Results/{NAME}_StaticOptimization_force.sto"
 
 
@@ -109,7 +111,7 @@ def _ours(setup, results):
     """Our copy of an OpenSim setup, writing to ``results``."""
     path = os.path.join(os.path.dirname(setup), "simjax_" + os.path.basename(setup))
     text = open(setup).read()
-    old = text[text.index("<results_directory>"):text.index("</results_directory>")]
+    old = text[text.index("<results_directory>") : text.index("</results_directory>")]
     open(path, "w").write(text.replace(old, f"<results_directory>{results}"))
     return path
 
@@ -132,8 +134,15 @@ def pipeline(tmp_path_factory):
     out = simjax.tools.run(ours)
     ours_jr = _ours(reactions, "ResultsJRSimjax")
     out_jr = simjax.tools.run(ours_jr)
-    return {"root": root, "setup": ours, "out": out, "ref": str(root / "AN" / "Results"),
-            "setup_jr": ours_jr, "out_jr": out_jr, "ref_jr": str(root / "AN" / "ResultsJR")}
+    return {
+        "root": root,
+        "setup": ours,
+        "out": out,
+        "ref": str(root / "AN" / "Results"),
+        "setup_jr": ours_jr,
+        "out_jr": out_jr,
+        "ref_jr": str(root / "AN" / "ResultsJR"),
+    }
 
 
 def _pair(pipeline, key, run=""):
@@ -174,7 +183,7 @@ def test_static_optimization_matches_opensim(pipeline):
     got, ref, labels = _pair(pipeline, "StaticOptimization_activation")
     assert labels[:2] == ["hamstrings_r", "bifemsh_r"] and labels[-1] == "lumbar_extension_reserve"
     assert np.abs(got - ref).max() < 1e-3
-    assert np.all((got ** 2).sum(1) <= (ref ** 2).sum(1) * (1 + 1e-9))
+    assert np.all((got**2).sum(1) <= (ref**2).sum(1) * (1 + 1e-9))
     fgot, fref, flabels = _pair(pipeline, "StaticOptimization_force")
     assert flabels[28:31] == ["calcn_r_right_Fx", "calcn_r_right_Fy", "calcn_r_right_Fz"]
     # the strengths (force per unit control: use_muscle_physiology) are OpenSim's
@@ -189,8 +198,12 @@ def test_static_optimization_matches_opensim(pipeline):
 
 
 def test_output_opens_in_opensim(pipeline):
-    for key in ("StaticOptimization_activation", "StaticOptimization_force", "MuscleAnalysis_Length",
-                "BodyKinematics_pos_global"):
+    for key in (
+        "StaticOptimization_activation",
+        "StaticOptimization_force",
+        "MuscleAnalysis_Length",
+        "BodyKinematics_pos_global",
+    ):
         ours = opensim.Storage(pipeline["out"][key])
         theirs = opensim.Storage(os.path.join(pipeline["ref"], f"{NAME}_{key}.sto"))
         labels = [ours.getColumnLabels().get(i) for i in range(ours.getColumnLabels().getSize())]
@@ -304,12 +317,20 @@ def test_analyze_function_equals_the_setup_run(pipeline):
     root = pipeline["root"]
     model = load_model_with_force_sets(str(root / "subject01.osim"), [str(root / "gait10dof_Reserve_Actuators.xml")])
     name, joints, on, frames = _REACTIONS[0]
-    props = {"forces_file": str(root / "AN" / _FORCES), "joint_names": joints, "apply_on_bodies": on,
-             "express_in_frame": frames}
-    tables = simjax.tools.analyze(model.build(), read_table(str(root / "IK" / "subject01_walk_IK.mot")),
-                                  {name: ("JointReaction", props)},
-                                  external_loads=str(root / "ExperimentalData" / "subject01_walk_grf.xml"),
-                                  lowpass_cutoff=6, time_range=(0.6, 0.7))
+    props = {
+        "forces_file": str(root / "AN" / _FORCES),
+        "joint_names": joints,
+        "apply_on_bodies": on,
+        "express_in_frame": frames,
+    }
+    tables = simjax.tools.analyze(
+        model.build(),
+        read_table(str(root / "IK" / "subject01_walk_IK.mot")),
+        {name: ("JointReaction", props)},
+        external_loads=str(root / "ExperimentalData" / "subject01_walk_grf.xml"),
+        lowpass_cutoff=6,
+        time_range=(0.6, 0.7),
+    )
     assert set(tables) == {f"{name}_ReactionLoads"}
     got, ref, _ = _pair(pipeline, f"{name}_ReactionLoads", "_jr")
     np.testing.assert_allclose(np.asarray(tables[f"{name}_ReactionLoads"].values), got, rtol=1e-12, atol=1e-9)

@@ -97,7 +97,7 @@ def _ours(setup, results, extra=""):
     """Our copy of an OpenSim setup, writing to ``results`` (``extra``: more properties)."""
     path = os.path.join(os.path.dirname(setup), "simjax_" + os.path.basename(setup))
     text = open(setup).read()
-    old = text[text.index("<results_directory>"):text.index("</results_directory>")]
+    old = text[text.index("<results_directory>") : text.index("</results_directory>")]
     text = text.replace(old, f"<results_directory>{results}").replace("</ForwardTool>", extra + "</ForwardTool>")
     open(path, "w").write(text)
     return path
@@ -108,19 +108,24 @@ def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("forward")
     with open(sj.models.path("arm26")) as src, open(root / "arm26.osim", "w") as dst:
         dst.write(src.read())
-    _control_set(root / "controls.xml", [
-        _linear("TRIlong.excitation", [(0.15, 0.2), (0.25, 0.5)]),  # extrapolated on both sides
-        _linear("TRIlat.excitation", [(0.0, 0.1), (0.5, 0.6)]),
-        _linear("TRImed", [(-0.1, 0.5), (0.1, 0.3)], extrapolate=False),  # held at 0.3
-        _linear("BIClong.excitation", [(0.12, 0.9), (0.4, 0.25)], steps=True),  # 0.9 at 0.12 s, then 0.25
-        _linear("BICshort.excitation", [(0.0, 0.15)]),  # one node: constant
-    ])  # (BRA: no control, 0)
+    _control_set(
+        root / "controls.xml",
+        [
+            _linear("TRIlong.excitation", [(0.15, 0.2), (0.25, 0.5)]),  # extrapolated on both sides
+            _linear("TRIlat.excitation", [(0.0, 0.1), (0.5, 0.6)]),
+            _linear("TRImed", [(-0.1, 0.5), (0.1, 0.3)], extrapolate=False),  # held at 0.3
+            _linear("BIClong.excitation", [(0.12, 0.9), (0.4, 0.25)], steps=True),  # 0.9 at 0.12 s, then 0.25
+            _linear("BICshort.excitation", [(0.0, 0.15)]),  # one node: constant
+        ],
+    )  # (BRA: no control, 0)
     _states_file(root / "arm26.osim", root / "states.sto")
     _states_file(root / "arm26.osim", root / "states_v3.sto", old_labels=True)
     with open(root / "controls.sto", "w") as fh:
-        fh.write("controls\nversion=1\nnRows=3\nnColumns=6\ninDegrees=no\nendheader\n"
-                 "time\tTRIlong\tTRIlat\tTRImed\tBIClong\tBICshort\n"
-                 "0.0\t0.1\t0.2\t0.3\t0.4\t0.5\n0.2\t0.3\t0.1\t0.5\t0.2\t0.3\n0.5\t0.2\t0.2\t0.2\t0.2\t0.2\n")
+        fh.write(
+            "controls\nversion=1\nnRows=3\nnColumns=6\ninDegrees=no\nendheader\n"
+            "time\tTRIlong\tTRIlat\tTRImed\tBIClong\tBICshort\n"
+            "0.0\t0.1\t0.2\t0.3\t0.4\t0.5\n0.2\t0.3\t0.1\t0.5\t0.2\t0.3\n0.5\t0.2\t0.2\t0.2\t0.2\t0.2\n"
+        )
     return root
 
 
@@ -180,13 +185,22 @@ def test_control_linear_as_opensim():
         for extrapolate in (True, False):
             ref = _linear("c", list(zip(times, values)), steps, extrapolate)
             ours = ControlLinear("c", np.asarray(times), np.asarray(values), steps, extrapolate)
-            np.testing.assert_allclose(np.asarray(ours(ts)), [ref.getControlValue(float(t)) for t in ts], atol=1e-14,
-                                       err_msg=f"use_steps={steps} extrapolate={extrapolate}")
+            np.testing.assert_allclose(
+                np.asarray(ours(ts)),
+                [ref.getControlValue(float(t)) for t in ts],
+                atol=1e-14,
+                err_msg=f"use_steps={steps} extrapolate={extrapolate}",
+            )
 
 
 def test_unknown_actuator_is_named(root):
-    _control_set(root / "bad_controls.xml", [_linear("TRIlong.excitation", [(0.0, 0.2), (1.0, 0.4)]),
-                                             _linear("NotAMuscle.excitation", [(0.0, 0.2), (1.0, 0.4)])])
+    _control_set(
+        root / "bad_controls.xml",
+        [
+            _linear("TRIlong.excitation", [(0.0, 0.2), (1.0, 0.4)]),
+            _linear("NotAMuscle.excitation", [(0.0, 0.2), (1.0, 0.4)]),
+        ],
+    )
     setup = _tool(root, "bad_controls.xml", "states.sto", "ResultsBad", name="bad")
     with pytest.raises(Exception, match="NotAMuscle"):
         opensim.ForwardTool(setup).run()  # OpenSim refuses it too

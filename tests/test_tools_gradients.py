@@ -19,8 +19,13 @@ import numpy as np
 import pytest
 
 import simjax as sj
-from simjax.tools import (marker_positions, scaled_system, solve_inverse_kinematics, solve_static_optimization,
-                          static_optimization_problem)
+from simjax.tools import (
+    marker_positions,
+    scaled_system,
+    solve_inverse_kinematics,
+    solve_static_optimization,
+    static_optimization_problem,
+)
 
 jax.config.update("jax_enable_x64", True)
 
@@ -55,8 +60,11 @@ def arm():
     def solve(theta, k, positions):
         """The optimum and its marker error for the elbow frame's y offset ``theta``
         (m) and the humerus's scale factor ``k``."""
-        s = eqx.tree_at(lambda s: s.model.find(OFFSET).translation, system,
-                        jnp.asarray(system.find(OFFSET).translation).at[1].set(theta))
+        s = eqx.tree_at(
+            lambda s: s.model.find(OFFSET).translation,
+            system,
+            jnp.asarray(system.find(OFFSET).translation).at[1].set(theta),
+        )
         s = scaled_system(s, {"r_humerus": k}, muscle_lengths=False)
         q = solve_inverse_kinematics(s, NAMES, positions, WEIGHTS, tol=1e-12)
         error = jnp.sum(WEIGHTS * jnp.sum((marker_positions(s, NAMES, q) - positions) ** 2, axis=-1))
@@ -66,8 +74,9 @@ def arm():
     # respect to (theta, k), of both trials (vmap)
     program = jax.jit(jax.vmap(jax.jacrev(solve, argnums=(0, 1), has_aux=True), in_axes=(None, None, 0)))
     theta0 = float(np.asarray(system.find(OFFSET).translation)[1])
-    return dict(system=system, tree=tree, trials=trials, p0=(theta0, 1.0),
-                run=lambda theta, k: program(theta, k, trials))
+    return dict(
+        system=system, tree=tree, trials=trials, p0=(theta0, 1.0), run=lambda theta, k: program(theta, k, trials)
+    )
 
 
 def test_ik_optimum_has_an_active_bound_and_residuals(arm):
@@ -144,7 +153,8 @@ def test_static_optimization_gradients_match_finite_differences(exponent):
 def test_static_optimization_vmaps_over_trials():
     A, b, lower, upper = _so_problem()
     batch = jax.jit(jax.vmap(lambda A, b: solve_static_optimization(A, b, lower, upper)[0]))(
-        np.stack([A, 2 * A]), np.stack([b, b]))
+        np.stack([A, 2 * A]), np.stack([b, b])
+    )
     for i, k in enumerate((1.0, 2.0)):
         np.testing.assert_allclose(batch[i], solve_static_optimization(k * A, b, lower, upper)[0], atol=1e-12)
 
@@ -166,8 +176,9 @@ def test_scaled_system_matches_scale_model():
     leaves, ref_leaves = (jax.tree_util.tree_leaves_with_path(m) for m in (ours, ref))
     assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(ref)
     for (key, a), (_, b) in zip(leaves, ref_leaves):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-14, atol=1e-16,
-                                   err_msg=jax.tree_util.keystr(key))
+        np.testing.assert_allclose(
+            np.asarray(a), np.asarray(b), rtol=1e-14, atol=1e-16, err_msg=jax.tree_util.keystr(key)
+        )
 
 
 # -- static optimization as a function of the model -------------------------------------------
@@ -176,9 +187,11 @@ MUSCLE = "/forceset/iliopsoas_r"
 SHANK = "/bodyset/tibia_r"
 # the muscle's max_isometric_force and optimal_fiber_length (in A: its strength), the
 # shank's mass (in b: the muscle-free system's inverse dynamics)
-PROPERTIES = (lambda s: s.model.find(MUSCLE).max_isometric_force,
-              lambda s: s.model.find(MUSCLE).optimal_fiber_length,
-              lambda s: s.model.find(SHANK).mass)
+PROPERTIES = (
+    lambda s: s.model.find(MUSCLE).max_isometric_force,
+    lambda s: s.model.find(MUSCLE).optimal_fiber_length,
+    lambda s: s.model.find(SHANK).mass,
+)
 
 
 @pytest.fixture(scope="module")
@@ -199,13 +212,18 @@ def gait():
     for phase in (0.0, 0.7):
         q = np.tile(np.asarray(s0.q), (len(t), 1))
         u, udot = np.zeros((len(t), tree.nu)), np.zeros((len(t), tree.nu))
-        for name, mean, amplitude, w in (("hip_flexion_r", 0.3, 0.3, 5.0), ("knee_angle_r", -0.6, 0.4, 7.0),
-                                         ("ankle_angle_r", 0.0, 0.2, 6.0), ("hip_flexion_l", -0.1, 0.3, 5.0),
-                                         ("knee_angle_l", -0.3, 0.3, 7.0), ("ankle_angle_l", 0.1, 0.2, 6.0)):
+        for name, mean, amplitude, w in (
+            ("hip_flexion_r", 0.3, 0.3, 5.0),
+            ("knee_angle_r", -0.6, 0.4, 7.0),
+            ("ankle_angle_r", 0.0, 0.2, 6.0),
+            ("hip_flexion_l", -0.1, 0.3, 5.0),
+            ("knee_angle_l", -0.3, 0.3, 7.0),
+            ("ankle_angle_l", 0.1, 0.2, 6.0),
+        ):
             c = tree.coordinates[system.coordinate_path(name)]
             q[:, c.q] = mean + amplitude * np.sin(w * t + phase)
             u[:, c.u] = amplitude * w * np.cos(w * t + phase)
-            udot[:, c.u] = -amplitude * w ** 2 * np.sin(w * t + phase)
+            udot[:, c.u] = -amplitude * w**2 * np.sin(w * t + phase)
         trials.append((q, u, udot))
     q, u, udot = (np.stack(x) for x in zip(*trials))
 
@@ -215,7 +233,7 @@ def gait():
     def solve(theta, q, u, udot):
         states = jax.vmap(lambda t, q, u: s0.replace(t=t, q=q, u=u))(jnp.asarray(t), q, u)
         x, _ = solve_static_optimization(*static_optimization_problem(with_properties(theta), states, udot))
-        return jnp.sum(x ** 2), x
+        return jnp.sum(x**2), x
 
     def derivatives(theta, q, u, udot):
         def push(v):
@@ -225,8 +243,12 @@ def gait():
 
     program = jax.jit(jax.vmap(derivatives, in_axes=(None, 0, 0, 0)), compiler_options=sj.compiler_options())
     theta0 = np.asarray([float(p(system)) for p in PROPERTIES])
-    return dict(system=system, theta0=theta0, with_properties=with_properties,
-                run=lambda theta, order=[0, 1]: program(theta, q[order], u[order], udot[order]))
+    return dict(
+        system=system,
+        theta0=theta0,
+        with_properties=with_properties,
+        run=lambda theta, order=[0, 1]: program(theta, q[order], u[order], udot[order]),
+    )
 
 
 def test_static_optimization_problem_takes_the_systems_leaves(gait):
@@ -245,8 +267,10 @@ def test_static_optimization_problem_takes_the_systems_leaves(gait):
     kept = derived_at(theta)
     optimization._DERIVED.clear()
     fresh = derived_at(theta)
-    expected = (optimization._muscle_off_system(gait["with_properties"](theta)),
-                optimization._rigid_system(gait["with_properties"](theta)))
+    expected = (
+        optimization._muscle_off_system(gait["with_properties"](theta)),
+        optimization._rigid_system(gait["with_properties"](theta)),
+    )
     for a, b, c in zip(kept, fresh, expected):
         assert a.topology is b.topology is c.topology
         for x, y, z in zip(*map(jax.tree_util.tree_leaves, (a, b, c))):
@@ -276,6 +300,7 @@ def test_static_optimization_gradients_wrt_model_properties(gait):
     activation, dactivation = np.asarray(x)[..., k], np.asarray(dx)[..., k, :]
     assert np.all(activation > 0.01 + 1e-3) and np.all(activation < 1.0)  # (min_control 0.01)
     for j in range(len(theta0)):
+
         def at(h):
             (cost, x), _ = gait["run"](theta0 + h * (np.arange(len(theta0)) == j))
             return np.concatenate([np.asarray(cost)[:, None], np.asarray(x)[..., k]], axis=1)

@@ -41,22 +41,33 @@ def _edit(path, old, new, out=None):
 def pipeline(tmp_path_factory):
     root = tmp_path_factory.mktemp("id") / "Gait10dof18musc"
     shutil.copytree(PIPELINE, root)
-    ik = _edit(str(root / "IK" / "walk_Setup_IK.xml"), "<time_range> 0 2.5</time_range>",
-               f"<time_range>{RANGE}</time_range>")
-    setup = _edit(str(root / "ID" / "walk_Setup_ID.xml"), "<time_range> 0 2.5</time_range>",
-                  f"<time_range>{RANGE}</time_range>")
+    ik = _edit(
+        str(root / "IK" / "walk_Setup_IK.xml"), "<time_range> 0 2.5</time_range>", f"<time_range>{RANGE}</time_range>"
+    )
+    setup = _edit(
+        str(root / "ID" / "walk_Setup_ID.xml"), "<time_range> 0 2.5</time_range>", f"<time_range>{RANGE}</time_range>"
+    )
     _edit(setup, "<joints_to_report_body_forces />", "<joints_to_report_body_forces>All</joints_to_report_body_forces>")
     _edit(setup, "<output_body_forces_file />", "<output_body_forces_file>body_forces.sto</output_body_forces_file>")
     # OpenSim 4.6 resolves the model_file of these (version 30000) setups against the
     # working directory: run each tool from its setup's folder
     run_in(root / "IK", lambda: opensim.InverseKinematicsTool(os.path.basename(ik)).run())
     run_in(root / "ID", lambda: opensim.InverseDynamicsTool(os.path.basename(setup)).run())
-    ours = _edit(setup, "<results_directory>Results</results_directory>",
-                 "<results_directory>ResultsSimjax</results_directory>", str(root / "ID" / "simjax_Setup_ID.xml"))
+    ours = _edit(
+        setup,
+        "<results_directory>Results</results_directory>",
+        "<results_directory>ResultsSimjax</results_directory>",
+        str(root / "ID" / "simjax_Setup_ID.xml"),
+    )
     out = simjax.tools.run(ours)
-    return {"root": root, "setup": ours, "opensim": str(root / "ID" / "Results" / "subject01_walk_ID.sto"),
-            "simjax": out["output_gen_force_file"], "opensim_body": str(root / "ID" / "Results" / "body_forces.sto"),
-            "simjax_body": out["output_body_forces_file"]}
+    return {
+        "root": root,
+        "setup": ours,
+        "opensim": str(root / "ID" / "Results" / "subject01_walk_ID.sto"),
+        "simjax": out["output_gen_force_file"],
+        "opensim_body": str(root / "ID" / "Results" / "body_forces.sto"),
+        "simjax_body": out["output_body_forces_file"],
+    }
 
 
 def test_generalized_forces_match_opensim(pipeline):
@@ -102,8 +113,12 @@ def test_filter_matches_opensim(pipeline):
 
 def test_identifier_without_columns(pipeline, tmp_path):
     src = pipeline["root"] / "ExperimentalData" / "subject01_walk_grf.xml"
-    bad = _edit(str(src), "<force_identifier>1_ground_force_v</force_identifier>",
-                "<force_identifier>2_ground_force_v</force_identifier>", str(src.parent / "bad_grf.xml"))
+    bad = _edit(
+        str(src),
+        "<force_identifier>1_ground_force_v</force_identifier>",
+        "<force_identifier>2_ground_force_v</force_identifier>",
+        str(src.parent / "bad_grf.xml"),
+    )
     with pytest.raises(SetupError, match=r"2_ground_force_v.*subject01_walk_grf\.mot"):
         read_external_loads(bad)
     setup = _edit(pipeline["setup"], "subject01_walk_grf.xml", "bad_grf.xml", str(tmp_path / "s.xml"))
@@ -115,15 +130,23 @@ def test_identifier_without_columns(pipeline, tmp_path):
 
 
 def test_time_range_outside_data(pipeline):
-    setup = _edit(pipeline["setup"], f"<time_range>{RANGE}</time_range>", "<time_range>5 6</time_range>",
-                  str(pipeline["root"] / "ID" / "late_Setup_ID.xml"))
+    setup = _edit(
+        pipeline["setup"],
+        f"<time_range>{RANGE}</time_range>",
+        "<time_range>5 6</time_range>",
+        str(pipeline["root"] / "ID" / "late_Setup_ID.xml"),
+    )
     with pytest.raises(SetupError, match=r"time_range.*outside the data"):
         simjax.tools.run(setup)
 
 
 def test_missing_coordinates_file(pipeline):
-    setup = _edit(pipeline["setup"], "../IK/subject01_walk_IK.mot", "../IK/nowhere.mot",
-                  str(pipeline["root"] / "ID" / "nocoords_Setup_ID.xml"))
+    setup = _edit(
+        pipeline["setup"],
+        "../IK/subject01_walk_IK.mot",
+        "../IK/nowhere.mot",
+        str(pipeline["root"] / "ID" / "nocoords_Setup_ID.xml"),
+    )
     resolved = os.path.normpath(str(pipeline["root"] / "IK" / "nowhere.mot"))
     with pytest.raises(FileNotFoundError, match=resolved.replace("\\", "\\\\").replace(".", r"\.")):
         simjax.tools.run(setup)

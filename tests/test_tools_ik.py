@@ -75,11 +75,16 @@ def gait(tmp_path_factory):
     for who in ("opensim", "simjax"):
         folder = _copy_pipeline(str(tmp / who))
         setup = os.path.join(folder, "IK", "walk_Setup_IK.xml")
-        _edit(setup, ("<accuracy>1e-005</accuracy>", "<accuracy>1e-9</accuracy>"),
-              ("<report_marker_locations>false", "<report_marker_locations>true"),
-              # a task for a marker that is neither in the data nor the model
-              ('<IKMarkerTask name="Sternum">', '<IKMarkerTask name="NoSuchMarker"><weight>5</weight>'
-               '</IKMarkerTask>\n<IKMarkerTask name="Sternum">'))
+        _edit(
+            setup,
+            ("<accuracy>1e-005</accuracy>", "<accuracy>1e-9</accuracy>"),
+            ("<report_marker_locations>false", "<report_marker_locations>true"),
+            # a task for a marker that is neither in the data nor the model
+            (
+                '<IKMarkerTask name="Sternum">',
+                '<IKMarkerTask name="NoSuchMarker"><weight>5</weight></IKMarkerTask>\n<IKMarkerTask name="Sternum">',
+            ),
+        )
         if who == "opensim":
             _run_opensim(setup)
         else:
@@ -160,10 +165,21 @@ def _model_markers(system, state, q, names, times, units="m", drop=None):
     import jax
 
     paths = {c.name: p for p, c in system.model.walk() if isinstance(c, sj.Marker)}
-    st = ikm._Static(frames=tuple(system.topology.connections[(paths[n], "parent_frame")] for n in names),
-                     marker_paths=tuple(paths[n] for n in names), coord_q=(), coord_u=(), movable=(), bound_u=(),
-                     bound_q=(), fixed_q=(), constrained=True, has_constraints=False, max_steps=1, max_passes=1,
-                     pass_tol=0.0)
+    st = ikm._Static(
+        frames=tuple(system.topology.connections[(paths[n], "parent_frame")] for n in names),
+        marker_paths=tuple(paths[n] for n in names),
+        coord_q=(),
+        coord_u=(),
+        movable=(),
+        bound_u=(),
+        bound_q=(),
+        fixed_q=(),
+        constrained=True,
+        has_constraints=False,
+        max_steps=1,
+        max_passes=1,
+        pass_tol=0.0,
+    )
     locations = ikm._marker_locations(system, st)
     x = np.asarray(jax.jit(jax.vmap(lambda qq: ikm._marker_points(system, st, state, qq, locations)))(q))
     scale = {"m": 1.0, "mm": 1000.0}[units]
@@ -200,8 +216,12 @@ def test_arm26_synthetic_mm_missing_markers():
     np.testing.assert_allclose(res.q, q, atol=1e-8)
     assert np.all(res.squared_errors[[3, 4, 10], 0] == 0)
     # a data marker the model lacks: warned, then ignored (same solution)
-    extra = TimeSeriesTable(t, np.concatenate([markers.values, markers.values[:, :1] + 10.0], axis=1),
-                            names + ("not_in_model",), metadata=markers.metadata)
+    extra = TimeSeriesTable(
+        t,
+        np.concatenate([markers.values, markers.values[:, :1] + 10.0], axis=1),
+        names + ("not_in_model",),
+        metadata=markers.metadata,
+    )
     with pytest.warns(ikm.IKWarning, match="not_in_model.*not in the model"):
         res_extra = ikm.inverse_kinematics(system, extra)
     np.testing.assert_array_equal(res_extra.q, res.q)
@@ -237,7 +257,7 @@ def _arm_setup(tmp, tasks, time_range="0.02 0.18", blank=True):
     lines = open(trc).read().split("\n")
     for row in (6 + 5, 6 + 6) if blank else ():  # frames 5 and 6: r_radius_styloid blank
         fields = lines[row].split("\t")
-        fields[2 + 6:2 + 9] = ["", "", ""]
+        fields[2 + 6 : 2 + 9] = ["", "", ""]
         lines[row] = "\t".join(fields)
     open(trc, "w").write("\n".join(lines))
     xml = f"""<?xml version="1.0" encoding="UTF-8" ?>
@@ -270,17 +290,24 @@ def test_arm26_coordinate_tasks_and_blank_markers_match_opensim(tmp_path):
     """``manual_value`` and ``from_file`` coordinate tasks (a coordinate file in degrees,
     sampled more finely than the markers: OpenSim's quintic GCV spline through it),
     markers in mm with one blank in two frames, a time range inside the data."""
-    tasks = ('<IKCoordinateTask name="r_elbow_flex"><apply>true</apply><weight>0.001</weight>'
-             '<value_type>manual_value</value_type><value>1.2</value></IKCoordinateTask>'
-             '<IKCoordinateTask name="r_shoulder_elev"><apply>true</apply><weight>0.002</weight>'
-             '<value_type>from_file</value_type></IKCoordinateTask>')
+    tasks = (
+        '<IKCoordinateTask name="r_elbow_flex"><apply>true</apply><weight>0.001</weight>'
+        "<value_type>manual_value</value_type><value>1.2</value></IKCoordinateTask>"
+        '<IKCoordinateTask name="r_shoulder_elev"><apply>true</apply><weight>0.002</weight>'
+        "<value_type>from_file</value_type></IKCoordinateTask>"
+    )
     out = {}
     for who in ("opensim", "simjax"):
         folder, setup = _arm_setup(str(tmp_path / who), tasks)
         tc = np.linspace(0.0, 0.2, 57)
-        ikm.write_storage(os.path.join(folder, "coords.mot"), "coords", tc,
-                          np.degrees(np.stack([0.5 + 0.3 * np.cos(9 * tc), 0.7 + tc], axis=1)),
-                          ["r_shoulder_elev", "r_elbow_flex"], in_degrees=True)
+        ikm.write_storage(
+            os.path.join(folder, "coords.mot"),
+            "coords",
+            tc,
+            np.degrees(np.stack([0.5 + 0.3 * np.cos(9 * tc), 0.7 + tc], axis=1)),
+            ["r_shoulder_elev", "r_elbow_flex"],
+            in_degrees=True,
+        )
         _edit(setup, ("<marker_file>", "<coordinate_file>coords.mot</coordinate_file>\n    <marker_file>"))
         if who == "opensim":
             os.makedirs(os.path.join(folder, "results"), exist_ok=True)
@@ -335,8 +362,14 @@ def test_arm26_locked_clamped_constrained_match_opensim(tmp_path, edit):
     out = {}
     for who in ("opensim", "simjax"):
         # a default_value task pulling against the markers
-        task = ('<IKCoordinateTask name="r_shoulder_elev"><apply>true</apply><weight>0.001</weight>'
-                '<value_type>default_value</value_type></IKCoordinateTask>') if edit is _couple else ""
+        task = (
+            (
+                '<IKCoordinateTask name="r_shoulder_elev"><apply>true</apply><weight>0.001</weight>'
+                "<value_type>default_value</value_type></IKCoordinateTask>"
+            )
+            if edit is _couple
+            else ""
+        )
         folder, setup = _arm_setup(str(tmp_path / who), task, blank=False)
         model = opensim.Model(os.path.join(folder, "arm26.osim"))
         edit(model)
@@ -378,8 +411,13 @@ def _leg39_markers(path, t):
     names = [markers.get(i).getName() for i in range(markers.getSize())]
     x = np.zeros((len(t), len(names), 3))
     for k, tk in enumerate(t):
-        for name, value in (("pelvis_tx", 0.3 * tk), ("pelvis_ty", 0.9), ("hip_angle_r", 0.3 * np.sin(4 * tk)),
-                            ("knee_angle_r", -0.2 - np.sin(3 * tk)), ("ankle_angle_r", 0.2 * np.cos(5 * tk))):
+        for name, value in (
+            ("pelvis_tx", 0.3 * tk),
+            ("pelvis_ty", 0.9),
+            ("hip_angle_r", 0.3 * np.sin(4 * tk)),
+            ("knee_angle_r", -0.2 - np.sin(3 * tk)),
+            ("ankle_angle_r", 0.2 * np.cos(5 * tk)),
+        ):
             coords.get(name).setValue(s, float(value), False)
         model.assemble(s)
         model.realizePosition(s)
@@ -401,8 +439,9 @@ def _opensim_ik(trc, names, weights, t, accuracy):
     weight_set = opensim.SetMarkerWeights()
     for name, w in zip(names, weights):
         weight_set.cloneAndAppend(opensim.MarkerWeight(name, float(w)))
-    solver = opensim.InverseKinematicsSolver(model, opensim.MarkersReference(trc, weight_set),
-                                             opensim.SimTKArrayCoordinateReference(), float("inf"))
+    solver = opensim.InverseKinematicsSolver(
+        model, opensim.MarkersReference(trc, weight_set), opensim.SimTKArrayCoordinateReference(), float("inf")
+    )
     solver.setAccuracy(accuracy)
     coords = model.getCoordinateSet()
     q = []
@@ -417,8 +456,7 @@ def _opensim_ik(trc, names, weights, t, accuracy):
             for i, v in enumerate(row):
                 coords.get(i).setValue(s, float(v), False)
             model.realizePosition(s)
-            out.append([[model.getMarkerSet().get(m).getLocationInGround(s).get(j) for j in range(3)]
-                        for m in names])
+            out.append([[model.getMarkerSet().get(m).getLocationInGround(s).get(j) for j in range(3)] for m in names])
         return np.array(out)
 
     return np.array(q), [coords.get(i).getName() for i in range(coords.getSize())], markers

@@ -44,9 +44,9 @@ def _properties(path: str) -> dict:
             out[f"{b.getName()}/{w.getName()}.translation"] = _v3(w.get_translation())
             for prop in ("radius", "length", "dimensions", "inner_radius", "outer_radius"):
                 if w.hasProperty(prop):
-                    out[f"{b.getName()}/{w.getName()}.{prop}"] = [float(x) for x in
-                                                                  w.getPropertyByName(prop).toString()
-                                                                  .strip("()").replace(",", " ").split()]
+                    out[f"{b.getName()}/{w.getName()}.{prop}"] = [
+                        float(x) for x in w.getPropertyByName(prop).toString().strip("()").replace(",", " ").split()
+                    ]
     for j in m.getJointSet():
         for k in range(j.getPropertyByName("frames").size()):
             f = j.get_frames(k)
@@ -58,8 +58,9 @@ def _properties(path: str) -> dict:
             for i in range(6):
                 ta = st.getTransformAxis(i)
                 if ta.hasFunction():
-                    out[f"{j.getName()}.transform_axis{i}"] = [ta.getFunction().calcValue(osim.Vector(1, x))
-                                                               for x in (-1.5, -0.7, 0.0, 0.3)]
+                    out[f"{j.getName()}.transform_axis{i}"] = [
+                        ta.getFunction().calcValue(osim.Vector(1, x)) for x in (-1.5, -0.7, 0.0, 0.3)
+                    ]
     for mk in m.getMarkerSet():
         out[f"marker {mk.getName()}"] = _v3(mk.get_location())
     for mu in m.getMuscles():
@@ -71,8 +72,9 @@ def _properties(path: str) -> dict:
             moving = osim.MovingPathPoint.safeDownCast(pp)
             if moving:
                 fns = (moving.get_x_location(), moving.get_y_location(), moving.get_z_location())
-                out[f"{mu.getName()}/{pp.getName()}"] = [f.calcValue(osim.Vector(1, x))
-                                                         for f in fns for x in (-1.5, -0.5, 0.0)]
+                out[f"{mu.getName()}/{pp.getName()}"] = [
+                    f.calcValue(osim.Vector(1, x)) for f in fns for x in (-1.5, -0.5, 0.0)
+                ]
             else:
                 out[f"{mu.getName()}/{pp.getName()}"] = _v3(osim.PathPoint.safeDownCast(pp).get_location())
     return out
@@ -171,34 +173,40 @@ def test_setup_matches_opensim(tmp_path):
     tasks = tool.getMarkerPlacer().getIKTaskSet()
     weights = {tasks.get(i).getName(): tasks.get(i).getWeight() for i in range(tasks.getSize())}
     trc = str(os_dir / "subject01_static.trc")
-    cost_os = _weighted_marker_cost(str(os_dir / "subject01_scaled.osim"),
-                                    str(os_dir / "subject01_static_output.mot"), trc, weights)
+    cost_os = _weighted_marker_cost(
+        str(os_dir / "subject01_scaled.osim"), str(os_dir / "subject01_static_output.mot"), trc, weights
+    )
     cost_sj = _weighted_marker_cost(str(os_dir / "subject01_scaled.osim"), written["motion"], trc, weights)
     assert cost_sj <= cost_os + 1e-9
     # ... the placed model equals OpenSim's but for the markers, which sit on the
     # experimental ones at simjax's pose ...
     placed_os = _properties(str(os_dir / "subject01_scaled_placed.osim"))
     placed_sj = _properties(written["placed_model"])
-    _compare({k: v for k, v in placed_os.items() if not k.startswith("marker ")},
-             {k: v for k, v in placed_sj.items() if not k.startswith("marker ")})
+    _compare(
+        {k: v for k, v in placed_os.items() if not k.startswith("marker ")},
+        {k: v for k, v in placed_sj.items() if not k.startswith("marker ")},
+    )
     # ... and moved at OpenSim's pose, the markers are OpenSim's to 1e-9
     scaled = sj.load_osim(written["model"])
     system = scaled.build()
     motion = osim.TimeSeriesTable(str(os_dir / "subject01_static_output.mot"))
-    state = system.set_coordinates(system.default_state(), {
-        name: pose[path + "/value"] for name, path in zip(system.coordinate_names, system.coordinate_paths)})
+    state = system.set_coordinates(
+        system.default_state(),
+        {name: pose[path + "/value"] for name, path in zip(system.coordinate_names, system.coordinate_paths)},
+    )
     table = sj.io.tables.read_table(trc)
     rows = (table.times >= 0.5) & (table.times <= 1.5)
     locations = {name: table.values[rows, i].mean(0) / 1000.0 for i, name in enumerate(table.labels)}
     moved = move_markers(scaled, np.asarray(state.q), locations)
     sj.save_osim(moved, str(tmp_path / "moved.osim"))
     moved_props = _properties(str(tmp_path / "moved.osim"))
-    _compare({k: v for k, v in placed_os.items() if k.startswith("marker ")},
-             {k: v for k, v in moved_props.items() if k.startswith("marker ")})
+    _compare(
+        {k: v for k, v in placed_os.items() if k.startswith("marker ")},
+        {k: v for k, v in moved_props.items() if k.startswith("marker ")},
+    )
     # the outputs open in OpenSim, with OpenSim's labels
     assert osim.MarkerSet(written["marker_set"]).getSize() == osim.Model(written["placed_model"]).getNumMarkers()
-    assert (list(osim.TimeSeriesTable(written["motion"]).getColumnLabels())
-            == list(motion.getColumnLabels()))
+    assert list(osim.TimeSeriesTable(written["motion"]).getColumnLabels()) == list(motion.getColumnLabels())
 
 
 def test_marker_absent_from_data_or_model(tmp_path):

@@ -41,9 +41,14 @@ ARGS = (300.0, 0.12, 0.25, 0.25)  # max isometric force, optimal fiber and tendo
 
 
 def _muscles():
-    return [sj.Thelen2003Muscle("thelen", *ARGS), sj.Thelen2003Muscle("thelen_unpennated", *ARGS[:3], 0.0),
-            sj.Millard2012EquilibriumMuscle("millard", *ARGS), sj.DeGrooteFregly2016Muscle("degroote", *ARGS),
-            sj.Schutte1993Muscle_Deprecated("schutte", *ARGS), sj.RigidTendonMuscle("rigid_tendon", *ARGS)]
+    return [
+        sj.Thelen2003Muscle("thelen", *ARGS),
+        sj.Thelen2003Muscle("thelen_unpennated", *ARGS[:3], 0.0),
+        sj.Millard2012EquilibriumMuscle("millard", *ARGS),
+        sj.DeGrooteFregly2016Muscle("degroote", *ARGS),
+        sj.Schutte1993Muscle_Deprecated("schutte", *ARGS),
+        sj.RigidTendonMuscle("rigid_tendon", *ARGS),
+    ]
 
 
 def test_strengths_match_opensim(tmp_path):

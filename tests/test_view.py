@@ -307,7 +307,8 @@ def test_live_viewer_starts_and_stops_in_a_notebook_cell(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell('''import socket, threading
+    nb.cells = [
+        nbformat.v4.new_code_cell("""import socket, threading
 import jax
 jax.config.update("jax_enable_x64", True)
 import simjax as sj
@@ -321,9 +322,11 @@ try:
     stopped = False
 except OSError:
     stopped = True
-print("stopped", stopped, [t.name for t in threading.enumerate() if "simjax" in t.name])''')]
-    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+print("stopped", stopped, [t.name for t in threading.enumerate() if "simjax" in t.name])""")
+    ]
+    nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     text = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stdout")
     assert "stopped True []" in text
 
@@ -364,11 +367,24 @@ def test_html_draws_the_model_in_a_real_browser(gait, tmp_path):
     shots = []
     for k in (0, 3):
         shot = os.path.join(artifacts, f"view_gait10dof18musc_frame{k}.png")
-        subprocess.run([_chromium(), "--headless=new", "--no-sandbox", "--disable-gpu-sandbox",
-                        "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--hide-scrollbars",
-                        f"--window-size={width},{height + 64}", "--virtual-time-budget=3000",
-                        f"--screenshot={shot}", f"{page.as_uri()}#frame={k}&paused"],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                _chromium(),
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu-sandbox",
+                "--use-angle=swiftshader",
+                "--enable-unsafe-swiftshader",
+                "--hide-scrollbars",
+                f"--window-size={width},{height + 64}",
+                "--virtual-time-budget=3000",
+                f"--screenshot={shot}",
+                f"{page.as_uri()}#frame={k}&paused",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         shots.append(np.asarray(Image.open(shot).convert("RGB"), int)[:height])
     background = np.round(255 * np.asarray(data["background"])).astype(int)
     pelvis = scene.frame_paths.index("/bodyset/pelvis")
@@ -376,5 +392,5 @@ def test_html_draws_the_model_in_a_real_browser(gait, tmp_path):
         drawn = np.abs(img - background).sum(-1) > 30
         assert drawn.mean() > 0.01  # the model (and the floor) are drawn
         x, y = _pixel_of(data["camera"], frames.frame_p[k, pelvis], width, height)
-        assert drawn[max(y - 15, 0):y + 15, max(x - 15, 0):x + 15].any(), (k, x, y)  # bones where the pelvis is
+        assert drawn[max(y - 15, 0) : y + 15, max(x - 15, 0) : x + 15].any(), (k, x, y)  # bones where the pelvis is
     assert (np.abs(shots[0] - shots[1]).sum(-1) > 30).mean() > 0.002  # the two frames differ

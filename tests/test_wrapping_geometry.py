@@ -20,8 +20,17 @@ opensim = pytest.importorskip("opensim")
 
 from _wrapping_rigs import H, N_Q, RIGS, _compare, _params, _simjax, _sweep, fd_mask  # noqa: E402
 
-from simjax.wrapping import (MANDATORY_WRAP, NO_WRAP, WRAPPED, PathWrap, WrapCylinder, WrapEllipsoid,  # noqa: E402
-                             WrapSphere, WrapTorus, parse_quadrant)
+from simjax.wrapping import (
+    MANDATORY_WRAP,
+    NO_WRAP,
+    WRAPPED,
+    PathWrap,
+    WrapCylinder,
+    WrapEllipsoid,  # noqa: E402
+    WrapSphere,
+    WrapTorus,
+    parse_quadrant,
+)
 
 KINDS = ("sphere", "cylinder", "ellipsoid", "torus")
 
@@ -62,7 +71,7 @@ def test_length_gradient_matches_finite_differences(kind, tol):
     _, val, der, status, real = _compare(kind)
     val, der, status = val[real], der[real], status[real]
     n = N_Q
-    fd = (val[:, 2 * n:, 0] - val[:, n:2 * n, 0]) / (2 * H)
+    fd = (val[:, 2 * n :, 0] - val[:, n : 2 * n, 0]) / (2 * H)
     ad = der[:, :n, 0]
     mask = fd_mask(status, n)
     if kind == "cylinder":  # OpenSim's discrete tangent adjustment (several wraps) jumps
@@ -98,6 +107,7 @@ def test_wrap_components():
     cyl = model.find("/bodyset/arm/TRI")
     assert (cyl.wrap_axis, cyl.wrap_sign) == (1, -1)
     from simjax.wrapping import find_wrap_object, wrap_frame_path
+
     assert find_wrap_object(model, "hh") == "/bodyset/arm/hh"
     assert wrap_frame_path("/bodyset/arm/hh") == "/bodyset/arm"
     assert parse_quadrant("Unassigned") == (0, 0) and parse_quadrant("X") == (0, 1)

@@ -107,6 +107,7 @@ def test_wrap_parameter_gradients_match_finite_differences(arm26):
 
 # -- all the rigs in one model --------------------------------------------------------------------
 
+
 def _rigs_xml(rigs, smoothing=0.0):
     ground, bodies, joints, forces = [], [], [], []
     for i, r in enumerate(rigs):
@@ -118,27 +119,38 @@ def _rigs_xml(rigs, smoothing=0.0):
             wraps.append((f"D{i}", "hybrid"))
         on_ground, on_body = (dummy, wrap) if r["on_body"] else (wrap + dummy, "")
         ground.append(on_ground)
-        bodies.append(f'<Body name="arm{i}"><mass>1</mass><mass_center>0 0 0</mass_center>'
-                      f'<inertia>0.1 0.1 0.1 0 0 0</inertia><WrapObjectSet name="wrapobjectset"><objects>'
-                      f'{on_body}</objects></WrapObjectSet></Body>')
+        bodies.append(
+            f'<Body name="arm{i}"><mass>1</mass><mass_center>0 0 0</mass_center>'
+            f'<inertia>0.1 0.1 0.1 0 0 0</inertia><WrapObjectSet name="wrapobjectset"><objects>'
+            f"{on_body}</objects></WrapObjectSet></Body>"
+        )
         jtag = "SliderJoint" if r["slide"] else "PinJoint"
-        joints.append(f'<{jtag} name="j{i}"><socket_parent_frame>/ground</socket_parent_frame>'
-                      f'<socket_child_frame>/bodyset/arm{i}</socket_child_frame><coordinates>'
-                      f'<Coordinate name="q{i}"><range>-10 10</range></Coordinate></coordinates></{jtag}>')
+        joints.append(
+            f'<{jtag} name="j{i}"><socket_parent_frame>/ground</socket_parent_frame>'
+            f"<socket_child_frame>/bodyset/arm{i}</socket_child_frame><coordinates>"
+            f'<Coordinate name="q{i}"><range>-10 10</range></Coordinate></coordinates></{jtag}>'
+        )
         extra = f"<smoothing>{smoothing}</smoothing>" if smoothing else ""
-        pws = "".join(f'<PathWrap name="pw{k}"><wrap_object>{w}</wrap_object><method>{m}</method>'
-                      f'<range>-1 -1</range>{extra}</PathWrap>' for k, (w, m) in enumerate(wraps))
-        forces.append(f'<PathActuator name="act{i}"><GeometryPath name="geometrypath"><PathPointSet '
-                      f'name="pathpointset"><objects><PathPoint name="pa"><socket_parent_frame>/ground'
-                      f'</socket_parent_frame><location>{_v(r["pa"])}</location></PathPoint><PathPoint name="pb">'
-                      f'<socket_parent_frame>/bodyset/arm{i}</socket_parent_frame><location>{_v(r["pb"])}'
-                      f'</location></PathPoint></objects></PathPointSet><PathWrapSet name="pathwrapset"><objects>'
-                      f'{pws}</objects></PathWrapSet></GeometryPath></PathActuator>')
-    return ('<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40000"><Model name="rigs">'
-            f'<Ground name="ground"><WrapObjectSet name="wrapobjectset"><objects>{"".join(ground)}</objects>'
-            f'</WrapObjectSet></Ground><BodySet name="bodyset"><objects>{"".join(bodies)}</objects></BodySet>'
-            f'<JointSet name="jointset"><objects>{"".join(joints)}</objects></JointSet>'
-            f'<ForceSet name="forceset"><objects>{"".join(forces)}</objects></ForceSet></Model></OpenSimDocument>')
+        pws = "".join(
+            f'<PathWrap name="pw{k}"><wrap_object>{w}</wrap_object><method>{m}</method>'
+            f"<range>-1 -1</range>{extra}</PathWrap>"
+            for k, (w, m) in enumerate(wraps)
+        )
+        forces.append(
+            f'<PathActuator name="act{i}"><GeometryPath name="geometrypath"><PathPointSet '
+            f'name="pathpointset"><objects><PathPoint name="pa"><socket_parent_frame>/ground'
+            f'</socket_parent_frame><location>{_v(r["pa"])}</location></PathPoint><PathPoint name="pb">'
+            f"<socket_parent_frame>/bodyset/arm{i}</socket_parent_frame><location>{_v(r['pb'])}"
+            f'</location></PathPoint></objects></PathPointSet><PathWrapSet name="pathwrapset"><objects>'
+            f"{pws}</objects></PathWrapSet></GeometryPath></PathActuator>"
+        )
+    return (
+        '<?xml version="1.0" encoding="UTF-8" ?><OpenSimDocument Version="40000"><Model name="rigs">'
+        f'<Ground name="ground"><WrapObjectSet name="wrapobjectset"><objects>{"".join(ground)}</objects>'
+        f'</WrapObjectSet></Ground><BodySet name="bodyset"><objects>{"".join(bodies)}</objects></BodySet>'
+        f'<JointSet name="jointset"><objects>{"".join(joints)}</objects></JointSet>'
+        f'<ForceSet name="forceset"><objects>{"".join(forces)}</objects></ForceSet></Model></OpenSimDocument>'
+    )
 
 
 @pytest.mark.parametrize("kind", ["sphere", "cylinder", "ellipsoid", "torus"])
@@ -243,8 +255,10 @@ def test_smoothed_paths_bridge_opensim_switches():
         return path_lengths(ctx), force[ui], path_speeds(ctx)
 
     # each path moves with its own coordinate only: a unit tangent on all gives each one's derivative
-    sweep = jax.jit(jax.vmap(lambda x: jax.jvp(evaluate, (x,), (jnp.ones_like(x),))),
-                    compiler_options={"xla_backend_optimization_level": 0})
+    sweep = jax.jit(
+        jax.vmap(lambda x: jax.jvp(evaluate, (x,), (jnp.ones_like(x),))),
+        compiler_options={"xla_backend_optimization_level": 0},
+    )
 
     def geometry(j, q):  # exact and smoothed lengths and status of rig j, at the segment level
         val, _, status = _simjax(SWITCHES[j][0])(_params([rigs[j]]), jnp.asarray(q)[None])

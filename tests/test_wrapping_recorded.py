@@ -30,10 +30,13 @@ def test_ellipsoid_at_a_found_solution():
     def jvp(found, surface=True):
         def one(p1, p2, dims, axis, sign, f1, f2, d):
             def f(p1, p2, dims):
-                res = G.wrap_ellipsoid(p1, p2, dims, axis, sign, found=None if found is None else (f1, f2),
-                                       surface=surface)
+                res = G.wrap_ellipsoid(
+                    p1, p2, dims, axis, sign, found=None if found is None else (f1, f2), surface=surface
+                )
                 return jnp.concatenate([res.r1, res.r2, res.length[None]])
+
             return jax.jvp(f, (p1, p2, dims), d)
+
         return jax.jit(jax.vmap(one))
 
     rng = np.random.default_rng(0)
@@ -92,5 +95,6 @@ def test_cylinders_solved_only_where_they_can_wrap():
     np.testing.assert_allclose(np.asarray(r1)[wraps], np.asarray(a0)[wraps], rtol=0, atol=1e-14)
     np.testing.assert_allclose(np.asarray(r2)[wraps], np.asarray(b0)[wraps], rtol=0, atol=1e-14)
     np.testing.assert_array_equal(np.asarray(long_wrap)[wraps], np.asarray(lw0)[wraps])
-    np.testing.assert_allclose(np.asarray(arc)[wraps],
-                               np.asarray(G.spiral_length(a0, b0, radius[:, None], lw0))[wraps], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(
+        np.asarray(arc)[wraps], np.asarray(G.spiral_length(a0, b0, radius[:, None], lw0))[wraps], rtol=0, atol=1e-14
+    )

@@ -58,8 +58,14 @@ class PrescribedController(Controller):
 
     control_functions: tuple = ()
 
-    def __init__(self, name: str, actuators: tuple = (), control_functions: tuple = (), enabled: bool = True,
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        actuators: tuple = (),
+        control_functions: tuple = (),
+        enabled: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.actuators = tuple(actuators)
         self.control_functions = tuple(control_functions)
@@ -82,15 +88,21 @@ class PrescribedController(Controller):
         if name != "actuators" or ref not in self.actuators:
             return super().prune_reference(name, ref)
         keep = [i for i, a in enumerate(self.actuators) if a != ref]
-        return self.replace(actuators=tuple(self.actuators[i] for i in keep),
-                            control_functions=tuple(self.control_functions[i] for i in keep))
+        return self.replace(
+            actuators=tuple(self.actuators[i] for i in keep),
+            control_functions=tuple(self.control_functions[i] for i in keep),
+        )
 
     def validate(self, path: str) -> None:
         """Check there is one function per actuator."""
         super().validate(path)
         if len(self.actuators) != len(self.control_functions):
-            raise ModelError(path, f"{len(self.actuators)} actuators but {len(self.control_functions)} control "
-                             "functions", prop="control_functions", value=len(self.control_functions))
+            raise ModelError(
+                path,
+                f"{len(self.actuators)} actuators but {len(self.control_functions)} control functions",
+                prop="control_functions",
+                value=len(self.control_functions),
+            )
 
     @classmethod
     def compile_group(cls, build, paths):
@@ -153,15 +165,19 @@ class PolicyController(Controller):
         """Check the policy is callable."""
         super().validate(path)
         if not callable(self.policy):
-            raise ModelError(path, "the policy must be callable as policy(t, state)", prop="policy",
-                             value=type(self.policy).__name__)
+            raise ModelError(
+                path, "the policy must be callable as policy(t, state)", prop="policy", value=type(self.policy).__name__
+            )
 
     @classmethod
     def compile_group(cls, build, paths):
         """Static data of a group: for every enabled controller, its index in the group and
         the control indices of its actuators."""
-        members = [(i, np.asarray([build.control_index(a) for a in build.socket(p, "actuators")], np.int32))
-                   for i, p in enumerate(paths) if build.find(p).enabled]
+        members = [
+            (i, np.asarray([build.control_index(a) for a in build.socket(p, "actuators")], np.int32))
+            for i, p in enumerate(paths)
+            if build.find(p).enabled
+        ]
         return {"members": members}
 
     @classmethod
@@ -180,7 +196,10 @@ class PolicyController(Controller):
         for (i, control), policy in zip(group.static["members"], params["policies"]):
             vals = jnp.asarray(policy(ctx.state.t, ctx.state), out.dtype)
             if vals.shape != (len(control),):
-                raise ModelError(group.paths[i], f"the policy returned shape {vals.shape}; expected "
-                                 f"({len(control)},), one control per actuator", prop="policy")
+                raise ModelError(
+                    group.paths[i],
+                    f"the policy returned shape {vals.shape}; expected ({len(control)},), one control per actuator",
+                    prop="policy",
+                )
             out = out.at[control].add(vals)
         return out

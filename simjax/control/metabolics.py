@@ -48,14 +48,27 @@ from .probes import Probe
 
 __all__ = ["Umberger2010MuscleMetabolicsProbe", "Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter"]
 
-_PROBE_FLAGS = ("activation_maintenance_rate_on", "shortening_rate_on", "basal_rate_on", "mechanical_work_rate_on",
-                "enforce_minimum_heat_rate_per_muscle", "use_Bhargava_recruitment_model",
-                "include_negative_mechanical_work", "forbid_negative_total_power")
+_PROBE_FLAGS = (
+    "activation_maintenance_rate_on",
+    "shortening_rate_on",
+    "basal_rate_on",
+    "mechanical_work_rate_on",
+    "enforce_minimum_heat_rate_per_muscle",
+    "use_Bhargava_recruitment_model",
+    "include_negative_mechanical_work",
+    "forbid_negative_total_power",
+)
 _PROBE_PROPS = ("aerobic_factor", "basal_coefficient", "basal_exponent", "muscle_effort_scaling_factor", "gain")
 _MUSCLE_PROPS = ("specific_tension", "density", "ratio_slow_twitch_fibers", "provided_muscle_mass")
 #: what the probe reads from each muscle's evaluation
-_MUSCLE_OUTPUTS = ("activation", "excitation", "active_fiber_force", "normalized_fiber_length", "fiber_velocity",
-                   "active_force_length_multiplier")
+_MUSCLE_OUTPUTS = (
+    "activation",
+    "excitation",
+    "active_fiber_force",
+    "normalized_fiber_length",
+    "fiber_velocity",
+    "active_force_length_multiplier",
+)
 
 
 class Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter(eqx.Module):  # noqa: N801 (OpenSim's name)
@@ -104,35 +117,57 @@ class Umberger2010MuscleMetabolicsProbe(Probe):
     ``Umberger2010MuscleMetabolicsProbe("metabolics").add_muscle("soleus_r", 0.8)``
     """
 
-    activation_maintenance_rate_on: bool = flag(True, doc="Whether the activation and maintenance heat rate is "
-                                                "computed.")
+    activation_maintenance_rate_on: bool = flag(
+        True, doc="Whether the activation and maintenance heat rate is computed."
+    )
     shortening_rate_on: bool = flag(True, doc="Whether the shortening heat rate is computed.")
     basal_rate_on: bool = flag(True, doc="Whether the basal heat rate is computed.")
     mechanical_work_rate_on: bool = flag(True, doc="Whether the mechanical work rate is computed.")
-    enforce_minimum_heat_rate_per_muscle: bool = flag(True, doc="Whether each muscle's heat rate is clamped to at "
-                                                      "least 1.0 W/kg.")
+    enforce_minimum_heat_rate_per_muscle: bool = flag(
+        True, doc="Whether each muscle's heat rate is clamped to at least 1.0 W/kg."
+    )
     aerobic_factor: np.ndarray = prop(1.5, doc="Aerobic scale factor S (1.0 anaerobic, 1.5 aerobic).")
     basal_coefficient: np.ndarray = prop(1.2, doc="Basal metabolic coefficient (W/kg^basal_exponent).")
     basal_exponent: np.ndarray = prop(1.0, doc="Basal metabolic exponent.")
-    muscle_effort_scaling_factor: np.ndarray = prop(1.0, doc="Factor scaling the excitations, activations and "
-                                                    "active fiber forces the probe uses.")
-    use_Bhargava_recruitment_model: bool = flag(True, doc="Whether the slow-twitch ratio follows the recruitment "
-                                                "model of Bhargava et al. (2004).")
-    include_negative_mechanical_work: bool = flag(True, doc="Whether negative mechanical work is included (and "
-                                                  "alpha_L uses 4.0 rather than 0.3).")
+    muscle_effort_scaling_factor: np.ndarray = prop(
+        1.0, doc="Factor scaling the excitations, activations and active fiber forces the probe uses."
+    )
+    use_Bhargava_recruitment_model: bool = flag(
+        True, doc="Whether the slow-twitch ratio follows the recruitment model of Bhargava et al. (2004)."
+    )
+    include_negative_mechanical_work: bool = flag(
+        True, doc="Whether negative mechanical work is included (and alpha_L uses 4.0 rather than 0.3)."
+    )
     forbid_negative_total_power: bool = flag(True, doc="Whether each muscle's total power is kept non-negative.")
-    report_total_metabolics_only: bool = flag(True, doc="Whether only the total is reported (else the total, the "
-                                              "basal rate and each muscle's rate).")
+    report_total_metabolics_only: bool = flag(
+        True, doc="Whether only the total is reported (else the total, the basal rate and each muscle's rate)."
+    )
     muscle_parameters: tuple = ()
 
-    def __init__(self, name: str, activation_maintenance_rate_on: bool = True, shortening_rate_on: bool = True,
-                 basal_rate_on: bool = True, mechanical_work_rate_on: bool = True, *,
-                 muscle_parameters: tuple = (), enabled: bool = True, probe_operation: str = "value",
-                 initial_conditions_for_integration=(), gain=1.0, enforce_minimum_heat_rate_per_muscle: bool = True,
-                 aerobic_factor=1.5, basal_coefficient=1.2, basal_exponent=1.0, muscle_effort_scaling_factor=1.0,
-                 use_Bhargava_recruitment_model: bool = True, include_negative_mechanical_work: bool = True,
-                 forbid_negative_total_power: bool = True, report_total_metabolics_only: bool = True,
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        activation_maintenance_rate_on: bool = True,
+        shortening_rate_on: bool = True,
+        basal_rate_on: bool = True,
+        mechanical_work_rate_on: bool = True,
+        *,
+        muscle_parameters: tuple = (),
+        enabled: bool = True,
+        probe_operation: str = "value",
+        initial_conditions_for_integration=(),
+        gain=1.0,
+        enforce_minimum_heat_rate_per_muscle: bool = True,
+        aerobic_factor=1.5,
+        basal_coefficient=1.2,
+        basal_exponent=1.0,
+        muscle_effort_scaling_factor=1.0,
+        use_Bhargava_recruitment_model: bool = True,
+        include_negative_mechanical_work: bool = True,
+        forbid_negative_total_power: bool = True,
+        report_total_metabolics_only: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.enabled = enabled
         self.probe_operation = probe_operation
@@ -157,13 +192,15 @@ class Umberger2010MuscleMetabolicsProbe(Probe):
     def __check_init__(self):
         for p in self.muscle_parameters:
             if not isinstance(p, MetabolicMuscleParameter):
-                raise ModelError(self.name, f"entries must be {MetabolicMuscleParameter.__name__}",
-                                 prop="muscle_parameters", value=p)
+                raise ModelError(
+                    self.name, f"entries must be {MetabolicMuscleParameter.__name__}", prop="muscle_parameters", value=p
+                )
 
     # -- editing ---------------------------------------------------------------------------
 
-    def add_muscle(self, muscle: str, ratio_slow_twitch_fibers: float = 0.5, muscle_mass: float | None = None,
-                   **parameters) -> Umberger2010MuscleMetabolicsProbe:
+    def add_muscle(
+        self, muscle: str, ratio_slow_twitch_fibers: float = 0.5, muscle_mass: float | None = None, **parameters
+    ) -> Umberger2010MuscleMetabolicsProbe:
         """A copy that also probes the muscle called ``muscle`` (OpenSim ``addMuscle``).
 
         **Arguments:** ``ratio_slow_twitch_fibers``; ``muscle_mass`` (kg): use this mass
@@ -218,8 +255,10 @@ class Umberger2010MuscleMetabolicsProbe(Probe):
             if p.use_provided_muscle_mass:
                 checks.append(("provided_muscle_mass", lambda v: v > 0.0, "must be a positive number (kg)"))
             else:
-                checks += [("specific_tension", lambda v: v > 0.0, "must be a positive number (N/m^2)"),
-                           ("density", lambda v: v > 0.0, "must be a positive number (kg/m^3)")]
+                checks += [
+                    ("specific_tension", lambda v: v > 0.0, "must be a positive number (N/m^2)"),
+                    ("density", lambda v: v > 0.0, "must be a positive number (kg/m^3)"),
+                ]
             for name, ok, msg in checks:
                 v = _concrete(getattr(p, name))
                 if v is not None and not ok(v):  # NaN fails every check
@@ -246,20 +285,29 @@ class Umberger2010MuscleMetabolicsProbe(Probe):
             for i, p in enumerate(c.muscle_parameters):
                 mpath = f"/forceset/{p.name}"
                 if not isinstance(_find(build, mpath), Muscle):
-                    raise ModelError(path, f"muscle {p.name!r} is not a muscle of the model's forceset (OpenSim "
-                                     "disables the probe)", prop="muscle_parameters", value=p.name)
+                    raise ModelError(
+                        path,
+                        f"muscle {p.name!r} is not a muscle of the model's forceset (OpenSim disables the probe)",
+                        prop="muscle_parameters",
+                        value=p.name,
+                    )
                 probe.append(j)
                 muscles.append(mpath)
                 provided.append(p.use_provided_muscle_mass)
                 slot.append(off + 2 + i if not c.report_total_metabolics_only else -1)
         slot = np.asarray(slot, np.int64)
         s.update(
-            probe=np.asarray(probe, np.int64), muscles=tuple(muscles), provided=np.asarray(provided, bool),
-            entry_rows=slot[slot >= 0], entry_pick=np.flatnonzero(slot >= 0),
+            probe=np.asarray(probe, np.int64),
+            muscles=tuple(muscles),
+            provided=np.asarray(provided, bool),
+            entry_rows=slot[slot >= 0],
+            entry_pick=np.flatnonzero(slot >= 0),
             total_rows=np.asarray(total_rows, np.int64),
             total_probes=np.asarray([j for j, c in enumerate(comps) if c.enabled], np.int64),
-            basal_rows=np.asarray(basal_rows, np.int64), basal_probes=np.asarray(basal_probes, np.int64),
-            **{f: np.asarray([getattr(c, f) for c in comps], bool) for f in _PROBE_FLAGS})
+            basal_rows=np.asarray(basal_rows, np.int64),
+            basal_probes=np.asarray(basal_probes, np.int64),
+            **{f: np.asarray([getattr(c, f) for c in comps], bool) for f in _PROBE_FLAGS},
+        )
         return s
 
     @classmethod
@@ -282,8 +330,11 @@ class Umberger2010MuscleMetabolicsProbe(Probe):
         n = int(s["offsets"][-1])
         k = len(group.paths)
         mus = _muscle_quantities(ctx, s["muscles"]) if len(s["muscles"]) else None
-        basal = jnp.where(s["basal_rate_on"], params["basal_coefficient"]
-                          * jnp.power(jnp.sum(ctx.params["mass"]), params["basal_exponent"]), 0.0)
+        basal = jnp.where(
+            s["basal_rate_on"],
+            params["basal_coefficient"] * jnp.power(jnp.sum(ctx.params["mass"]), params["basal_exponent"]),
+            0.0,
+        )
         total = basal
         edot = jnp.zeros(0, dtype)
         if mus is not None:
@@ -348,8 +399,9 @@ def umberger2010_rates(static: dict, params: dict, mus: dict):
     neg_work = flag_["include_negative_mechanical_work"]
 
     # muscle mass (kg)
-    computed = (mus["max_isometric_force"] / params["specific_tension"]) * params["density"] * mus[
-        "optimal_fiber_length"]
+    computed = (
+        (mus["max_isometric_force"] / params["specific_tension"]) * params["density"] * mus["optimal_fiber_length"]
+    )
     mass = jnp.where(static["provided"], params["provided_muscle_mass"], computed)
 
     activation = effort * mus["activation"]

@@ -72,11 +72,15 @@ class Probe(Component):
     set_name: ClassVar[str | None] = "probeset"
 
     enabled: bool = flag(True, doc="Whether the probe is enabled.")
-    probe_operation: str = flag("value", doc="The operation applied to the probe's inputs: 'value' or "
-                                "'integrate' ('differentiate', 'minimum', 'minabs', 'maximum', 'maxabs' are "
-                                "read and written but not evaluated).")
-    initial_conditions_for_integration: np.ndarray = prop((), doc="Initial conditions of the integrals, one per "
-                                                          "input ('integrate' only).", shape=None)
+    probe_operation: str = flag(
+        "value",
+        doc="The operation applied to the probe's inputs: 'value' or "
+        "'integrate' ('differentiate', 'minimum', 'minabs', 'maximum', 'maxabs' are "
+        "read and written but not evaluated).",
+    )
+    initial_conditions_for_integration: np.ndarray = prop(
+        (), doc="Initial conditions of the integrals, one per input ('integrate' only).", shape=None
+    )
     gain: np.ndarray = prop(1.0, doc="Constant gain the probe's output is scaled by.")
 
     # -- what a subclass provides -------------------------------------------------------
@@ -103,13 +107,25 @@ class Probe(Component):
         inputs (zeros are used)."""
         super().validate(path)
         if self.probe_operation not in PROBE_OPERATIONS:
-            raise ModelError(path, f"invalid probe operation; OpenSim supports {', '.join(PROBE_OPERATIONS)}",
-                             prop="probe_operation", value=self.probe_operation)
+            raise ModelError(
+                path,
+                f"invalid probe operation; OpenSim supports {', '.join(PROBE_OPERATIONS)}",
+                prop="probe_operation",
+                value=self.probe_operation,
+            )
         ic = self.initial_conditions_for_integration
-        if (self.enabled and self.probe_operation == "integrate" and isinstance(ic, np.ndarray)
-                and ic.size != self.num_probe_inputs()):
-            log.error("%s: %d initial condition(s) for integrating %d probe input(s); assuming zeros (as OpenSim)",
-                      path, ic.size, self.num_probe_inputs())
+        if (
+            self.enabled
+            and self.probe_operation == "integrate"
+            and isinstance(ic, np.ndarray)
+            and ic.size != self.num_probe_inputs()
+        ):
+            log.error(
+                "%s: %d initial condition(s) for integrating %d probe input(s); assuming zeros (as OpenSim)",
+                path,
+                ic.size,
+                self.num_probe_inputs(),
+            )
 
     def integrates(self) -> bool:
         """Whether the probe owns state variables (enabled and ``'integrate'``)."""
@@ -172,11 +188,15 @@ class Probe(Component):
         if not self.enabled:
             raise ModelError(ctx.path, "cannot get the output of a disabled probe", prop="enabled", value=False)
         if self.probe_operation not in _EVALUATED:
-            raise ModelError(ctx.path, "simjax evaluates the probe operations 'value' and 'integrate' only",
-                             prop="probe_operation", value=self.probe_operation)
+            raise ModelError(
+                ctx.path,
+                "simjax evaluates the probe operations 'value' and 'integrate' only",
+                prop="probe_operation",
+                value=self.probe_operation,
+            )
         group = probe_group(ctx, ctx.path)
         j = group.paths.index(ctx.path)
-        a, b = (int(x) for x in group.static["offsets"][j:j + 2])
+        a, b = (int(x) for x in group.static["offsets"][j : j + 2])
         if self.probe_operation == "integrate":
             za, zb = ctx.topology.z_slices[ctx.path]
             value = ctx.state.z[za:zb] + self.initial_conditions()

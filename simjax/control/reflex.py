@@ -68,9 +68,13 @@ class ToyReflexController(Controller):
                 continue
             for a in build.socket(p, "actuators"):
                 if not isinstance(build.find(a), Muscle):
-                    raise ModelError(p, "expected only muscle actuators assigned to this controller's 'actuators' "
-                                     f"socket, but the non-muscle actuator {a!r} was found", prop="actuators",
-                                     value=a)
+                    raise ModelError(
+                        p,
+                        "expected only muscle actuators assigned to this controller's 'actuators' "
+                        f"socket, but the non-muscle actuator {a!r} was found",
+                        prop="actuators",
+                        value=a,
+                    )
                 ctrl.append(build.control_index(a))
                 muscles.append(a)
                 owners.append(p)
@@ -78,8 +82,13 @@ class ToyReflexController(Controller):
         if muscles:
             topo = path_topology(build)
             rows = [topo.index[f"{m}/{build.find(m).path.name}"] for m in muscles]
-        return {"control": np.asarray(ctrl, np.int32), "rows": np.asarray(rows, np.int32),
-                "muscles": tuple(muscles), "owners": tuple(owners), "n": len(muscles)}
+        return {
+            "control": np.asarray(ctrl, np.int32),
+            "rows": np.asarray(rows, np.int32),
+            "muscles": tuple(muscles),
+            "owners": tuple(owners),
+            "n": len(muscles),
+        }
 
     @classmethod
     def group_params(cls, model, group):
@@ -95,9 +104,11 @@ class ToyReflexController(Controller):
         def stack(paths, name):
             return jnp.stack([jnp.asarray(getattr(model.find(p), name), dtype) for p in paths])
 
-        return {"gain": stack(s["owners"], "gain"),
-                "optimal_fiber_length": stack(s["muscles"], "optimal_fiber_length"),
-                "max_contraction_velocity": stack(s["muscles"], "max_contraction_velocity")}
+        return {
+            "gain": stack(s["owners"], "gain"),
+            "optimal_fiber_length": stack(s["muscles"], "optimal_fiber_length"),
+            "max_contraction_velocity": stack(s["muscles"], "max_contraction_velocity"),
+        }
 
     @classmethod
     def group_controls(cls, group, params, ctx):

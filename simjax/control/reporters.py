@@ -26,8 +26,9 @@ class Reporter(Component):
     """
 
     inputs: tuple = input_("double", stage=Stage.REPORT, many=True, doc="Outputs to report.")
-    report_time_interval: np.ndarray = prop(0.0, doc="Time between reports (s); 0 reports every sample.",
-                                            bounds=(0.0, None))
+    report_time_interval: np.ndarray = prop(
+        0.0, doc="Time between reports (s); 0 reports every sample.", bounds=(0.0, None)
+    )
 
     def __init__(self, name: str, report_time_interval=0.0, inputs: tuple = (), components: tuple = ()):
         self.name = name
@@ -100,7 +101,7 @@ def format_console_table(name: str, table: TimeSeriesTable, width: int = 14) -> 
     separated by a space.
     """
     labels = ["time"] + list(table.labels)
-    chunks = [[lab[i:i + width] for i in range(0, max(len(lab), 1), width)] for lab in labels]
+    chunks = [[lab[i : i + width] for i in range(0, max(len(lab), 1), width)] for lab in labels]
     n_lines = max(len(c) for c in chunks)
     lines = [f"[{name}]"]
     for k in range(n_lines):

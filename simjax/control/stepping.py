@@ -62,8 +62,13 @@ class Agent:
     ``set_state``.
     """
 
-    def __init__(self, start_time: float = 0.0, stop_time: float = np.inf, active: bool = True,
-                 update_interval: float | None = None):
+    def __init__(
+        self,
+        start_time: float = 0.0,
+        stop_time: float = np.inf,
+        active: bool = True,
+        update_interval: float | None = None,
+    ):
         self.start_time = start_time
         self.stop_time = stop_time
         self.active = active
@@ -98,8 +103,9 @@ class NumericInputProbe(Agent):
 
     def __init__(self, path: str, prop: str, times, values, start_time=None, stop_time=None, active=True):
         times = np.asarray(times, float)
-        super().__init__(times[0] if start_time is None else start_time,
-                         times[-1] if stop_time is None else stop_time, active)
+        super().__init__(
+            times[0] if start_time is None else start_time, times[-1] if stop_time is None else stop_time, active
+        )
         self.path, self.prop = path, prop
         self.times, self.values = times, np.asarray(values, float)
 
@@ -149,9 +155,20 @@ class NumericOutputProbe(Agent):
 def _advance(system, state, ta, tb, controls, rtol, atol, max_steps, solver):
     from ..simulate import _solve
 
-    options = dict(solver=solver, rtol=rtol, atol=atol, dt=None, save_steps=False, max_steps=max_steps,
-                   project=True, progress=False, throw=False, adjoint="checkpoint", max_step_size=None,
-                   constraint_tolerance=None)
+    options = dict(
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        dt=None,
+        save_steps=False,
+        max_steps=max_steps,
+        project=True,
+        progress=False,
+        throw=False,
+        adjoint="checkpoint",
+        max_step_size=None,
+        constraint_tolerance=None,
+    )
     seg = _solve(system, state.replace(t=ta), tb, controls, jnp.stack([tb]), (), options)
     new = State(t=tb, q=seg.q[-1], u=seg.u[-1], z=seg.z[-1], d=state.d)
     return new, seg.result
@@ -166,9 +183,19 @@ class Simulation:
     ``max_steps`` of the model advance.
     """
 
-    def __init__(self, system: System, state: State, *, max_step_size: float = 0.01, min_step_size: float = 1e-7,
-                 adaptive_stepping: bool = True, controls=None, solver: str = "rkm", accuracy: float = 1e-6,
-                 max_steps: int = 4096):
+    def __init__(
+        self,
+        system: System,
+        state: State,
+        *,
+        max_step_size: float = 0.01,
+        min_step_size: float = 1e-7,
+        adaptive_stepping: bool = True,
+        controls=None,
+        solver: str = "rkm",
+        accuracy: float = 1e-6,
+        max_steps: int = 4096,
+    ):
         self.system = system
         self.state = state
         self.max_step_size = max_step_size
@@ -271,9 +298,17 @@ class Simulation:
         return worst
 
     def _model_advance(self, ta, tb) -> StepAdjustment:
-        new, result = _advance(self.system, self.state, jnp.asarray(ta, self.state.t.dtype),
-                               jnp.asarray(tb, self.state.t.dtype), self.controls, self.accuracy, self.accuracy,
-                               self.max_steps, self.solver)
+        new, result = _advance(
+            self.system,
+            self.state,
+            jnp.asarray(ta, self.state.t.dtype),
+            jnp.asarray(tb, self.state.t.dtype),
+            self.controls,
+            self.accuracy,
+            self.accuracy,
+            self.max_steps,
+            self.solver,
+        )
         if int(result) != 0 or not bool(jnp.all(jnp.isfinite(new.y))):
             return StepAdjustment(0.0, f"integrator failed between t={ta} and t={tb} (result code {int(result)})")
         self.state = new
@@ -304,8 +339,10 @@ class Simulation:
                     raise StepError(f"step [{ta}, {tb}] failed and adaptive stepping is off: {adj.message}")
                 new_dt = (tb - ta) * (s if 0 < s < 1 else 0.5)
                 if new_dt < self.min_step_size:
-                    raise StepError(f"step size {new_dt:.3g} s at t={ta} fell below min_step_size "
-                                    f"{self.min_step_size:.3g} s: {adj.message or 'a step was rejected'}")
+                    raise StepError(
+                        f"step size {new_dt:.3g} s at t={ta} fell below min_step_size "
+                        f"{self.min_step_size:.3g} s: {adj.message or 'a step was rejected'}"
+                    )
                 self.state, self.system = saved
                 self._effective_step = new_dt
                 tb = ta + new_dt

@@ -17,8 +17,14 @@ import numpy as np
 from ..component import ModelError
 from ..model import resolve_path
 
-__all__ = ["resolve_coordinate", "coordinate_indices", "resolve_frame", "point_velocities",
-           "about_body_origins", "masked_mobility"]
+__all__ = [
+    "resolve_coordinate",
+    "coordinate_indices",
+    "resolve_frame",
+    "point_velocities",
+    "about_body_origins",
+    "masked_mobility",
+]
 
 
 def resolve_coordinate(build, path: str, name: str, prop: str = "coordinate") -> str:
@@ -58,8 +64,9 @@ def coordinate_indices(build, paths, prop: str = "coordinate") -> dict:
         cpath = resolve_coordinate(build, p, name, prop)
         info = build.coordinate(cpath)
         if info.q < 0:
-            raise ModelError(p, f"coordinate {cpath!r} is a rotation of a quaternion joint and has no value",
-                             prop=prop, value=name)
+            raise ModelError(
+                p, f"coordinate {cpath!r} is a rotation of a quaternion joint and has no value", prop=prop, value=name
+            )
         qs.append(info.q)
         us.append(info.u)
         rot.append(info.motion_type == "Rotational")
@@ -78,8 +85,9 @@ def resolve_frame(build, path: str, name: str, prop: str) -> str:
     for cand in (resolve_path(name, "/") if name else None, "/bodyset/" + name if name else None):
         if cand is not None and cand in frames:
             return cand
-    raise ModelError(path, "no PhysicalFrame has this name (looked in the model root and /bodyset)",
-                     prop=prop, value=name)
+    raise ModelError(
+        path, "no PhysicalFrame has this name (looked in the model root and /bodyset)", prop=prop, value=name
+    )
 
 
 def point_velocities(ctx, mobs, points):

@@ -64,8 +64,9 @@ class Actuator(Force):
         super().validate(path)
         lo, hi = self.min_control, self.max_control
         if isinstance(lo, np.ndarray) and isinstance(hi, np.ndarray) and lo > hi:
-            raise ModelError(path, f"min_control {float(lo)} exceeds max_control {float(hi)}", prop="min_control",
-                             value=lo)
+            raise ModelError(
+                path, f"min_control {float(lo)} exceeds max_control {float(hi)}", prop="min_control", value=lo
+            )
 
     @output(Stage.DYNAMICS)
     def actuation(self, ctx):
@@ -90,8 +91,16 @@ class CoordinateActuator(Actuator):
 
     coordinate: str = socket("Coordinate", doc="The coordinate the actuator acts along.")
 
-    def __init__(self, name: str, coordinate: str = "", optimal_force=1.0, min_control=-np.inf,
-                 max_control=np.inf, applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        coordinate: str = "",
+        optimal_force=1.0,
+        min_control=-np.inf,
+        max_control=np.inf,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.coordinate = coordinate
         self.optimal_force = optimal_force
@@ -106,8 +115,7 @@ class CoordinateActuator(Actuator):
         applies force."""
         uidx = [build.coordinate(build.socket(p, "coordinate")).u for p in paths]
         on = [build.find(p).applies_force for p in paths]
-        return {"u": np.asarray(uidx, np.int32), "control": _control_indices(build, paths),
-                "on": np.asarray(on, bool)}
+        return {"u": np.asarray(uidx, np.int32), "control": _control_indices(build, paths), "on": np.asarray(on, bool)}
 
     @classmethod
     def group_forces(cls, group, params, ctx):
@@ -135,9 +143,20 @@ class PointActuator(Actuator):
     direction: np.ndarray = prop((1.0, 0.0, 0.0), doc="Force direction.", shape=(3,))
     force_is_global: bool = flag(False, doc="Whether direction is expressed in Ground.")
 
-    def __init__(self, name: str, body: str = "", point=(0.0, 0.0, 0.0), direction=(1.0, 0.0, 0.0),
-                 point_is_global: bool = False, force_is_global: bool = False, optimal_force=1.0,
-                 min_control=-np.inf, max_control=np.inf, applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        body: str = "",
+        point=(0.0, 0.0, 0.0),
+        direction=(1.0, 0.0, 0.0),
+        point_is_global: bool = False,
+        force_is_global: bool = False,
+        optimal_force=1.0,
+        min_control=-np.inf,
+        max_control=np.inf,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.body = body
         self.point = point
@@ -156,11 +175,14 @@ class PointActuator(Actuator):
         whether point and direction are given in Ground, and whether it applies force."""
         comps = [build.find(p) for p in paths]
         frames = [build.socket(p, "body") for p in paths]
-        return {"frames": tuple(frames), "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),
-                "control": _control_indices(build, paths),
-                "pglobal": np.asarray([c.point_is_global for c in comps]),
-                "fglobal": np.asarray([c.force_is_global for c in comps]),
-                "on": np.asarray([c.applies_force for c in comps], bool)}
+        return {
+            "frames": tuple(frames),
+            "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),
+            "control": _control_indices(build, paths),
+            "pglobal": np.asarray([c.point_is_global for c in comps]),
+            "fglobal": np.asarray([c.force_is_global for c in comps]),
+            "on": np.asarray([c.applies_force for c in comps], bool),
+        }
 
     @classmethod
     def group_forces(cls, group, params, ctx):
@@ -175,8 +197,9 @@ class PointActuator(Actuator):
         d = jnp.where(s["fglobal"][:, None], d, spatial.mat_vec(R, d))
         act = ctx.controls[s["control"]] * params["optimal_force"]
         F = d * jnp.where(s["on"], act, 0.0)[:, None]
-        return Forces(body=point_force_on_bodies(ctx.tree.n_mob, s["mob"], pt, F, act.dtype),
-                      outputs={"actuation": act})
+        return Forces(
+            body=point_force_on_bodies(ctx.tree.n_mob, s["mob"], pt, F, act.dtype), outputs={"actuation": act}
+        )
 
 
 class TorqueActuator(Actuator):
@@ -191,9 +214,19 @@ class TorqueActuator(Actuator):
     axis: np.ndarray = prop((0.0, 0.0, 1.0), doc="Torque axis.", shape=(3,))
     torque_is_global: bool = flag(True, doc="Whether axis is expressed in Ground.")
 
-    def __init__(self, name: str, bodyA: str = "", bodyB: str = "", axis=(0.0, 0.0, 1.0),
-                 torque_is_global: bool = True, optimal_force=1.0, min_control=-np.inf, max_control=np.inf,
-                 applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        bodyA: str = "",
+        bodyB: str = "",
+        axis=(0.0, 0.0, 1.0),
+        torque_is_global: bool = True,
+        optimal_force=1.0,
+        min_control=-np.inf,
+        max_control=np.inf,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.bodyA = bodyA
         self.bodyB = bodyB
@@ -212,11 +245,14 @@ class TorqueActuator(Actuator):
         comps = [build.find(p) for p in paths]
         fa = [build.socket(p, "bodyA") for p in paths]
         fb = [build.socket(p, "bodyB") for p in paths]
-        return {"fa": tuple(fa), "mobA": np.asarray([build.frame_mob(f) for f in fa], np.int32),
-                "mobB": np.asarray([build.frame_mob(f) for f in fb], np.int32),
-                "control": _control_indices(build, paths),
-                "glob": np.asarray([c.torque_is_global for c in comps]),
-                "on": np.asarray([c.applies_force for c in comps], bool)}
+        return {
+            "fa": tuple(fa),
+            "mobA": np.asarray([build.frame_mob(f) for f in fa], np.int32),
+            "mobB": np.asarray([build.frame_mob(f) for f in fb], np.int32),
+            "control": _control_indices(build, paths),
+            "glob": np.asarray([c.torque_is_global for c in comps]),
+            "on": np.asarray([c.applies_force for c in comps], bool),
+        }
 
     @classmethod
     def group_forces(cls, group, params, ctx):

@@ -73,21 +73,38 @@ class BushingForce(Force):
 
     frame1: str = socket("PhysicalFrame", doc="The first frame participating in this linker.")
     frame2: str = socket("PhysicalFrame", doc="The second frame participating in this linker.")
-    rotational_stiffness: np.ndarray = prop((0.0, 0.0, 0.0), doc="Rotational stiffness (N m/rad).", shape=(3,),
-                                            bounds=(0.0, None))
-    translational_stiffness: np.ndarray = prop((0.0, 0.0, 0.0), doc="Translational stiffness (N/m).", shape=(3,),
-                                               bounds=(0.0, None))
-    rotational_damping: np.ndarray = prop((0.0, 0.0, 0.0), doc="Rotational damping (N m s/rad).", shape=(3,),
-                                          bounds=(0.0, None))
-    translational_damping: np.ndarray = prop((0.0, 0.0, 0.0), doc="Translational damping (N s/m).", shape=(3,),
-                                             bounds=(0.0, None))
+    rotational_stiffness: np.ndarray = prop(
+        (0.0, 0.0, 0.0), doc="Rotational stiffness (N m/rad).", shape=(3,), bounds=(0.0, None)
+    )
+    translational_stiffness: np.ndarray = prop(
+        (0.0, 0.0, 0.0), doc="Translational stiffness (N/m).", shape=(3,), bounds=(0.0, None)
+    )
+    rotational_damping: np.ndarray = prop(
+        (0.0, 0.0, 0.0), doc="Rotational damping (N m s/rad).", shape=(3,), bounds=(0.0, None)
+    )
+    translational_damping: np.ndarray = prop(
+        (0.0, 0.0, 0.0), doc="Translational damping (N s/m).", shape=(3,), bounds=(0.0, None)
+    )
     frames: tuple = ()
 
-    def __init__(self, name: str, frame1: str = "", frame2: str = "", *, rotational_stiffness=(0.0, 0.0, 0.0),
-                 translational_stiffness=(0.0, 0.0, 0.0), rotational_damping=(0.0, 0.0, 0.0),
-                 translational_damping=(0.0, 0.0, 0.0), location_in_frame1=None, orientation_in_frame1=None,
-                 location_in_frame2=None, orientation_in_frame2=None, frames: tuple = (),
-                 applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        frame1: str = "",
+        frame2: str = "",
+        *,
+        rotational_stiffness=(0.0, 0.0, 0.0),
+        translational_stiffness=(0.0, 0.0, 0.0),
+        rotational_damping=(0.0, 0.0, 0.0),
+        translational_damping=(0.0, 0.0, 0.0),
+        location_in_frame1=None,
+        orientation_in_frame1=None,
+        location_in_frame2=None,
+        orientation_in_frame2=None,
+        frames: tuple = (),
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         frames = tuple(frames)
         if location_in_frame1 is not None or orientation_in_frame1 is not None:
@@ -114,10 +131,13 @@ class BushingForce(Force):
         whether it applies force."""
         f1 = tuple(build.socket(p, "frame1") for p in paths)
         f2 = tuple(build.socket(p, "frame2") for p in paths)
-        return {"frame1": f1, "frame2": f2,
-                "mob1": np.asarray([build.frame_mob(f) for f in f1], np.int32),
-                "mob2": np.asarray([build.frame_mob(f) for f in f2], np.int32),
-                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
+        return {
+            "frame1": f1,
+            "frame2": f2,
+            "mob1": np.asarray([build.frame_mob(f) for f in f1], np.int32),
+            "mob2": np.asarray([build.frame_mob(f) for f in f2], np.int32),
+            "on": np.asarray([build.find(p).applies_force for p in paths], bool),
+        }
 
     @staticmethod
     def _deflection(group, ctx):
@@ -169,8 +189,10 @@ class BushingForce(Force):
         F2, q, qdot, pe, power = cls._evaluate(group, params, ctx)
         F2 = jnp.where(s["on"][:, None], F2, 0.0)
         body = jnp.zeros((ctx.tree.n_mob, 6), F2.dtype).at[s["mob2"]].add(F2).at[s["mob1"]].add(-F2)
-        return Forces(body=body, outputs={"deflection": q, "deflection_rate": qdot, "potential_energy": pe,
-                                          "power_dissipation": power})
+        return Forces(
+            body=body,
+            outputs={"deflection": q, "deflection_rate": qdot, "potential_energy": pe, "power_dissipation": power},
+        )
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
@@ -209,7 +231,10 @@ class BushingForce(Force):
 
 def _offset(target: str, location, orientation, frames):
     base = target.rstrip("/").split("/")[-1] or "ground"
-    frame = PhysicalOffsetFrame(f"{base}_offset", parent=target,
-                                translation=(0.0, 0.0, 0.0) if location is None else location,
-                                orientation=(0.0, 0.0, 0.0) if orientation is None else orientation)
+    frame = PhysicalOffsetFrame(
+        f"{base}_offset",
+        parent=target,
+        translation=(0.0, 0.0, 0.0) if location is None else location,
+        orientation=(0.0, 0.0, 0.0) if orientation is None else orientation,
+    )
     return frame.name, frames + (frame,)

@@ -52,8 +52,17 @@ from ..groups import Forces, point_force_on_bodies
 from ._common import about_body_origins, point_velocities
 from .base import Force
 
-__all__ = ["ContactGeometry", "ContactHalfSpace", "ContactSphere", "ContactMesh", "ContactParameters",
-           "HuntCrossleyForce", "ElasticFoundationForce", "SmoothSphereHalfSpaceForce", "read_mesh"]
+__all__ = [
+    "ContactGeometry",
+    "ContactHalfSpace",
+    "ContactSphere",
+    "ContactMesh",
+    "ContactParameters",
+    "HuntCrossleyForce",
+    "ElasticFoundationForce",
+    "SmoothSphereHalfSpaceForce",
+    "read_mesh",
+]
 
 HALFSPACE, SPHERE, MESH = 0, 1, 2
 
@@ -73,15 +82,12 @@ class ContactGeometry(Component):
     kind: ClassVar[int] = -1
 
     frame: str = socket("PhysicalFrame", doc="The frame to which this contact geometry is attached.")
-    location: np.ndarray = prop((0.0, 0.0, 0.0), doc="Location of the geometry's origin in the frame (m).",
-                                shape=(3,))
-    orientation: np.ndarray = prop((0.0, 0.0, 0.0), doc="Body-fixed XYZ orientation in the frame (rad).",
-                                   shape=(3,))
+    location: np.ndarray = prop((0.0, 0.0, 0.0), doc="Location of the geometry's origin in the frame (m).", shape=(3,))
+    orientation: np.ndarray = prop((0.0, 0.0, 0.0), doc="Body-fixed XYZ orientation in the frame (rad).", shape=(3,))
 
     def pose_in_frame(self):
         """``(R, p)``: the geometry's pose in its frame."""
         return spatial.xyz_body_rotation(jnp.asarray(self.orientation)), jnp.asarray(self.location)
-
 
 
 def resolve_geometry(build, path: str, name: str, prop: str = "geometry") -> str:
@@ -93,16 +99,22 @@ def resolve_geometry(build, path: str, name: str, prop: str = "geometry") -> str
     for cand in (resolve_path(name, "/"), "/contactgeometryset/" + name):
         if build.model.has(cand) and isinstance(build.model.find(cand), ContactGeometry):
             return cand
-    raise ModelError(path, "no ContactGeometry has this name (looked in the model root and "
-                     "/contactgeometryset)", prop=prop, value=name)
+    raise ModelError(
+        path,
+        "no ContactGeometry has this name (looked in the model root and /contactgeometryset)",
+        prop=prop,
+        value=name,
+    )
+
 
 class ContactHalfSpace(ContactGeometry):
     """The half-space ``x > 0`` of the geometry frame (outward normal ``-x``)."""
 
     kind: ClassVar[int] = HALFSPACE
 
-    def __init__(self, name: str, frame: str = "", location=(0.0, 0.0, 0.0), orientation=(0.0, 0.0, 0.0),
-                 components: tuple = ()):
+    def __init__(
+        self, name: str, frame: str = "", location=(0.0, 0.0, 0.0), orientation=(0.0, 0.0, 0.0), components: tuple = ()
+    ):
         self.name = name
         self.frame = frame
         self.location = location
@@ -116,8 +128,15 @@ class ContactSphere(ContactGeometry):
     kind: ClassVar[int] = SPHERE
     radius: np.ndarray = prop(0.0, doc="Radius of the sphere (m).", bounds=(0.0, None))
 
-    def __init__(self, name: str, frame: str = "", radius=0.0, location=(0.0, 0.0, 0.0),
-                 orientation=(0.0, 0.0, 0.0), components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        frame: str = "",
+        radius=0.0,
+        location=(0.0, 0.0, 0.0),
+        orientation=(0.0, 0.0, 0.0),
+        components: tuple = (),
+    ):
         self.name = name
         self.frame = frame
         self.radius = radius
@@ -147,9 +166,19 @@ class ContactMesh(ContactGeometry):
     vertices: np.ndarray | None = eqx.field(default=None, converter=_as_vertices)
     faces: tuple = eqx.field(static=True, default=())
 
-    def __init__(self, name: str, frame: str = "", filename: str = "", location=(0.0, 0.0, 0.0),
-                 orientation=(0.0, 0.0, 0.0), *, vertices=None, faces=None, directory: str | None = None,
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        frame: str = "",
+        filename: str = "",
+        location=(0.0, 0.0, 0.0),
+        orientation=(0.0, 0.0, 0.0),
+        *,
+        vertices=None,
+        faces=None,
+        directory: str | None = None,
+        components: tuple = (),
+    ):
         self.name = name
         self.frame = frame
         self.filename = filename
@@ -168,8 +197,12 @@ class ContactMesh(ContactGeometry):
         (Simbody's requirements)."""
         super().validate(path)
         if self.vertices is None or not self.faces:
-            raise ModelError(path, "the mesh file could not be read (give its directory, or vertices and faces)",
-                             prop="filename", value=self.filename)
+            raise ModelError(
+                path,
+                "the mesh file could not be read (give its directory, or vertices and faces)",
+                prop="filename",
+                value=self.filename,
+            )
         if isinstance(self.vertices, np.ndarray):
             _check_mesh(path, self.vertices, np.asarray(self.faces))
 
@@ -234,13 +267,17 @@ def _read_stl(path):
         data = fh.read()
     tris = []
     if data[:5].lower() == b"solid" and b"facet" in data[:1000]:
-        pts = [[float(x) for x in ln.split()[1:4]] for ln in data.decode(errors="replace").splitlines()
-               if ln.strip().startswith("vertex")]
+        pts = [
+            [float(x) for x in ln.split()[1:4]]
+            for ln in data.decode(errors="replace").splitlines()
+            if ln.strip().startswith("vertex")
+        ]
         tris = np.asarray(pts, np.float64).reshape(-1, 3, 3)
     else:
         n = int(np.frombuffer(data[80:84], "<u4")[0])
-        rec = np.frombuffer(data[84:84 + 50 * n], dtype=np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)),
-                                                                   ("a", "<u2")]))
+        rec = np.frombuffer(
+            data[84 : 84 + 50 * n], dtype=np.dtype([("n", "<f4", 3), ("v", "<f4", (3, 3)), ("a", "<u2")])
+        )
         tris = rec["v"].astype(np.float64)
     # merge coincident vertices (an STL file is a triangle soup)
     flat = tris.reshape(-1, 3)
@@ -283,10 +320,17 @@ def _check_mesh(path, verts, faces):
     edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     fwd = edges[edges[:, 0] < edges[:, 1]]
     bwd = edges[edges[:, 0] > edges[:, 1]][:, ::-1]
-    if len(np.unique(fwd, axis=0)) != len(fwd) or len(np.unique(bwd, axis=0)) != len(bwd) or \
-            len(fwd) != len(bwd) or not np.array_equal(np.unique(fwd, axis=0), np.unique(bwd, axis=0)):
-        raise ModelError(path, "the mesh is not closed: each edge must be shared by exactly two faces "
-                         "(Simbody's requirement)", prop="faces")
+    if (
+        len(np.unique(fwd, axis=0)) != len(fwd)
+        or len(np.unique(bwd, axis=0)) != len(bwd)
+        or len(fwd) != len(bwd)
+        or not np.array_equal(np.unique(fwd, axis=0), np.unique(bwd, axis=0))
+    ):
+        raise ModelError(
+            path,
+            "the mesh is not closed: each edge must be shared by exactly two faces (Simbody's requirement)",
+            prop="faces",
+        )
 
 
 # -- contact parameters ----------------------------------------------------------------
@@ -318,16 +362,32 @@ class _CompliantContactForce(Force):
     ContactParameters and a transition velocity (abstract)."""
 
     contact_parameters: tuple = ()
-    transition_velocity: np.ndarray = prop(0.01, doc="Slip speed at which peak static friction occurs (m/s).",
-                                           bounds=(0.0, None))
+    transition_velocity: np.ndarray = prop(
+        0.01, doc="Slip speed at which peak static friction occurs (m/s).", bounds=(0.0, None)
+    )
 
-    def __init__(self, name: str, geometry=(), stiffness=0.0, dissipation=0.0, static_friction=0.0,
-                 dynamic_friction=0.0, viscous_friction=0.0, transition_velocity=0.01, *,
-                 contact_parameters: tuple | None = None, applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        geometry=(),
+        stiffness=0.0,
+        dissipation=0.0,
+        static_friction=0.0,
+        dynamic_friction=0.0,
+        viscous_friction=0.0,
+        transition_velocity=0.01,
+        *,
+        contact_parameters: tuple | None = None,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         if contact_parameters is None:
-            contact_parameters = (ContactParameters(tuple(geometry), stiffness, dissipation, static_friction,
-                                                    dynamic_friction, viscous_friction),)
+            contact_parameters = (
+                ContactParameters(
+                    tuple(geometry), stiffness, dissipation, static_friction, dynamic_friction, viscous_friction
+                ),
+            )
         self.contact_parameters = tuple(contact_parameters)
         self.transition_velocity = transition_velocity
         self.applies_force = applies_force
@@ -340,8 +400,9 @@ class _CompliantContactForce(Force):
             raise ModelError(path, "must be > 0", prop="transition_velocity", value=self.transition_velocity)
         for cp in self.contact_parameters:
             if not isinstance(cp, ContactParameters):
-                raise ModelError(path, "entries must be ContactParameters", prop="contact_parameters",
-                                 value=type(cp).__name__)
+                raise ModelError(
+                    path, "entries must be ContactParameters", prop="contact_parameters", value=type(cp).__name__
+                )
 
     @staticmethod
     def _surfaces(build, path):
@@ -457,24 +518,36 @@ class HuntCrossleyForce(_CompliantContactForce):
         hs = np.asarray([i for i, (a, b) in enumerate(pairs) if HALFSPACE in (kinds[a], kinds[b])], np.int32)
         ss = np.asarray([i for i, (a, b) in enumerate(pairs) if kinds[a] == kinds[b] == SPHERE], np.int32)
         # (halfspace, sphere) order for the half-space pairs
-        hs_pairs = np.asarray([(a, b) if kinds[a] == HALFSPACE else (b, a) for a, b in pairs[hs]],
-                              np.int32).reshape(-1, 2)
+        hs_pairs = np.asarray([(a, b) if kinds[a] == HALFSPACE else (b, a) for a, b in pairs[hs]], np.int32).reshape(
+            -1, 2
+        )
         # padded per-force surface table for the broad-phase sweep order
         slots = np.full((len(paths), n_max), -1, np.int32)
         for fi in range(len(paths)):
             members = [i for i, f in enumerate(set_of) if f == fi]
-            slots[fi, :len(members)] = members
+            slots[fi, : len(members)] = members
         local = np.zeros(len(surf_paths), np.int32)
         for fi in range(len(paths)):
             for j, i in enumerate(slots[fi][slots[fi] >= 0]):
                 local[i] = j
         pair_set = np.asarray(pair_set, np.int32)
-        return {"surface_paths": tuple(surf_paths), "surface_param": tuple(surf_param), "frames": tuple(frames),
-                "mob": np.asarray(mobs, np.int32), "kind": kinds, "pairs": pairs, "pair_set": pair_set,
-                "hs": hs, "hs_pairs": hs_pairs, "ss": ss, "slots": slots, "local": local,
-                "same_set": pair_set[:, None] == pair_set[None, :],
-                "many_pairs": bool(len(pair_set)) and int(np.bincount(pair_set).max()) > 1,
-                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
+        return {
+            "surface_paths": tuple(surf_paths),
+            "surface_param": tuple(surf_param),
+            "frames": tuple(frames),
+            "mob": np.asarray(mobs, np.int32),
+            "kind": kinds,
+            "pairs": pairs,
+            "pair_set": pair_set,
+            "hs": hs,
+            "hs_pairs": hs_pairs,
+            "ss": ss,
+            "slots": slots,
+            "local": local,
+            "same_set": pair_set[:, None] == pair_set[None, :],
+            "many_pairs": bool(len(pair_set)) and int(np.bincount(pair_set).max()) > 1,
+            "on": np.asarray([build.find(p).applies_force for p in paths], bool),
+        }
 
     @classmethod
     def group_params(cls, model, group):
@@ -604,12 +677,19 @@ class HuntCrossleyForce(_CompliantContactForce):
         force, location, m1, m2, pe, applied, depth = cls._evaluate(group, params, ctx)
         force = jnp.where(s["on"][s["pair_set"]][:, None], force, 0.0)
         n = ctx.tree.n_mob
-        body = (point_force_on_bodies(n, m1, location, -force, dtype)
-                + point_force_on_bodies(n, m2, location, force, dtype))
+        body = point_force_on_bodies(n, m1, location, -force, dtype) + point_force_on_bodies(
+            n, m2, location, force, dtype
+        )
         seg = lambda x: jax.ops.segment_sum(x, s["pair_set"], nf)
         deepest = jax.ops.segment_max(depth, s["pair_set"], nf)
-        return Forces(body=body, outputs={"potential_energy": seg(pe), "num_contacts": seg(applied.astype(dtype)),
-                                          "max_penetration": deepest})
+        return Forces(
+            body=body,
+            outputs={
+                "potential_energy": seg(pe),
+                "num_contacts": seg(applied.astype(dtype)),
+                "max_penetration": deepest,
+            },
+        )
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):
@@ -673,8 +753,11 @@ class ElasticFoundationForce(_CompliantContactForce):
                 for b in range(a + 1, len(surfs)):
                     ka, kb = kinds[base + a], kinds[base + b]
                     if ka == kb == MESH:
-                        raise ModelError(p, f"mesh-mesh contact ({surf_paths[base + a]}, {surf_paths[base + b]}) "
-                                         "is not supported", prop="contact_parameters")
+                        raise ModelError(
+                            p,
+                            f"mesh-mesh contact ({surf_paths[base + a]}, {surf_paths[base + b]}) is not supported",
+                            prop="contact_parameters",
+                        )
                     if MESH not in (ka, kb):
                         continue  # no parameters on either surface: OpenSim applies nothing
                     m, o = (base + a, base + b) if ka == MESH else (base + b, base + a)
@@ -685,12 +768,19 @@ class ElasticFoundationForce(_CompliantContactForce):
                     pair_set.append(fi)
                     face_pair += [pi] * n_faces
                     face_idx += list(range(n_faces))
-        return {"surface_paths": tuple(surf_paths), "surface_param": tuple(surf_param), "frames": tuple(frames),
-                "mob": np.asarray(mobs, np.int32), "kind": np.asarray(kinds, np.int32),
-                "mesh": np.asarray(mesh_of, np.int32), "other": np.asarray(other_of, np.int32),
-                "pair_set": np.asarray(pair_set, np.int32), "face_pair": np.asarray(face_pair, np.int32),
-                "face_index": np.asarray(face_idx, np.int32),
-                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
+        return {
+            "surface_paths": tuple(surf_paths),
+            "surface_param": tuple(surf_param),
+            "frames": tuple(frames),
+            "mob": np.asarray(mobs, np.int32),
+            "kind": np.asarray(kinds, np.int32),
+            "mesh": np.asarray(mesh_of, np.int32),
+            "other": np.asarray(other_of, np.int32),
+            "pair_set": np.asarray(pair_set, np.int32),
+            "face_pair": np.asarray(face_pair, np.int32),
+            "face_index": np.asarray(face_idx, np.int32),
+            "on": np.asarray([build.find(p).applies_force for p in paths], bool),
+        }
 
     @classmethod
     def group_params(cls, model, group):
@@ -739,8 +829,14 @@ class ElasticFoundationForce(_CompliantContactForce):
         f = k * area * jnp.where(live, dist, 0.0) * (1.0 + params["dissipation"][ms] * vn)
         push = live & (f > 0)
         vtrans = params["transition_velocity"][s["pair_set"][fp]]
-        ff = _friction_over_slip(f, jnp.sum(vt * vt, -1), vtrans, params["static_friction"][ms],
-                                 params["dynamic_friction"][ms], params["viscous_friction"][ms])
+        ff = _friction_over_slip(
+            f,
+            jnp.sum(vt * vt, -1),
+            vtrans,
+            params["static_friction"][ms],
+            params["dynamic_friction"][ms],
+            params["viscous_friction"][ms],
+        )
         force = jnp.where(push[:, None], f[:, None] * direction + ff[:, None] * vt, 0.0)
         pe = jnp.where(live, 0.5 * k * area * dist2, 0.0)
         return force, near, m1, m2, pe
@@ -816,10 +912,25 @@ class SmoothSphereHalfSpaceForce(Force):
     hunt_crossley_smoothing: np.ndarray = prop(50.0, doc="Smoothness of the Hunt-Crossley force's onset.")
     force_visualization_radius: np.ndarray = prop(0.01, doc="Radius of the force arrow (display only).")
 
-    def __init__(self, name: str, sphere: str = "", half_space: str = "", *, stiffness=1.0, dissipation=0.0,
-                 static_friction=0.0, dynamic_friction=0.0, viscous_friction=0.0, transition_velocity=0.01,
-                 constant_contact_force=1e-5, hertz_smoothing=300.0, hunt_crossley_smoothing=50.0,
-                 force_visualization_radius=0.01, applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        sphere: str = "",
+        half_space: str = "",
+        *,
+        stiffness=1.0,
+        dissipation=0.0,
+        static_friction=0.0,
+        dynamic_friction=0.0,
+        viscous_friction=0.0,
+        transition_velocity=0.01,
+        constant_contact_force=1e-5,
+        hertz_smoothing=300.0,
+        hunt_crossley_smoothing=50.0,
+        force_visualization_radius=0.01,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.sphere = sphere
         self.half_space = half_space
@@ -844,10 +955,15 @@ class SmoothSphereHalfSpaceForce(Force):
         hs = tuple(build.socket(p, "half_space") for p in paths)
         sf = tuple(build.socket(g, "frame") for g in sph)
         hf = tuple(build.socket(g, "frame") for g in hs)
-        return {"sphere": sph, "half_space": hs, "sphere_frame": sf, "half_space_frame": hf,
-                "mob_s": np.asarray([build.frame_mob(f) for f in sf], np.int32),
-                "mob_h": np.asarray([build.frame_mob(f) for f in hf], np.int32),
-                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
+        return {
+            "sphere": sph,
+            "half_space": hs,
+            "sphere_frame": sf,
+            "half_space_frame": hf,
+            "mob_s": np.asarray([build.frame_mob(f) for f in sf], np.int32),
+            "mob_h": np.asarray([build.frame_mob(f) for f in hf], np.int32),
+            "on": np.asarray([build.find(p).applies_force for p in paths], bool),
+        }
 
     @classmethod
     def group_params(cls, model, group):
@@ -857,17 +973,21 @@ class SmoothSphereHalfSpaceForce(Force):
         dtype = jnp.result_type(float)
         s = group.static
         geo = lambda paths, f: jnp.stack([jnp.asarray(getattr(model.find(g), f), dtype) for g in paths])
-        out.update(sphere_location=geo(s["sphere"], "location"), radius=geo(s["sphere"], "radius"),
-                   half_space_location=geo(s["half_space"], "location"),
-                   half_space_orientation=geo(s["half_space"], "orientation"))
+        out.update(
+            sphere_location=geo(s["sphere"], "location"),
+            radius=geo(s["sphere"], "radius"),
+            half_space_location=geo(s["half_space"], "location"),
+            half_space_orientation=geo(s["half_space"], "orientation"),
+        )
         return out
 
     @classmethod
     def _evaluate(cls, group, params, ctx):
         s = group.static
         centre = spatial.transform_point(ctx.frames_in_ground(s["sphere_frame"]), params["sphere_location"])
-        R_h, p_h = _geometry_poses(ctx, s["half_space_frame"], params["half_space_location"],
-                                   params["half_space_orientation"])
+        R_h, p_h = _geometry_poses(
+            ctx, s["half_space_frame"], params["half_space_location"], params["half_space_orientation"]
+        )
         normal = R_h[:, :, 0]
         r = params["radius"]
         d = jnp.sum((centre - p_h) * normal, -1) + r
@@ -900,11 +1020,18 @@ class SmoothSphereHalfSpaceForce(Force):
         applied = jnp.where(s["on"][:, None], force, 0.0)
         n, dtype = ctx.tree.n_mob, force.dtype
         on_sphere = jnp.concatenate([jnp.cross(point, -force), -force], -1)  # about Ground's origin
-        body = (point_force_on_bodies(n, s["mob_s"], point, -applied, dtype)
-                + point_force_on_bodies(n, s["mob_h"], point, applied, dtype))
-        return Forces(body=body, outputs={"sphere_force": about_body_origins(ctx, s["mob_s"], on_sphere),
-                                          "half_space_force": about_body_origins(ctx, s["mob_h"], -on_sphere),
-                                          "potential_energy": pe, "indentation": d})
+        body = point_force_on_bodies(n, s["mob_s"], point, -applied, dtype) + point_force_on_bodies(
+            n, s["mob_h"], point, applied, dtype
+        )
+        return Forces(
+            body=body,
+            outputs={
+                "sphere_force": about_body_origins(ctx, s["mob_s"], on_sphere),
+                "half_space_force": about_body_origins(ctx, s["mob_h"], -on_sphere),
+                "potential_energy": pe,
+                "indentation": d,
+            },
+        )
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):

@@ -41,17 +41,31 @@ _PRECEDENCE = {"+": 0, "-": 0, "*": 1, "/": 1, "^": 3}
 _LEFT_ASSOC = {"+": True, "-": True, "*": True, "/": True, "^": False}
 
 _FUNCTIONS: dict[str, tuple[int, Callable]] = {
-    "sqrt": (1, jnp.sqrt), "exp": (1, jnp.exp), "log": (1, jnp.log),
-    "sin": (1, jnp.sin), "cos": (1, jnp.cos), "tan": (1, jnp.tan),
-    "sec": (1, lambda x: 1.0 / jnp.cos(x)), "csc": (1, lambda x: 1.0 / jnp.sin(x)),
+    "sqrt": (1, jnp.sqrt),
+    "exp": (1, jnp.exp),
+    "log": (1, jnp.log),
+    "sin": (1, jnp.sin),
+    "cos": (1, jnp.cos),
+    "tan": (1, jnp.tan),
+    "sec": (1, lambda x: 1.0 / jnp.cos(x)),
+    "csc": (1, lambda x: 1.0 / jnp.sin(x)),
     "cot": (1, lambda x: 1.0 / jnp.tan(x)),
-    "asin": (1, jnp.arcsin), "acos": (1, jnp.arccos), "atan": (1, jnp.arctan),
-    "sinh": (1, jnp.sinh), "cosh": (1, jnp.cosh), "tanh": (1, jnp.tanh),
-    "erf": (1, jsp.erf), "erfc": (1, jsp.erfc),
+    "asin": (1, jnp.arcsin),
+    "acos": (1, jnp.arccos),
+    "atan": (1, jnp.arctan),
+    "sinh": (1, jnp.sinh),
+    "cosh": (1, jnp.cosh),
+    "tanh": (1, jnp.tanh),
+    "erf": (1, jsp.erf),
+    "erfc": (1, jsp.erfc),
     "step": (1, lambda x: jnp.where(x >= 0.0, 1.0, 0.0)),
     "delta": (1, lambda x: jnp.where(x == 0.0, 1.0, 0.0)),
-    "square": (1, lambda x: x * x), "cube": (1, lambda x: x * x * x), "recip": (1, lambda x: 1.0 / x),
-    "min": (2, jnp.minimum), "max": (2, jnp.maximum), "abs": (1, jnp.abs),
+    "square": (1, lambda x: x * x),
+    "cube": (1, lambda x: x * x * x),
+    "recip": (1, lambda x: 1.0 / x),
+    "min": (2, jnp.minimum),
+    "max": (2, jnp.maximum),
+    "abs": (1, jnp.abs),
 }
 
 
@@ -307,8 +321,14 @@ class ExpressionBasedCoordinateForce(Force):
     coordinate: str = flag("", doc="Name of the coordinate to apply the force to.")
     expression: str = flag("0.0", doc="Force magnitude as a function of q and qdot.")
 
-    def __init__(self, name: str, coordinate: str = "", expression: str = "0.0", applies_force: bool = True,
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        coordinate: str = "",
+        expression: str = "0.0",
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.coordinate = coordinate
         self.expression = expression
@@ -331,8 +351,12 @@ class ExpressionBasedCoordinateForce(Force):
         # one compiled function per distinct expression, evaluated on all its members
         exprs = sorted({c.expression for c in comps})
         members = tuple(np.asarray([i for i, c in enumerate(comps) if c.expression == e], np.int32) for e in exprs)
-        return {**coordinate_indices(build, paths), "on": np.asarray([c.applies_force for c in comps], bool),
-                "functions": tuple(compile_expression(e) for e in exprs), "members": members}
+        return {
+            **coordinate_indices(build, paths),
+            "on": np.asarray([c.applies_force for c in comps], bool),
+            "functions": tuple(compile_expression(e) for e in exprs),
+            "members": members,
+        }
 
     @classmethod
     def group_params(cls, model, group):

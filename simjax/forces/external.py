@@ -58,8 +58,12 @@ def _identifier_columns(table, identifier: str, path: str, prop: str):
     labels = list(table.labels)
     idx = [i for i, lab in enumerate(labels) if lab.startswith(identifier)]
     if len(idx) != 3:
-        raise ModelError(path, f"3 columns starting with the identifier must exist in the data, found "
-                         f"{[labels[i] for i in idx]}", prop=prop, value=identifier)
+        raise ModelError(
+            path,
+            f"3 columns starting with the identifier must exist in the data, found {[labels[i] for i in idx]}",
+            prop=prop,
+            value=identifier,
+        )
     return np.asarray(table.values)[:, idx]
 
 
@@ -100,18 +104,22 @@ class _TimeFunctionForce(Force):
     @classmethod
     def _static(cls, build, paths, comps):
         flags = [tuple(bool(x) for x in cls._function_lists(c)) for c in comps]
-        return {"bank": FunctionBank.of(cls._bank(comps)),
-                "has_force": np.asarray([f[0] for f in flags]), "has_point": np.asarray([f[1] for f in flags]),
-                "has_torque": np.asarray([f[2] for f in flags]),
-                "on": np.asarray([c.applies_force for c in comps], bool)}
+        return {
+            "bank": FunctionBank.of(cls._bank(comps)),
+            "has_force": np.asarray([f[0] for f in flags]),
+            "has_point": np.asarray([f[1] for f in flags]),
+            "has_torque": np.asarray([f[2] for f in flags]),
+            "on": np.asarray([c.applies_force for c in comps], bool),
+        }
 
     @staticmethod
     def _apply(ctx, s, mob, F, P, T):
         on_f = (s["on"] & s["has_force"])[:, None]
         on_t = (s["on"] & s["has_torque"])[:, None]
         n, dtype = ctx.tree.n_mob, F.dtype
-        return (point_force_on_bodies(n, mob, P, jnp.where(on_f, F, 0.0), dtype)
-                + torque_on_bodies(n, mob, jnp.where(on_t, T, 0.0), dtype))
+        return point_force_on_bodies(n, mob, P, jnp.where(on_f, F, 0.0), dtype) + torque_on_bodies(
+            n, mob, jnp.where(on_t, T, 0.0), dtype
+        )
 
     @output(Stage.TIME, "Vec3")
     def force_in_ground(self, ctx):
@@ -159,10 +167,24 @@ class ExternalForce(_TimeFunctionForce):
     point_functions: tuple = ()
     torque_functions: tuple = ()
 
-    def __init__(self, name: str, applied_to_body: str = "", data=None, *, force_identifier: str = "",
-                 point_identifier: str = "", torque_identifier: str = "", force_expressed_in_body: str = "ground",
-                 point_expressed_in_body: str = "ground", data_source_name: str = "", force_functions=(),
-                 point_functions=(), torque_functions=(), applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        applied_to_body: str = "",
+        data=None,
+        *,
+        force_identifier: str = "",
+        point_identifier: str = "",
+        torque_identifier: str = "",
+        force_expressed_in_body: str = "ground",
+        point_expressed_in_body: str = "ground",
+        data_source_name: str = "",
+        force_functions=(),
+        point_functions=(),
+        torque_functions=(),
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.applied_to_body = applied_to_body
         self.force_expressed_in_body = force_expressed_in_body
@@ -177,14 +199,13 @@ class ExternalForce(_TimeFunctionForce):
                 data = data.flatten()
             t = np.asarray(data.times)
             if force_identifier:
-                force_functions = fit_columns(t, _identifier_columns(data, force_identifier, name,
-                                                                     "force_identifier"))
+                force_functions = fit_columns(t, _identifier_columns(data, force_identifier, name, "force_identifier"))
             if point_identifier:
-                point_functions = fit_columns(t, _identifier_columns(data, point_identifier, name,
-                                                                     "point_identifier"))
+                point_functions = fit_columns(t, _identifier_columns(data, point_identifier, name, "point_identifier"))
             if torque_identifier:
-                torque_functions = fit_columns(t, _identifier_columns(data, torque_identifier, name,
-                                                                      "torque_identifier"))
+                torque_functions = fit_columns(
+                    t, _identifier_columns(data, torque_identifier, name, "torque_identifier")
+                )
             data_source_name = data_source_name or data.metadata.get("header", "") or data_source_name
         self.data_source_name = data_source_name
         self.force_functions = tuple(force_functions)
@@ -197,11 +218,16 @@ class ExternalForce(_TimeFunctionForce):
         for prop_name in ("force_functions", "point_functions", "torque_functions"):
             _check_functions(path, prop_name, getattr(self, prop_name))
         if not self.force_functions and not self.torque_functions:
-            raise ModelError(path, "applies neither a force nor a torque (no data for the identifiers)",
-                             prop="force_identifier", value=self.force_identifier)
+            raise ModelError(
+                path,
+                "applies neither a force nor a torque (no data for the identifiers)",
+                prop="force_identifier",
+                value=self.force_identifier,
+            )
         if self.point_functions and not self.force_functions:
-            raise ModelError(path, "a point is given but no force", prop="point_identifier",
-                             value=self.point_identifier)
+            raise ModelError(
+                path, "a point is given but no force", prop="point_identifier", value=self.point_identifier
+            )
 
     @classmethod
     def _function_lists(cls, comp):
@@ -213,16 +239,23 @@ class ExternalForce(_TimeFunctionForce):
         point are expressed in (Ground when not found, as in OpenSim), and the mobilizers."""
         comps = [build.find(p) for p in paths]
         body = [resolve_frame(build, p, c.applied_to_body, "applied_to_body") for p, c in zip(paths, comps)]
+
         # like OpenSim, unknown frames for the force and the point fall back to Ground
         def frame_or_ground(p, name, prop_name):
             try:
                 return resolve_frame(build, p, name, prop_name)
             except ModelError:
                 return "/ground"
+
         fexp = [frame_or_ground(p, c.force_expressed_in_body, "force_expressed_in_body") for p, c in zip(paths, comps)]
         pexp = [frame_or_ground(p, c.point_expressed_in_body, "point_expressed_in_body") for p, c in zip(paths, comps)]
-        return {**cls._static(build, paths, comps), "body": tuple(body), "force_frame": tuple(fexp),
-                "point_frame": tuple(pexp), "mob": np.asarray([build.frame_mob(b) for b in body], np.int32)}
+        return {
+            **cls._static(build, paths, comps),
+            "body": tuple(body),
+            "force_frame": tuple(fexp),
+            "point_frame": tuple(pexp),
+            "mob": np.asarray([build.frame_mob(b) for b in body], np.int32),
+        }
 
     @classmethod
     def group_forces(cls, group, params, ctx):
@@ -237,8 +270,9 @@ class ExternalForce(_TimeFunctionForce):
         F_G = jnp.einsum("kij,kj->ki", R_E, F)
         T_G = jnp.einsum("kij,kj->ki", R_E, T)
         origin = ctx.frames_in_ground(s["body"])[1]
-        P_G = jnp.where(s["has_point"][:, None], spatial.transform_point(ctx.frames_in_ground(s["point_frame"]), P),
-                        origin)
+        P_G = jnp.where(
+            s["has_point"][:, None], spatial.transform_point(ctx.frames_in_ground(s["point_frame"]), P), origin
+        )
         body = cls._apply(ctx, s, s["mob"], F_G, P_G, T_G)
         return Forces(body=body, outputs={"force": F_G, "point": P_G, "torque": T_G})
 
@@ -260,9 +294,19 @@ class PrescribedForce(_TimeFunctionForce):
     pointFunctions: tuple = ()
     torqueFunctions: tuple = ()
 
-    def __init__(self, name: str, frame: str = "", forceFunctions=(), pointFunctions=(), torqueFunctions=(), *,
-                 forceIsGlobal: bool = True, pointIsGlobal: bool = False, applies_force: bool = True,
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        frame: str = "",
+        forceFunctions=(),
+        pointFunctions=(),
+        torqueFunctions=(),
+        *,
+        forceIsGlobal: bool = True,
+        pointIsGlobal: bool = False,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.frame = frame
         self.forceFunctions = tuple(forceFunctions)
@@ -289,10 +333,13 @@ class PrescribedForce(_TimeFunctionForce):
         and point are given in Ground."""
         comps = [build.find(p) for p in paths]
         frames = tuple(build.socket(p, "frame") for p in paths)
-        return {**cls._static(build, paths, comps), "frames": frames,
-                "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),
-                "force_global": np.asarray([c.forceIsGlobal for c in comps]),
-                "point_global": np.asarray([c.pointIsGlobal for c in comps])}
+        return {
+            **cls._static(build, paths, comps),
+            "frames": frames,
+            "mob": np.asarray([build.frame_mob(f) for f in frames], np.int32),
+            "force_global": np.asarray([c.forceIsGlobal for c in comps]),
+            "point_global": np.asarray([c.pointIsGlobal for c in comps]),
+        }
 
     @classmethod
     def group_forces(cls, group, params, ctx):

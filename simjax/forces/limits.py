@@ -60,9 +60,20 @@ class CoordinateLimitForce(Force):
     transition: np.ndarray = prop(0.1, doc="Width of the stiffness ramp (m or degrees).", bounds=(0.0, None))
     compute_dissipation_energy: bool = flag(False, doc="Whether to integrate the dissipated energy.")
 
-    def __init__(self, name: str, coordinate: str = "", upper_limit=0.0, upper_stiffness=1.0, lower_limit=0.0,
-                 lower_stiffness=1.0, damping=0.001, transition=0.1, compute_dissipation_energy: bool = False,
-                 applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        coordinate: str = "",
+        upper_limit=0.0,
+        upper_stiffness=1.0,
+        lower_limit=0.0,
+        lower_stiffness=1.0,
+        damping=0.001,
+        transition=0.1,
+        compute_dissipation_energy: bool = False,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.coordinate = coordinate
         self.upper_limit = upper_limit
@@ -90,8 +101,11 @@ class CoordinateLimitForce(Force):
         """Static data of a group: coordinate indices, whether each force applies, and the
         members that integrate their dissipated energy."""
         comps = [build.find(p) for p in paths]
-        return {**coordinate_indices(build, paths), "on": np.asarray([c.applies_force for c in comps], bool),
-                "z_members": np.asarray([i for i, c in enumerate(comps) if c.compute_dissipation_energy], np.int32)}
+        return {
+            **coordinate_indices(build, paths),
+            "on": np.asarray([c.applies_force for c in comps], bool),
+            "z_members": np.asarray([i for i, c in enumerate(comps) if c.compute_dissipation_energy], np.int32),
+        }
 
     @staticmethod
     def _evaluate(group, params, ctx):
@@ -111,8 +125,11 @@ class CoordinateLimitForce(Force):
         K = jnp.where(above, k_up, jnp.where(below, k_low, 0.0))
         delta = jnp.where(above, q - q_up, jnp.where(below, q_low - q, 0.0))
         x = delta / width
-        pe = K * jnp.where(delta >= width, (-2.0 / 14.0) * width * width + 0.5 * delta * delta,
-                           x * x * x * (2.0 - 2.5 * x + (6.0 / 7.0) * x * x) * delta * delta)
+        pe = K * jnp.where(
+            delta >= width,
+            (-2.0 / 14.0) * width * width + 0.5 * delta * delta,
+            x * x * x * (2.0 - 2.5 * x + (6.0 / 7.0) * x * x) * delta * delta,
+        )
         return f, -qdot * f_damp, pe
 
     @classmethod
@@ -124,8 +141,10 @@ class CoordinateLimitForce(Force):
         ``power_dissipation`` (W) and ``potential_energy`` (J)."""
         s = group.static
         f, power, pe = cls._evaluate(group, params, ctx)
-        return Forces(mobility=masked_mobility(ctx.tree.nu, s["u"], f, s["on"]),
-                      outputs={"limit_force": f, "power_dissipation": power, "potential_energy": pe})
+        return Forces(
+            mobility=masked_mobility(ctx.tree.nu, s["u"], f, s["on"]),
+            outputs={"limit_force": f, "power_dissipation": power, "potential_energy": pe},
+        )
 
     @classmethod
     def group_potential_energy(cls, group, params, ctx):

@@ -16,8 +16,15 @@ from ..component import ModelError, Stage, output, prop
 from ..function_bank import FunctionBank, bank_eval, bank_params
 from ..functions import Function, SimmSpline
 from ..groups import Forces
-from ..muscles.path import (GeometryPath, PathPoint, path_forces, path_geometry, path_speeds, path_topology,
-                           prepare_path_parameters)
+from ..muscles.path import (
+    GeometryPath,
+    PathPoint,
+    path_forces,
+    path_geometry,
+    path_speeds,
+    path_topology,
+    prepare_path_parameters,
+)
 from .base import Force
 
 __all__ = ["PathSpring", "Ligament", "default_ligament_curve"]
@@ -45,8 +52,11 @@ class _PathForce(Force):
         topo = path_topology(build)
         comps = [build.find(p) for p in paths]
         rows = [topo.index[f"{p}/{c.path.name}"] for p, c in zip(paths, comps)]
-        return {"topology": topo, "rows": np.asarray(rows, np.int32),
-                "on": np.asarray([c.applies_force for c in comps], bool)}
+        return {
+            "topology": topo,
+            "rows": np.asarray(rows, np.int32),
+            "on": np.asarray([c.applies_force for c in comps], bool),
+        }
 
     @classmethod
     def _tension(cls, group, params, length, speed):
@@ -65,8 +75,9 @@ class _PathForce(Force):
         speed = path_speeds(ctx)[s["rows"]]
         tension = cls._tension(group, params, length, speed)
         body, mob = path_forces(ctx, s["rows"], jnp.where(s["on"], tension, 0.0))
-        return Forces(body=body, mobility=mob,
-                      outputs={"tension": tension, "length": length, "lengthening_speed": speed})
+        return Forces(
+            body=body, mobility=mob, outputs={"tension": tension, "length": length, "lengthening_speed": speed}
+        )
 
     @output(Stage.DYNAMICS)
     def tension(self, ctx):
@@ -96,8 +107,16 @@ class PathSpring(_PathForce):
     stiffness: np.ndarray = prop(0.0, doc="Stiffness (N/m).", bounds=(0.0, None))
     dissipation: np.ndarray = prop(0.0, doc="Dissipation coefficient (s/m).", bounds=(0.0, None))
 
-    def __init__(self, name: str, resting_length=0.0, stiffness=0.0, dissipation=0.0,
-                 path: GeometryPath | None = None, applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        resting_length=0.0,
+        stiffness=0.0,
+        dissipation=0.0,
+        path: GeometryPath | None = None,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.resting_length = resting_length
         self.stiffness = stiffness
@@ -133,8 +152,16 @@ class Ligament(_PathForce):
     pcsa_force: np.ndarray = prop(0.0, doc="Force scale of the normalized curve (N).", bounds=(0.0, None))
     force_length_curve: Function | None = None
 
-    def __init__(self, name: str, resting_length=0.0, pcsa_force=0.0, force_length_curve: Function | None = None,
-                 path: GeometryPath | None = None, applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        resting_length=0.0,
+        pcsa_force=0.0,
+        force_length_curve: Function | None = None,
+        path: GeometryPath | None = None,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.resting_length = resting_length
         self.pcsa_force = pcsa_force
@@ -147,8 +174,7 @@ class Ligament(_PathForce):
         """Finalize-time checks: a positive resting length (it divides the length)."""
         super().validate(path)
         if isinstance(self.resting_length, np.ndarray) and not float(self.resting_length) > 0.0:
-            raise ModelError(path, "resting_length must be positive", prop="resting_length",
-                             value=self.resting_length)
+            raise ModelError(path, "resting_length must be positive", prop="resting_length", value=self.resting_length)
 
     def curve(self) -> Function:
         """The force-length curve in effect."""

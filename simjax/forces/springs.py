@@ -42,9 +42,18 @@ class PointToPointSpring(Force):
     stiffness: np.ndarray = prop(1.0, doc="Spring stiffness (N/m).")
     rest_length: np.ndarray = prop(0.0, doc="Spring resting length (m).")
 
-    def __init__(self, name: str, body1: str = "", point1=(0.0, 0.0, 0.0), body2: str = "",
-                 point2=(0.0, 0.0, 0.0), stiffness=1.0, rest_length=0.0, applies_force: bool = True,
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        body1: str = "",
+        point1=(0.0, 0.0, 0.0),
+        body2: str = "",
+        point2=(0.0, 0.0, 0.0),
+        stiffness=1.0,
+        rest_length=0.0,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.body1 = body1
         self.body2 = body2
@@ -61,8 +70,11 @@ class PointToPointSpring(Force):
         applies force."""
         mob1 = [build.frame_mob(build.socket(p, "body1")) for p in paths]
         mob2 = [build.frame_mob(build.socket(p, "body2")) for p in paths]
-        return {"mob1": np.asarray(mob1, np.int32), "mob2": np.asarray(mob2, np.int32),
-                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
+        return {
+            "mob1": np.asarray(mob1, np.int32),
+            "mob2": np.asarray(mob2, np.int32),
+            "on": np.asarray([build.find(p).applies_force for p in paths], bool),
+        }
 
     @staticmethod
     def _geometry(group, params, ctx):
@@ -89,9 +101,10 @@ class PointToPointSpring(Force):
         unit = d_vec / jnp.where(d > 0, d, 1.0)[:, None]
         f1 = jnp.where((s["on"] & (d > 0))[:, None], tension[:, None] * unit, 0.0)
         n = ctx.tree.n_mob
-        body = (point_force_on_bodies(n, s["mob1"], r1, f1, f1.dtype)
-                + point_force_on_bodies(n, s["mob2"], r2, -f1, f1.dtype))
-        pe = 0.5 * params["stiffness"] * stretch ** 2
+        body = point_force_on_bodies(n, s["mob1"], r1, f1, f1.dtype) + point_force_on_bodies(
+            n, s["mob2"], r2, -f1, f1.dtype
+        )
+        pe = 0.5 * params["stiffness"] * stretch**2
         return Forces(body=body, outputs={"tension": tension, "length": d, "potential_energy": pe})
 
     @classmethod
@@ -134,8 +147,16 @@ class SpringGeneralizedForce(Force):
     rest_length: np.ndarray = prop(0.0, doc="Coordinate value at which the spring force is zero.")
     viscosity: np.ndarray = prop(0.0, doc="Damping coefficient.")
 
-    def __init__(self, name: str, coordinate: str = "", stiffness=0.0, rest_length=0.0, viscosity=0.0,
-                 applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        coordinate: str = "",
+        stiffness=0.0,
+        rest_length=0.0,
+        viscosity=0.0,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.coordinate = coordinate
         self.stiffness = stiffness
@@ -147,8 +168,10 @@ class SpringGeneralizedForce(Force):
     @classmethod
     def compile_group(cls, build, paths):
         """Static data of a group: coordinate indices and whether each spring applies force."""
-        return {**coordinate_indices(build, paths),
-                "on": np.asarray([build.find(p).applies_force for p in paths], bool)}
+        return {
+            **coordinate_indices(build, paths),
+            "on": np.asarray([build.find(p).applies_force for p in paths], bool),
+        }
 
     @classmethod
     def group_forces(cls, group, params, ctx):

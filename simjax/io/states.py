@@ -117,8 +117,9 @@ def _label_to_name(label: str) -> str:
     return label if label.startswith("/") else "/" + label
 
 
-def states_from_table(system, source, *, allow_missing: bool = False, allow_extra: bool = False,
-                      template: State | None = None) -> State:
+def states_from_table(
+    system, source, *, allow_missing: bool = False, allow_extra: bool = False, template: State | None = None
+) -> State:
     """Simjax states from a states table or file, matched by state-variable name.
 
     **Arguments:**
@@ -150,12 +151,16 @@ def states_from_table(system, source, *, allow_missing: bool = False, allow_extr
         else:
             extra.append(lab)
     if extra and not allow_extra:
-        raise KeyError(f"states table columns name no state variable of model {system.model.name!r}: "
-                       f"{', '.join(extra)} (pass allow_extra=True to ignore them)")
+        raise KeyError(
+            f"states table columns name no state variable of model {system.model.name!r}: "
+            f"{', '.join(extra)} (pass allow_extra=True to ignore them)"
+        )
     missing = [n for n in wanted if n not in cols]
     if missing and not allow_missing:
-        raise KeyError(f"states table lacks state variables: {', '.join(missing)} "
-                       "(pass allow_missing=True to take them from a template state)")
+        raise KeyError(
+            f"states table lacks state variables: {', '.join(missing)} "
+            "(pass allow_missing=True to take them from a template state)"
+        )
     values = table.to_numpy()
     if table.in_degrees:
         rot = _rotational_columns(system)
@@ -164,13 +169,20 @@ def states_from_table(system, source, *, allow_missing: bool = False, allow_extr
                 values[:, j] = values[:, j] * (math.pi / 180.0)
     base = template if template is not None else system.default_state()
     nrow = table.n_rows
-    arrays = {f: np.array(np.broadcast_to(np.asarray(getattr(base, f), float), (nrow,) + getattr(base, f).shape))
-              for f in ("q", "u", "z", "d")}
+    arrays = {
+        f: np.array(np.broadcast_to(np.asarray(getattr(base, f), float), (nrow,) + getattr(base, f).shape))
+        for f in ("q", "u", "z", "d")
+    }
     for n, j in cols.items():
         field, i = index[n]
         arrays[field][:, i] = values[:, j]
-    return State(t=jnp.asarray(table.times), q=jnp.asarray(arrays["q"]), u=jnp.asarray(arrays["u"]),
-                 z=jnp.asarray(arrays["z"]), d=jnp.asarray(arrays["d"]))
+    return State(
+        t=jnp.asarray(table.times),
+        q=jnp.asarray(arrays["q"]),
+        u=jnp.asarray(arrays["u"]),
+        z=jnp.asarray(arrays["z"]),
+        d=jnp.asarray(arrays["d"]),
+    )
 
 
 def read_states(system, path: str | os.PathLike, **options) -> State:
@@ -234,8 +246,9 @@ def _motion_function(times: np.ndarray, values: np.ndarray):
     return SimmSpline(x=times, y=values)
 
 
-def state_from_motion(system, source, time: float | None = None, state: State | None = None,
-                      speeds: str = "spline") -> State:
+def state_from_motion(
+    system, source, time: float | None = None, state: State | None = None, speeds: str = "spline"
+) -> State:
     """A state whose coordinates take a motion's values at ``time``.
 
     **Arguments:**
@@ -258,8 +271,10 @@ def state_from_motion(system, source, time: float | None = None, state: State | 
     for p, v in values.items():
         info = coords[p]
         if info.q < 0:
-            raise ValueError(f"{p}: a quaternion joint's angles cannot be set from a motion; build the model "
-                             "with use_quaternions=False")
+            raise ValueError(
+                f"{p}: a quaternion joint's angles cannot be set from a motion; build the model "
+                "with use_quaternions=False"
+            )
         f = _motion_function(times, v)
         q[info.q] = float(f(t))
         if speeds == "zero":

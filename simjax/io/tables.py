@@ -188,8 +188,7 @@ class TimeSeriesTable:
                 v = v.reshape(0, 0)
             if v.ndim not in (2, 3):
                 raise ValueError(
-                    "values must have shape (n_rows, n_columns) or (n_rows, n_columns, k), "
-                    f"got shape {v.shape}"
+                    f"values must have shape (n_rows, n_columns) or (n_rows, n_columns, k), got shape {v.shape}"
                 )
             if vec_size is not None and (v.ndim != 3 or v.shape[2] != vec_size):
                 raise ValueError(f"values of shape {v.shape} do not match vec_size={vec_size}")
@@ -775,13 +774,9 @@ class TimeSeriesTable:
             if self._metadata != other._metadata:
                 raise AssertionError(f"metadata differ: {self._metadata} != {other._metadata}")
             if self._column_metadata != other._column_metadata:
-                raise AssertionError(
-                    f"column metadata differ: {self._column_metadata} != {other._column_metadata}"
-                )
+                raise AssertionError(f"column metadata differ: {self._column_metadata} != {other._column_metadata}")
 
-    def equals(
-        self, other: object, *, rtol: float = 0.0, atol: float = 0.0, check_metadata: bool = True
-    ) -> bool:
+    def equals(self, other: object, *, rtol: float = 0.0, atol: float = 0.0, check_metadata: bool = True) -> bool:
         """Whether two tables hold the same data (NaN equals NaN).
 
         **Arguments:** as ``assert_equal``.
@@ -808,9 +803,7 @@ def _require_pandas():
     return pandas
 
 
-def convert_degrees(
-    table: TimeSeriesTable, to_radians: bool, columns: Iterable[str] | None = None
-) -> TimeSeriesTable:
+def convert_degrees(table: TimeSeriesTable, to_radians: bool, columns: Iterable[str] | None = None) -> TimeSeriesTable:
     """Convert angle columns between degrees and radians.
 
     Files keep angles in whatever unit ``inDegrees`` says; readers never
@@ -846,9 +839,7 @@ def convert_degrees(
 # Text helpers
 # --------------------------------------------------------------------------- #
 
-_NUMBER = re.compile(
-    r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE
-)
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE)
 _INTEGER = re.compile(r"[+-]?\d{1,18}", re.ASCII)
 
 

@@ -42,7 +42,6 @@ from .linalg import min_norm_correction, psd_solve
 __all__ = ["AssemblyInfo", "assemble", "project", "project_u", "project_y", "position_errors", "fixed_coordinates"]
 
 
-
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class AssemblyInfo:
@@ -77,8 +76,9 @@ def fixed_coordinates(system, state: State, ctx=None):
 
     topo = system.topology
     tree = topo.tree
-    locked_q = np.asarray([info.q for info in tree.coordinates.values() if info.u in set(topo.locked_u.tolist())],
-                          np.int32)
+    locked_q = np.asarray(
+        [info.q for info in tree.coordinates.values() if info.u in set(topo.locked_u.tolist())], np.int32
+    )
     idx, vals = [locked_q], [state.q[locked_q]]
     pm = prescribed_motion(system, state.t, ctx)
     if pm is not None:
@@ -116,8 +116,15 @@ def _sqp_map(q, args):
     return q_req - Gw.T @ lam
 
 
-def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: int = 100, throw: bool = True,
-             return_info: bool = False):
+def assemble(
+    system,
+    state: State,
+    weights=None,
+    tol: float = 1e-10,
+    max_steps: int = 100,
+    throw: bool = True,
+    return_info: bool = False,
+):
     """Satisfy the position and velocity constraints, keeping coordinates near ``state``'s.
 
     **Arguments:**
@@ -146,8 +153,14 @@ def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: 
         q = q_req
         steps = jnp.asarray(0)
     else:
-        sol = optx.fixed_point(_sqp_map, optx.FixedPointIteration(rtol=0.0, atol=tol * 1e-2), q_req,
-                               args=(system, state, q_req, w_inv), max_steps=max_steps, throw=False)
+        sol = optx.fixed_point(
+            _sqp_map,
+            optx.FixedPointIteration(rtol=0.0, atol=tol * 1e-2),
+            q_req,
+            args=(system, state, q_req, w_inv),
+            max_steps=max_steps,
+            throw=False,
+        )
         q = sol.value
         steps = sol.stats["num_steps"]
     # one realization at the assembled q gives qerr, G and the velocity errors
@@ -166,8 +179,12 @@ def assemble(system, state: State, weights=None, tol: float = 1e-10, max_steps: 
     max_u = jnp.max(jnp.abs(uerr), initial=0.0)
     ok = (max_q <= tol) & jnp.all(jnp.isfinite(st.q))
     if throw:
-        st = eqx.error_if(st, ~ok, "assembly failed: the position constraints cannot be satisfied to the tolerance "
-                          "(inconsistent constraints, or a requested state too far from any assembled one)")
+        st = eqx.error_if(
+            st,
+            ~ok,
+            "assembly failed: the position constraints cannot be satisfied to the tolerance "
+            "(inconsistent constraints, or a requested state too far from any assembled one)",
+        )
     info = AssemblyInfo(success=ok, max_qerr=max_q, max_uerr=max_u, steps=steps)
     return (st, info) if return_info else st
 
@@ -248,6 +265,6 @@ def project_y(system, t, y, d, tol: float | None = None, parameters=None):
     ``parameters``: ``Context.prepared()`` of the system, computed outside its loop)."""
     tree = system.topology.tree
     nq, nu = tree.nq, tree.nu
-    st = State(t=jnp.asarray(t, y.dtype), q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
+    st = State(t=jnp.asarray(t, y.dtype), q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
     st = project(system, st, tol=tol, parameters=parameters)
-    return jnp.concatenate([st.q, st.u, y[nq + nu:]])
+    return jnp.concatenate([st.q, st.u, y[nq + nu :]])

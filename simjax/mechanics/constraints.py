@@ -28,8 +28,17 @@ from ..component import Component, ModelError, flag, prop, socket
 from ..functions import Function
 from ..groups import stack_properties
 
-__all__ = ["Constraint", "WeldConstraint", "PointConstraint", "CoordinateCouplerConstraint", "ConstraintRows",
-           "body_jacobians", "point_jacobian", "relative_point_jacobian", "point_bias"]
+__all__ = [
+    "Constraint",
+    "WeldConstraint",
+    "PointConstraint",
+    "CoordinateCouplerConstraint",
+    "ConstraintRows",
+    "body_jacobians",
+    "point_jacobian",
+    "relative_point_jacobian",
+    "point_bias",
+]
 
 
 @jax.tree_util.register_dataclass
@@ -210,8 +219,9 @@ class CoordinateCouplerConstraint(Constraint):
         """Check the function is set."""
         super().validate(path)
         if self.coupled_coordinates_function is None:
-            raise ModelError(path, "coupled_coordinates_function is not set", prop="coupled_coordinates_function",
-                             value=None)
+            raise ModelError(
+                path, "coupled_coordinates_function is not set", prop="coupled_coordinates_function", value=None
+            )
 
     @classmethod
     def compile_group(cls, build, paths):
@@ -227,9 +237,13 @@ class CoordinateCouplerConstraint(Constraint):
             if i.q < 0 or d.q < 0:
                 raise ModelError(p, "coupled coordinates must not belong to quaternion joints")
         fns = [build.model.find(p).coupled_coordinates_function for p in paths]
-        return {"iq": np.asarray([i.q for i in ind]), "iu": np.asarray([i.u for i in ind]),
-                "dq": np.asarray([d.q for d in dep]), "du": np.asarray([d.u for d in dep]),
-                "bank": FunctionBank.of(fns)}
+        return {
+            "iq": np.asarray([i.q for i in ind]),
+            "iu": np.asarray([i.u for i in ind]),
+            "dq": np.asarray([d.q for d in dep]),
+            "du": np.asarray([d.u for d in dep]),
+            "bank": FunctionBank.of(fns),
+        }
 
     @classmethod
     def group_params(cls, model, group):
@@ -238,8 +252,10 @@ class CoordinateCouplerConstraint(Constraint):
         from ..function_bank import bank_params
 
         comps = [model.find(p) for p in group.paths]
-        return {"scale": jnp.stack([jnp.asarray(c.scale_factor, jnp.result_type(float)) for c in comps]),
-                "f": bank_params(group.static["bank"], [c.coupled_coordinates_function for c in comps])}
+        return {
+            "scale": jnp.stack([jnp.asarray(c.scale_factor, jnp.result_type(float)) for c in comps]),
+            "f": bank_params(group.static["bank"], [c.coupled_coordinates_function for c in comps]),
+        }
 
     @classmethod
     def group_rows(cls, group, params, ctx):

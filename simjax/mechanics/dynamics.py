@@ -33,10 +33,23 @@ from .. import spatial
 from ..lapack import spd_solve
 from .tree import Positions, Tree, TreeParams, Velocities
 
-__all__ = ["Inertias", "spatial_inertias", "mass_matrix", "generalized_forces", "bias_forces",
-           "inverse_dynamics", "forward_dynamics_unconstrained", "aba", "kinetic_energy",
-           "gravity_potential_energy", "momentum", "mass_center", "body_accelerations", "inertial_forces",
-           "mobilizer_reactions"]
+__all__ = [
+    "Inertias",
+    "spatial_inertias",
+    "mass_matrix",
+    "generalized_forces",
+    "bias_forces",
+    "inverse_dynamics",
+    "forward_dynamics_unconstrained",
+    "aba",
+    "kinetic_energy",
+    "gravity_potential_energy",
+    "momentum",
+    "mass_center",
+    "body_accelerations",
+    "inertial_forces",
+    "mobilizer_reactions",
+]
 
 
 @jax.tree_util.register_dataclass
@@ -55,8 +68,10 @@ class Inertias:
     def apply(self, V):
         """Spatial momenta ``I V`` of motion vectors ``V (n,6)``: ``(J w + h x v, m v - h x w)``."""
         w, v = V[..., :3], V[..., 3:]
-        return jnp.concatenate([spatial.mat_vec(self.J, w) + spatial.cross(self.h, v),
-                                self.m[..., None] * v - spatial.cross(self.h, w)], -1)
+        return jnp.concatenate(
+            [spatial.mat_vec(self.J, w) + spatial.cross(self.h, v), self.m[..., None] * v - spatial.cross(self.h, w)],
+            -1,
+        )
 
     def matrix(self):
         """The 6x6 matrices ``[[J, hx], [-hx, m 1]]`` ``(n, 6, 6)``."""
@@ -151,8 +166,9 @@ def inverse_dynamics(tree: Tree, params: TreeParams, pos: Positions, vel: Veloci
     return generalized_forces(tree, pos, f)
 
 
-def mobilizer_reactions(tree: Tree, params: TreeParams, pos: Positions, vel: Velocities, udot, body_forces=None,
-                        I0: Inertias | None = None):
+def mobilizer_reactions(
+    tree: Tree, params: TreeParams, pos: Positions, vel: Velocities, udot, body_forces=None, I0: Inertias | None = None
+):
     """The spatial force each body's inboard mobilizer applies to it (Simbody's
     ``calcMobilizerReactionForces``, taken about Ground's origin).
 
@@ -232,7 +248,7 @@ def _aba_plan(tree: Tree) -> _AbaPlan:
         if k:
             s0 = tree.u_start[m]
             dpar[s0] = last[p]
-            dpar[s0 + 1:s0 + k] = np.arange(s0, s0 + k - 1)
+            dpar[s0 + 1 : s0 + k] = np.arange(s0, s0 + k - 1)
             last[m] = s0 + k - 1
             carry[last[m]] = m
             cbody[s0] = m
@@ -251,11 +267,11 @@ def _aba_plan(tree: Tree) -> _AbaPlan:
     ppos = np.zeros((L, W), np.int32)
     pos_of = np.zeros(nu, np.int64)
     for lv, ds in enumerate(levels):
-        idx[lv, :len(ds)] = ds
-        mask[lv, :len(ds)] = True
+        idx[lv, : len(ds)] = ds
+        mask[lv, : len(ds)] = True
         pos_of[ds] = np.arange(len(ds))
         if lv:
-            ppos[lv, :len(ds)] = pos_of[dpar[ds]]
+            ppos[lv, : len(ds)] = pos_of[dpar[ds]]
             child[lv - 1, pos_of[dpar[ds]], np.arange(len(ds))] = 1.0
     slot = (depth * W + pos_of).astype(np.int32)
     welded = [m for m in range(1, n) if tree.nu_mob[m] == 0 and carrier[m] != m]

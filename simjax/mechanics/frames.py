@@ -68,11 +68,11 @@ class Body(PhysicalFrame):
 
     mass: np.ndarray = prop(1.0, doc="Mass of the body (kg).", bounds=(0.0, None))
     mass_center: np.ndarray = prop((0.0, 0.0, 0.0), doc="Mass center in the body frame (m).", shape=(3,))
-    inertia: np.ndarray = prop((0.0,) * 6, doc="Inertia about the mass center: Ixx Iyy Izz Ixy Ixz Iyz (kg m^2).",
-                               shape=(6,))
+    inertia: np.ndarray = prop(
+        (0.0,) * 6, doc="Inertia about the mass center: Ixx Iyy Izz Ixy Ixz Iyz (kg m^2).", shape=(6,)
+    )
 
-    def __init__(self, name: str, mass=1.0, mass_center=(0.0, 0.0, 0.0), inertia=(0.0,) * 6,
-                 components: tuple = ()):
+    def __init__(self, name: str, mass=1.0, mass_center=(0.0, 0.0, 0.0), inertia=(0.0,) * 6, components: tuple = ()):
         self.name = name
         self.mass = mass
         self.mass_center = mass_center
@@ -105,8 +105,12 @@ class Body(PhysicalFrame):
             if w.min() < -tol:
                 raise ModelError(path, "inertia has a negative principal moment", prop="inertia", value=self.inertia)
             if w[0] + w[1] < w[2] - tol:
-                model_warning(path, "inertia violates the triangle inequality (I1 + I2 >= I3); OpenSim accepts it, "
-                              "and so does simjax", prop="inertia", value=self.inertia)
+                model_warning(
+                    path,
+                    "inertia violates the triangle inequality (I1 + I2 >= I3); OpenSim accepts it, and so does simjax",
+                    prop="inertia",
+                    value=self.inertia,
+                )
 
     @output(Stage.POSITION, "Vec3")
     def mass_center_in_ground(self, ctx):
@@ -128,11 +132,16 @@ class PhysicalOffsetFrame(PhysicalFrame):
 
     parent: str = socket("PhysicalFrame", doc="The frame this offset frame is fixed to.")
     translation: np.ndarray = prop((0.0, 0.0, 0.0), doc="Translation in the parent frame (m).", shape=(3,))
-    orientation: np.ndarray = prop((0.0, 0.0, 0.0), doc="Body-fixed XYZ orientation in the parent (rad).",
-                                   shape=(3,))
+    orientation: np.ndarray = prop((0.0, 0.0, 0.0), doc="Body-fixed XYZ orientation in the parent (rad).", shape=(3,))
 
-    def __init__(self, name: str, parent: str = "", translation=(0.0, 0.0, 0.0), orientation=(0.0, 0.0, 0.0),
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        parent: str = "",
+        translation=(0.0, 0.0, 0.0),
+        orientation=(0.0, 0.0, 0.0),
+        components: tuple = (),
+    ):
         self.name = name
         self.parent = parent
         self.translation = translation
@@ -186,7 +195,8 @@ class Marker(Station):
 
     fixed: bool = flag(False, doc="Whether the marker is fixed during marker placement.")
 
-    def __init__(self, name: str, parent_frame: str = "", location=(0.0, 0.0, 0.0), fixed: bool = False,
-                 components: tuple = ()):
+    def __init__(
+        self, name: str, parent_frame: str = "", location=(0.0, 0.0, 0.0), fixed: bool = False, components: tuple = ()
+    ):
         super().__init__(name, parent_frame, location, components)
         self.fixed = fixed

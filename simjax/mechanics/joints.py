@@ -75,10 +75,19 @@ class Coordinate(Component):
     prescribed_function: Function | None = None
     is_free_to_satisfy_constraints: bool = flag(False, doc="Whether assembly may move this coordinate freely.")
 
-    def __init__(self, name: str, default_value=0.0, default_speed_value=0.0, range=(-10.0, 10.0),
-                 clamped: bool = False, locked: bool = False, prescribed: bool = False,
-                 prescribed_function: Function | None = None, is_free_to_satisfy_constraints: bool = False,
-                 components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        default_value=0.0,
+        default_speed_value=0.0,
+        range=(-10.0, 10.0),
+        clamped: bool = False,
+        locked: bool = False,
+        prescribed: bool = False,
+        prescribed_function: Function | None = None,
+        is_free_to_satisfy_constraints: bool = False,
+        components: tuple = (),
+    ):
         self.name = name
         self.default_value = default_value
         self.default_speed_value = default_speed_value
@@ -97,8 +106,7 @@ class Coordinate(Component):
         if isinstance(r, np.ndarray) and r[0] > r[1]:
             raise ModelError(path, "range minimum exceeds maximum", prop="range", value=r)
         if self.prescribed and self.prescribed_function is None:
-            raise ModelError(path, "prescribed is true but prescribed_function is empty", prop="prescribed",
-                             value=True)
+            raise ModelError(path, "prescribed is true but prescribed_function is empty", prop="prescribed", value=True)
         if self.locked and self.prescribed:
             raise ModelError(path, "a coordinate cannot be both locked and prescribed", prop="locked", value=True)
 
@@ -147,8 +155,7 @@ _AXIS_NAMES = ("rotation1", "rotation2", "rotation3", "translation1", "translati
 
 
 def _axis(coord: str | None, direction, function=None) -> TransformAxis:
-    return TransformAxis(coordinates=(coord,) if coord else (), axis=np.asarray(direction, float),
-                         function=function)
+    return TransformAxis(coordinates=(coord,) if coord else (), axis=np.asarray(direction, float), function=function)
 
 
 def _default_spatial_transform(coords: list[str], kinds: list[str], directions) -> SpatialTransform:
@@ -189,9 +196,20 @@ class Joint(Component):
     #: (motion type, axis direction) of each coordinate for standard joints
     coordinate_axes: ClassVar[tuple] = ()
 
-    def __init__(self, name: str, parent: str = "", child: str = "", *, location_in_parent=None,
-                 orientation_in_parent=None, location_in_child=None, orientation_in_child=None,
-                 coordinates: tuple | None = None, frames: tuple = (), components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        parent: str = "",
+        child: str = "",
+        *,
+        location_in_parent=None,
+        orientation_in_parent=None,
+        location_in_child=None,
+        orientation_in_child=None,
+        coordinates: tuple | None = None,
+        frames: tuple = (),
+        components: tuple = (),
+    ):
         self.name = name
         frames = tuple(frames)
         if location_in_parent is not None or orientation_in_parent is not None:
@@ -209,9 +227,12 @@ class Joint(Component):
     @staticmethod
     def _offset(target: str, location, orientation, frames):
         base = target.rstrip("/").split("/")[-1] or "ground"
-        frame = PhysicalOffsetFrame(f"{base}_offset", parent=target,
-                                    translation=(0.0, 0.0, 0.0) if location is None else location,
-                                    orientation=(0.0, 0.0, 0.0) if orientation is None else orientation)
+        frame = PhysicalOffsetFrame(
+            f"{base}_offset",
+            parent=target,
+            translation=(0.0, 0.0, 0.0) if location is None else location,
+            orientation=(0.0, 0.0, 0.0) if orientation is None else orientation,
+        )
         return frame.name, frames + (frame,)
 
     @classmethod
@@ -224,8 +245,12 @@ class Joint(Component):
         super().validate(path)
         n = self.num_coordinates_default()
         if self.kind != "custom" and len(self.coordinates) != n:
-            raise ModelError(path, f"{type(self).__name__} needs {n} coordinates, got {len(self.coordinates)}",
-                             prop="coordinates", value=[c.name for c in self.coordinates])
+            raise ModelError(
+                path,
+                f"{type(self).__name__} needs {n} coordinates, got {len(self.coordinates)}",
+                prop="coordinates",
+                value=[c.name for c in self.coordinates],
+            )
 
     def motion_types(self) -> tuple[str, ...]:
         """Motion type (Rotational, Translational, Coupled) of each coordinate."""
@@ -266,15 +291,21 @@ class UniversalJoint(Joint):
 class GimbalJoint(Joint):
     """Body-fixed X-Y-Z rotations (three Euler angles, ``u = qdot``)."""
 
-    coordinate_axes: ClassVar[tuple] = ((ROTATIONAL, (1.0, 0.0, 0.0)), (ROTATIONAL, (0.0, 1.0, 0.0)),
-                                        (ROTATIONAL, (0.0, 0.0, 1.0)))
+    coordinate_axes: ClassVar[tuple] = (
+        (ROTATIONAL, (1.0, 0.0, 0.0)),
+        (ROTATIONAL, (0.0, 1.0, 0.0)),
+        (ROTATIONAL, (0.0, 0.0, 1.0)),
+    )
 
 
 class PlanarJoint(Joint):
     """Rotation about z and translation along F's x and y."""
 
-    coordinate_axes: ClassVar[tuple] = ((ROTATIONAL, (0.0, 0.0, 1.0)), (TRANSLATIONAL, (1.0, 0.0, 0.0)),
-                                        (TRANSLATIONAL, (0.0, 1.0, 0.0)))
+    coordinate_axes: ClassVar[tuple] = (
+        (ROTATIONAL, (0.0, 0.0, 1.0)),
+        (TRANSLATIONAL, (1.0, 0.0, 0.0)),
+        (TRANSLATIONAL, (0.0, 1.0, 0.0)),
+    )
 
 
 class CustomJoint(Joint):
@@ -287,8 +318,16 @@ class CustomJoint(Joint):
     spatial_transform: SpatialTransform = None
     kind: ClassVar[str] = "custom"
 
-    def __init__(self, name: str, parent: str = "", child: str = "", *, spatial_transform: SpatialTransform,
-                 coordinates: tuple | None = None, **kwargs):
+    def __init__(
+        self,
+        name: str,
+        parent: str = "",
+        child: str = "",
+        *,
+        spatial_transform: SpatialTransform,
+        coordinates: tuple | None = None,
+        **kwargs,
+    ):
         if coordinates is None:
             used = []
             for ax in spatial_transform.axes:
@@ -305,12 +344,20 @@ class CustomJoint(Joint):
         names = {c.name for c in self.coordinates}
         for label, ax in zip(_AXIS_NAMES, self.spatial_transform.axes):
             if len(ax.coordinates) > 1:
-                raise ModelError(path, f"{label}: functions of several coordinates are not supported",
-                                 prop="coordinates", value=list(ax.coordinates))
+                raise ModelError(
+                    path,
+                    f"{label}: functions of several coordinates are not supported",
+                    prop="coordinates",
+                    value=list(ax.coordinates),
+                )
             for c in ax.coordinates:
                 if c not in names:
-                    raise ModelError(path, f"{label} refers to coordinate {c!r}, which this joint does not have",
-                                     prop="coordinates", value=c)
+                    raise ModelError(
+                        path,
+                        f"{label} refers to coordinate {c!r}, which this joint does not have",
+                        prop="coordinates",
+                        value=c,
+                    )
             if isinstance(ax.axis, np.ndarray) and np.linalg.norm(ax.axis) < 1e-12:
                 raise ModelError(path, f"{label} has a zero-length axis", prop="axis", value=ax.axis)
 
@@ -345,8 +392,11 @@ class BallJoint(Joint):
     """
 
     kind: ClassVar[str] = "quaternion"
-    coordinate_axes: ClassVar[tuple] = ((ROTATIONAL, (1.0, 0.0, 0.0)), (ROTATIONAL, (0.0, 1.0, 0.0)),
-                                        (ROTATIONAL, (0.0, 0.0, 1.0)))
+    coordinate_axes: ClassVar[tuple] = (
+        (ROTATIONAL, (1.0, 0.0, 0.0)),
+        (ROTATIONAL, (0.0, 1.0, 0.0)),
+        (ROTATIONAL, (0.0, 0.0, 1.0)),
+    )
 
 
 class FreeJoint(Joint):
@@ -357,9 +407,14 @@ class FreeJoint(Joint):
     """
 
     kind: ClassVar[str] = "quaternion"
-    coordinate_axes: ClassVar[tuple] = ((ROTATIONAL, (1.0, 0.0, 0.0)), (ROTATIONAL, (0.0, 1.0, 0.0)),
-                                        (ROTATIONAL, (0.0, 0.0, 1.0)), (TRANSLATIONAL, (1.0, 0.0, 0.0)),
-                                        (TRANSLATIONAL, (0.0, 1.0, 0.0)), (TRANSLATIONAL, (0.0, 0.0, 1.0)))
+    coordinate_axes: ClassVar[tuple] = (
+        (ROTATIONAL, (1.0, 0.0, 0.0)),
+        (ROTATIONAL, (0.0, 1.0, 0.0)),
+        (ROTATIONAL, (0.0, 0.0, 1.0)),
+        (TRANSLATIONAL, (1.0, 0.0, 0.0)),
+        (TRANSLATIONAL, (0.0, 1.0, 0.0)),
+        (TRANSLATIONAL, (0.0, 0.0, 1.0)),
+    )
 
 
 class EllipsoidJoint(Joint):
@@ -376,11 +431,15 @@ class EllipsoidJoint(Joint):
     """
 
     kind: ClassVar[str] = "quaternion"
-    coordinate_axes: ClassVar[tuple] = ((ROTATIONAL, (1.0, 0.0, 0.0)), (ROTATIONAL, (0.0, 1.0, 0.0)),
-                                        (ROTATIONAL, (0.0, 0.0, 1.0)))
+    coordinate_axes: ClassVar[tuple] = (
+        (ROTATIONAL, (1.0, 0.0, 0.0)),
+        (ROTATIONAL, (0.0, 1.0, 0.0)),
+        (ROTATIONAL, (0.0, 0.0, 1.0)),
+    )
 
-    radii_x_y_z: np.ndarray = prop((1.0, 1.0, 1.0), doc="Semi-axes of the ellipsoid along F's x, y, z (m).",
-                                   shape=(3,), bounds=(0.0, None))
+    radii_x_y_z: np.ndarray = prop(
+        (1.0, 1.0, 1.0), doc="Semi-axes of the ellipsoid along F's x, y, z (m).", shape=(3,), bounds=(0.0, None)
+    )
 
     def __init__(self, name: str, parent: str = "", child: str = "", *, radii_x_y_z=(1.0, 1.0, 1.0), **kwargs):
         super().__init__(name, parent, child, **kwargs)

@@ -39,8 +39,9 @@ def perpendicular_axes(z):
     **Returns:** ``(x, y)``, each ``(..., 3)``.
     """
     a = jnp.abs(z)
-    k = jnp.where(a[..., 0] <= a[..., 1], jnp.where(a[..., 0] <= a[..., 2], 0, 2),
-                  jnp.where(a[..., 1] <= a[..., 2], 1, 2))
+    k = jnp.where(
+        a[..., 0] <= a[..., 1], jnp.where(a[..., 0] <= a[..., 2], 0, 2), jnp.where(a[..., 1] <= a[..., 2], 1, 2)
+    )
     e = jax.nn.one_hot(k, 3, dtype=z.dtype)
     x = jnp.cross(z, e)
     x = x / jnp.linalg.norm(x, axis=-1, keepdims=True)
@@ -59,16 +60,24 @@ class PointOnLineConstraint(Constraint):
 
     line_body: str = socket("PhysicalFrame", doc="The body the line is fixed to.")
     follower_body: str = socket("PhysicalFrame", doc="The body the follower point is fixed to.")
-    line_direction_vec: np.ndarray = prop((1.0, 0.0, 0.0), doc="Direction of the line in the line body.",
-                                          shape=(3,))
+    line_direction_vec: np.ndarray = prop((1.0, 0.0, 0.0), doc="Direction of the line in the line body.", shape=(3,))
     point_on_line: np.ndarray = prop((0.0, 0.0, 0.0), doc="A point of the line, in the line body (m).", shape=(3,))
-    point_on_follower: np.ndarray = prop((0.0, 0.0, 0.0), doc="The follower point, in the follower body (m).",
-                                         shape=(3,))
+    point_on_follower: np.ndarray = prop(
+        (0.0, 0.0, 0.0), doc="The follower point, in the follower body (m).", shape=(3,)
+    )
     num_equations: ClassVar[int] = 2
 
-    def __init__(self, name: str, line_body: str = "", line_direction_vec=(1.0, 0.0, 0.0),
-                 point_on_line=(0.0, 0.0, 0.0), follower_body: str = "", point_on_follower=(0.0, 0.0, 0.0),
-                 isEnforced: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        line_body: str = "",
+        line_direction_vec=(1.0, 0.0, 0.0),
+        point_on_line=(0.0, 0.0, 0.0),
+        follower_body: str = "",
+        point_on_follower=(0.0, 0.0, 0.0),
+        isEnforced: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.line_body = line_body
         self.follower_body = follower_body
@@ -91,9 +100,11 @@ class PointOnLineConstraint(Constraint):
         body and follower body."""
         enforced = [p for p in paths if build.model.find(p).isEnforced]
         idx = [paths.index(p) for p in enforced]
-        return {"members": np.asarray(idx, np.int32),
-                "mobB": np.asarray([build.frame_mob(build.socket(p, "line_body")) for p in enforced], np.int32),
-                "mobF": np.asarray([build.frame_mob(build.socket(p, "follower_body")) for p in enforced], np.int32)}
+        return {
+            "members": np.asarray(idx, np.int32),
+            "mobB": np.asarray([build.frame_mob(build.socket(p, "line_body")) for p in enforced], np.int32),
+            "mobF": np.asarray([build.frame_mob(build.socket(p, "follower_body")) for p in enforced], np.int32),
+        }
 
     @classmethod
     def group_rows(cls, group, params, ctx):

@@ -54,9 +54,21 @@ from ..graph import GraphError, MultibodyGraphMaker
 from .frames import Body, Ground, PhysicalFrame, PhysicalOffsetFrame
 from .joints import ROTATIONAL, TRANSLATIONAL, BallJoint, CustomJoint, EllipsoidJoint, FreeJoint, Joint
 
-__all__ = ["Tree", "CoordinateInfo", "compile_tree", "tree_params", "position_kinematics",
-           "velocity_kinematics", "qdot_from_u", "TreeParams", "Positions", "Velocities", "ROTATION_KINDS",
-           "frame_table_rows", "component_table"]
+__all__ = [
+    "Tree",
+    "CoordinateInfo",
+    "compile_tree",
+    "tree_params",
+    "position_kinematics",
+    "velocity_kinematics",
+    "qdot_from_u",
+    "TreeParams",
+    "Positions",
+    "Velocities",
+    "ROTATION_KINDS",
+    "frame_table_rows",
+    "component_table",
+]
 
 #: joint kinds whose rotation is three angles or a quaternion with ``u = w_FM`` in F
 ROTATION_KINDS = ("ball", "free", "ellipsoid")
@@ -266,8 +278,12 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
         cb, _ = frame_of(cf)
         if pb == cb:
             what = "the same frame" if pf == cf else f"frames on the same body {pb!r}"
-            raise ModelError(p, f"parent frame {pf!r} and child frame {cf!r} are {what}; a joint must connect "
-                             "two different bodies", prop="socket_child_frame", value=j.child_frame)
+            raise ModelError(
+                p,
+                f"parent frame {pf!r} and child frame {cf!r} are {what}; a joint must connect two different bodies",
+                prop="socket_child_frame",
+                value=j.child_frame,
+            )
         joint_sides[p] = (pf, cf)
         try:
             gm.add_joint(p, tname, pb, cb, False, p)
@@ -353,7 +369,7 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
         width = 6 if k == "transform" else _NU[k]
         for r, m in enumerate(groups[k]):
             mob_row[m] = mrow + r
-            dof_row[u_start[m]:u_start[m] + nu_mob[m]] = drow + r * width + np.arange(nu_mob[m])
+            dof_row[u_start[m] : u_start[m] + nu_mob[m]] = drow + r * width + np.arange(nu_mob[m])
         mrow += len(groups[k])
         drow += len(groups[k]) * width
 
@@ -465,23 +481,57 @@ def compile_tree(model, connections: dict, use_quaternions: bool = False) -> Tre
         elif lc.type_name == "WeldJoint":
             jp = gm.joints[lc.joint].name
             pf, cf = joint_sides[jp]
-            loop_welds.append((int(body_to_mob[lc.parent_body]), frame_rows[pf],
-                               int(body_to_mob[lc.child_body]), frame_rows[cf]))
+            loop_welds.append(
+                (int(body_to_mob[lc.parent_body]), frame_rows[pf], int(body_to_mob[lc.child_body]), frame_rows[cf])
+            )
         elif lc.type_name != gm.free_type_name:
             raise ModelError(gm.joints[lc.joint].name, f"a {lc.type_name} cannot close a loop as a constraint")
 
     return Tree(
-        n_mob=n_mob, nq=nq, nu=nu, body_paths=tuple(body_paths), is_slave=np.asarray(is_slave),
-        fragments=np.asarray(fragments, dtype=np.float64), parent=parent, level=level, levels=levels,
-        jumps=tuple(jumps), joint_paths=tuple(joint_paths), kind=tuple(kinds), reversed=np.asarray(rev),
-        q_start=q_start, nq_mob=nq_mob, u_start=u_start, nu_mob=nu_mob, anc=anc,
-        anc_dof=anc[:, dof_mob], dof_mob=dof_mob, dof_col=dof_col, groups=groups, mob_row=mob_row,
-        dof_row=dof_row, tf_qidx=tf_qidx, tf_uidx=tf_uidx, tf_col=tf_col, tf_spin=tf_spin,
-        tf_bank=FunctionBank.of(axis_functions), frames=frames, frame_rows=frame_rows, frame_mob=frame_mob,
-        frame_chain=frame_chain, offset_paths=offset_paths, mob_frames=mob_frames, coordinates=coordinates,
-        loop_welds=tuple(loop_welds), slave_welds=tuple(slave_pairs), q_names=tuple(q_names),
-        u_names=tuple(u_names), quaternions=bool(use_quaternions), graph_dump=gm.dump_graph(),
-        quat_q=np.asarray(quat_q, dtype=np.int32), qdot_perm=qdot_perm,
+        n_mob=n_mob,
+        nq=nq,
+        nu=nu,
+        body_paths=tuple(body_paths),
+        is_slave=np.asarray(is_slave),
+        fragments=np.asarray(fragments, dtype=np.float64),
+        parent=parent,
+        level=level,
+        levels=levels,
+        jumps=tuple(jumps),
+        joint_paths=tuple(joint_paths),
+        kind=tuple(kinds),
+        reversed=np.asarray(rev),
+        q_start=q_start,
+        nq_mob=nq_mob,
+        u_start=u_start,
+        nu_mob=nu_mob,
+        anc=anc,
+        anc_dof=anc[:, dof_mob],
+        dof_mob=dof_mob,
+        dof_col=dof_col,
+        groups=groups,
+        mob_row=mob_row,
+        dof_row=dof_row,
+        tf_qidx=tf_qidx,
+        tf_uidx=tf_uidx,
+        tf_col=tf_col,
+        tf_spin=tf_spin,
+        tf_bank=FunctionBank.of(axis_functions),
+        frames=frames,
+        frame_rows=frame_rows,
+        frame_mob=frame_mob,
+        frame_chain=frame_chain,
+        offset_paths=offset_paths,
+        mob_frames=mob_frames,
+        coordinates=coordinates,
+        loop_welds=tuple(loop_welds),
+        slave_welds=tuple(slave_pairs),
+        q_names=tuple(q_names),
+        u_names=tuple(u_names),
+        quaternions=bool(use_quaternions),
+        graph_dump=gm.dump_graph(),
+        quat_q=np.asarray(quat_q, dtype=np.int32),
+        qdot_perm=qdot_perm,
     )
 
 
@@ -498,7 +548,8 @@ class TreeParams(dict):
 
 
 jax.tree_util.register_pytree_node(
-    TreeParams, lambda d: (tuple(d.values()), tuple(d.keys())), lambda k, v: TreeParams(zip(k, v)))
+    TreeParams, lambda d: (tuple(d.values()), tuple(d.keys())), lambda k, v: TreeParams(zip(k, v))
+)
 
 
 def _stack(values, dtype, shape=()):
@@ -553,9 +604,18 @@ def tree_params(model, tree: Tree) -> TreeParams:
     ell = tree.groups["ellipsoid"]
     radii = _stack([table[tree.joint_paths[m]].radii_x_y_z for m in ell], dtype, (3,))
     return TreeParams(
-        mass=mass, com=com, inertia=inertia, frame_R=frame_R, frame_p=frame_p,
-        R_in=frame_R[fin], p_in=frame_p[fin], R_out=frame_R[fout], p_out=frame_p[fout],
-        tf_axis=tf_axis, tf_functions=bank_params(tree.tf_bank, functions, has_arg), radii=radii,
+        mass=mass,
+        com=com,
+        inertia=inertia,
+        frame_R=frame_R,
+        frame_p=frame_p,
+        R_in=frame_R[fin],
+        p_in=frame_p[fin],
+        R_out=frame_R[fout],
+        p_out=frame_p[fout],
+        tf_axis=tf_axis,
+        tf_functions=bank_params(tree.tf_bank, functions, has_arg),
+        radii=radii,
         gravity=jnp.asarray(model.gravity, dtype),
     )
 
@@ -611,10 +671,12 @@ def _transform_joint(axes, th, dth):
     e = jnp.stack([axes[0], spatial.mat_vec(R1, axes[1]), spatial.mat_vec(R12, axes[2])])
     p = _sum3(th[3:, None] * axes[3:])
     we = e * dth[:3, None]
-    per_axis = jnp.concatenate([
-        jnp.concatenate([we, spatial.cross(p, we)], -1),
-        jnp.concatenate([jnp.zeros((3, 3), axes.dtype), axes[3:] * dth[3:, None]], -1),
-    ])
+    per_axis = jnp.concatenate(
+        [
+            jnp.concatenate([we, spatial.cross(p, we)], -1),
+            jnp.concatenate([jnp.zeros((3, 3), axes.dtype), axes[3:] * dth[3:, None]], -1),
+        ]
+    )
     return R, p, per_axis, e
 
 
@@ -688,13 +750,18 @@ def _local_kinematics(tree: Tree, params: TreeParams, q):
     if len(tf):
         q_ext = jnp.concatenate([q, jnp.zeros(1, dtype)])
         x = q_ext[tree.tf_qidx.reshape(-1)]
-        th, dth, d2th = (v.reshape(tree.tf_qidx.shape) for v in
-                         bank_eval(tree.tf_bank, params["tf_functions"], x, orders=(0, 1, 2)))
+        th, dth, d2th = (
+            v.reshape(tree.tf_qidx.shape) for v in bank_eval(tree.tf_bank, params["tf_functions"], x, orders=(0, 1, 2))
+        )
         R, p, per_axis, e = jax.vmap(_transform_joint)(params["tf_axis"], th, dth)
         # each axis adds its motion to its coordinate's column: one small static mask per
         # axis (a (k, 6, 6) one-hot would be a constant too big for XLA's sequential runs)
-        Hs.append(sum(jnp.asarray(tree.tf_col[:, a, None] == np.arange(6), dtype)[:, :, None]
-                      * per_axis[:, a, None, :] for a in range(6)).reshape(-1, 6))
+        Hs.append(
+            sum(
+                jnp.asarray(tree.tf_col[:, a, None] == np.arange(6), dtype)[:, :, None] * per_axis[:, a, None, :]
+                for a in range(6)
+            ).reshape(-1, 6)
+        )
         Rs.append(R)
         ps.append(p)
         local["transform"] = (e, p, dth, d2th)
@@ -711,8 +778,9 @@ def _local_kinematics(tree: Tree, params: TreeParams, q):
             H = _axes_motion(p, k, dtype)
         elif kind == "free":
             p = qs[:, nrot:]
-            lin = jnp.concatenate([jnp.zeros((k, 3, 3), dtype), jnp.broadcast_to(jnp.eye(3, dtype=dtype),
-                                                                                 (k, 3, 3))], -1)
+            lin = jnp.concatenate(
+                [jnp.zeros((k, 3, 3), dtype), jnp.broadcast_to(jnp.eye(3, dtype=dtype), (k, 3, 3))], -1
+            )
             H = jnp.concatenate([_axes_motion(p, k, dtype), lin], 1)
         else:
             radii = params["radii"]
@@ -765,10 +833,10 @@ def _level_slots(tree: Tree):
     parent = np.zeros((L, W), np.int32)
     flat = np.full(n, L * W, np.int32)
     for lv, bodies in enumerate(tree.levels):
-        body[lv, :len(bodies)] = bodies
+        body[lv, : len(bodies)] = bodies
         flat[bodies] = lv * W + np.arange(len(bodies))
         if lv:
-            parent[lv, :len(bodies)] = flat[tree.parent[bodies]] - (lv - 1) * W
+            parent[lv, : len(bodies)] = flat[tree.parent[bodies]] - (lv - 1) * W
     return body, parent, flat
 
 
@@ -793,8 +861,9 @@ def _poses_in_ground(tree: Tree, R, p):
 
     W = body.shape[1]
     first = (jnp.broadcast_to(eye, (W, 3, 3)), jnp.zeros((W, 3), dtype))
-    _, (R_s, p_s) = jax.lax.scan(level, first, (jnp.concatenate([R, eye])[body], jnp.concatenate([p, zero])[body],
-                                                jnp.asarray(parent)))
+    _, (R_s, p_s) = jax.lax.scan(
+        level, first, (jnp.concatenate([R, eye])[body], jnp.concatenate([p, zero])[body], jnp.asarray(parent))
+    )
     R_s = jnp.concatenate([R_s.reshape(-1, 3, 3), eye])
     p_s = jnp.concatenate([p_s.reshape(-1, 3), zero])
     return R_s[flat], p_s[flat]
@@ -815,8 +884,10 @@ def position_kinematics(tree: Tree, params: TreeParams, q) -> Positions:
         p_J = jnp.where(rv[:, None], -spatial.mat_vec(jnp.swapaxes(R_FM, -1, -2), p_FM), p_FM)
     else:
         R_J, p_J = R_FM, p_FM
-    R, p = spatial.compose(spatial.compose((params["R_in"], params["p_in"]), (R_J, p_J)),
-                           spatial.inverse((params["R_out"], params["p_out"])))
+    R, p = spatial.compose(
+        spatial.compose((params["R_in"], params["p_in"]), (R_J, p_J)),
+        spatial.inverse((params["R_out"], params["p_out"])),
+    )
     R0, p0 = _poses_in_ground(tree, R, p)
     # joint frame F in Ground: on the inboard body, or on the outboard one if reversed
     par = tree.parent
@@ -852,8 +923,9 @@ def velocity_kinematics(tree: Tree, params: TreeParams, pos: Positions, u) -> Ve
     if len(tf):
         e, p, dth, d2th = pos.local["transform"]
         qd = jnp.concatenate([u, jnp.zeros(1, dtype)])[tree.tf_uidx]
-        parts.append(jax.vmap(_transform_bias)(params["tf_axis"], e, p, dth, d2th, qd,
-                                               jnp.asarray(tree.tf_spin, dtype)))
+        parts.append(
+            jax.vmap(_transform_bias)(params["tf_axis"], e, p, dth, d2th, qd, jnp.asarray(tree.tf_spin, dtype))
+        )
     for kind in ROTATION_KINDS:
         ms = tree.groups[kind]
         if not len(ms):

@@ -50,8 +50,9 @@ def resolve(model: str) -> str:
     try:
         return path(model)
     except KeyError:
-        raise FileNotFoundError(f"no file {model!r}, and no shipped model of that name "
-                                f"(shipped: {', '.join(names())})") from None
+        raise FileNotFoundError(
+            f"no file {model!r}, and no shipped model of that name (shipped: {', '.join(names())})"
+        ) from None
 
 
 def load(name: str, strict: bool = True):

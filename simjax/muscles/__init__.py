@@ -11,8 +11,7 @@ library).
   finding).
 """
 
-from .path import (AbstractPathPoint, ConditionalPathPoint, GeometryPath, MovingPathPoint, PathActuator,
-                   PathPoint)
+from .path import AbstractPathPoint, ConditionalPathPoint, GeometryPath, MovingPathPoint, PathActuator, PathPoint
 from .muscle import Muscle
 from .millard import Millard2012EquilibriumMuscle
 from .thelen import Thelen2003Muscle
@@ -21,7 +20,18 @@ from .rigid_tendon import RigidTendonMuscle
 from .schutte import Schutte1993Muscle_Deprecated
 from .equilibrium import equilibrate_muscles
 
-__all__ = ["AbstractPathPoint", "ConditionalPathPoint", "GeometryPath", "MovingPathPoint", "PathActuator",
-           "PathPoint", "Muscle", "Millard2012EquilibriumMuscle", "Thelen2003Muscle", "DeGrooteFregly2016Muscle",
-           "RigidTendonMuscle", "equilibrate_muscles"]
+__all__ = [
+    "AbstractPathPoint",
+    "ConditionalPathPoint",
+    "GeometryPath",
+    "MovingPathPoint",
+    "PathActuator",
+    "PathPoint",
+    "Muscle",
+    "Millard2012EquilibriumMuscle",
+    "Thelen2003Muscle",
+    "DeGrooteFregly2016Muscle",
+    "RigidTendonMuscle",
+    "equilibrate_muscles",
+]
 __all__ += ["Schutte1993Muscle_Deprecated"]

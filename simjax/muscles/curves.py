@@ -395,8 +395,10 @@ class _Checker:
 
 def _corner(check, xp, *args):
     px, py, ok = quintic_bezier_corner_control_points(*args, xp=xp)
-    check(ok, "the tangent lines of a Bézier corner do not form a C-shaped corner "
-              "(the curve's parameters are inconsistent)")
+    check(
+        ok,
+        "the tangent lines of a Bézier corner do not form a C-shaped corner (the curve's parameters are inconsistent)",
+    )
     return px, py
 
 
@@ -407,14 +409,16 @@ def _check_curviness(check, value, label="curviness"):
 
 def _build_active_force_length(xp, check, x0, x1, x3, dydx, ylow):
     x2 = 1.0
-    check((x0 >= 0) & (x1 > x0 + _ROOT_EPS) & (x2 > x1 + _ROOT_EPS) & (x3 > x2 + _ROOT_EPS),
-          "0 <= min_norm_active_fiber_length < transition_norm_fiber_length < 1 < "
-          "max_norm_active_fiber_length must hold")
+    check(
+        (x0 >= 0) & (x1 > x0 + _ROOT_EPS) & (x2 > x1 + _ROOT_EPS) & (x3 > x2 + _ROOT_EPS),
+        "0 <= min_norm_active_fiber_length < transition_norm_fiber_length < 1 < max_norm_active_fiber_length must hold",
+    )
     check(ylow >= 0, "minimum_value must be >= 0")
     upper = (1 - ylow) / (x2 - x1)
-    check((dydx >= 0) & (dydx < upper),
-          "shallow_ascending_slope must be >= 0 and < (1 - minimum_value) / "
-          "(1 - transition_norm_fiber_length)")
+    check(
+        (dydx >= 0) & (dydx < upper),
+        "shallow_ascending_slope must be >= 0 and < (1 - minimum_value) / (1 - transition_norm_fiber_length)",
+    )
     c = _scale_curviness(1.0)
     x_delta = 0.05 * x2
     xs = x2 - x_delta
@@ -436,8 +440,9 @@ def _build_active_force_length(xp, check, x0, x1, x3, dydx, ylow):
     return _make_ssf(xp, segs, x0, x3, ylow, ylow, 0.0, 0.0)
 
 
-def _force_velocity_segments(xp, check, fmax_e, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e,
-                             conc_curviness, ecc_curviness):
+def _force_velocity_segments(
+    xp, check, fmax_e, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, conc_curviness, ecc_curviness
+):
     cc, ce = _scale_curviness(conc_curviness), _scale_curviness(ecc_curviness)
     xc, yc = -1.0, 0.0
     x_near_c = -0.9
@@ -454,51 +459,71 @@ def _force_velocity_segments(xp, check, fmax_e, dydx_c, dydx_near_c, dydx_iso, d
     ]
 
 
-def _build_force_velocity(xp, check, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, fmax_e,
-                          conc_curviness, ecc_curviness):
+def _build_force_velocity(
+    xp, check, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, fmax_e, conc_curviness, ecc_curviness
+):
     check(fmax_e > 1, "max_eccentric_velocity_force_multiplier must be > 1")
     check((dydx_c >= 0) & (dydx_c < 1), "concentric_slope_at_vmax must be in [0, 1)")
-    check((dydx_near_c > dydx_c) & (dydx_near_c <= 1),
-          "concentric_slope_near_vmax must be > concentric_slope_at_vmax and <= 1")
+    check(
+        (dydx_near_c > dydx_c) & (dydx_near_c <= 1),
+        "concentric_slope_near_vmax must be > concentric_slope_at_vmax and <= 1",
+    )
     check(dydx_iso > 1, "isometric_slope must be > 1")
-    check((dydx_e >= 0) & (dydx_e < fmax_e - 1),
-          "eccentric_slope_at_vmax must be >= 0 and < max_eccentric_velocity_force_multiplier - 1")
-    check((dydx_near_e >= dydx_e) & (dydx_near_e < fmax_e - 1),
-          "eccentric_slope_near_vmax must be >= eccentric_slope_at_vmax and < "
-          "max_eccentric_velocity_force_multiplier - 1")
+    check(
+        (dydx_e >= 0) & (dydx_e < fmax_e - 1),
+        "eccentric_slope_at_vmax must be >= 0 and < max_eccentric_velocity_force_multiplier - 1",
+    )
+    check(
+        (dydx_near_e >= dydx_e) & (dydx_near_e < fmax_e - 1),
+        "eccentric_slope_near_vmax must be >= eccentric_slope_at_vmax and < "
+        "max_eccentric_velocity_force_multiplier - 1",
+    )
     _check_curviness(check, conc_curviness, "concentric_curviness")
     _check_curviness(check, ecc_curviness, "eccentric_curviness")
-    segs = _force_velocity_segments(xp, check, fmax_e, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e,
-                                    conc_curviness, ecc_curviness)
+    segs = _force_velocity_segments(
+        xp, check, fmax_e, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, conc_curviness, ecc_curviness
+    )
     return _make_ssf(xp, segs, -1.0, 1.0, 0.0, fmax_e, dydx_c, dydx_e)
 
 
-def _build_force_velocity_inverse(xp, check, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, fmax_e,
-                                  conc_curviness, ecc_curviness):
+def _build_force_velocity_inverse(
+    xp, check, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, fmax_e, conc_curviness, ecc_curviness
+):
     check(fmax_e > 1, "max_eccentric_velocity_force_multiplier must be > 1")
     check((dydx_c > _SIGNIFICANT_REAL) & (dydx_c < 1), "concentric_slope_at_vmax must be in (0, 1)")
-    check((dydx_near_c > dydx_c) & (dydx_near_c < 1),
-          "concentric_slope_near_vmax must be > concentric_slope_at_vmax and < 1")
+    check(
+        (dydx_near_c > dydx_c) & (dydx_near_c < 1),
+        "concentric_slope_near_vmax must be > concentric_slope_at_vmax and < 1",
+    )
     check(dydx_iso > 1, "isometric_slope must be > 1")
-    check((dydx_e > _SIGNIFICANT_REAL) & (dydx_e < fmax_e - 1),
-          "eccentric_slope_at_vmax must be > 0 and < max_eccentric_velocity_force_multiplier - 1")
-    check((dydx_near_e >= dydx_e) & (dydx_near_e < fmax_e - 1),
-          "eccentric_slope_near_vmax must be >= eccentric_slope_at_vmax and < "
-          "max_eccentric_velocity_force_multiplier - 1")
+    check(
+        (dydx_e > _SIGNIFICANT_REAL) & (dydx_e < fmax_e - 1),
+        "eccentric_slope_at_vmax must be > 0 and < max_eccentric_velocity_force_multiplier - 1",
+    )
+    check(
+        (dydx_near_e >= dydx_e) & (dydx_near_e < fmax_e - 1),
+        "eccentric_slope_near_vmax must be >= eccentric_slope_at_vmax and < "
+        "max_eccentric_velocity_force_multiplier - 1",
+    )
     _check_curviness(check, conc_curviness, "concentric_curviness")
     _check_curviness(check, ecc_curviness, "eccentric_curviness")
-    segs = _force_velocity_segments(xp, check, fmax_e, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e,
-                                    conc_curviness, ecc_curviness)
+    segs = _force_velocity_segments(
+        xp, check, fmax_e, dydx_c, dydx_near_c, dydx_iso, dydx_e, dydx_near_e, conc_curviness, ecc_curviness
+    )
     # The inverse is the same Bézier chain with x and y exchanged.
     return _make_ssf(xp, segs, 0.0, fmax_e, -1.0, 1.0, 1 / dydx_c, 1 / dydx_e, swap=True)
 
 
 def _build_fiber_force_length(xp, check, e_zero, e_iso, k_low, k_iso, curviness):
     check(e_iso > e_zero, "strain_at_one_norm_force must be > strain_at_zero_force")
-    check(k_iso > 1 / (e_iso - e_zero),
-          "stiffness_at_one_norm_force must be > 1 / (strain_at_one_norm_force - strain_at_zero_force)")
-    check((k_low > 0) & (k_low < 1 / (e_iso - e_zero)),
-          "stiffness_at_low_force must be > 0 and < 1 / (strain_at_one_norm_force - strain_at_zero_force)")
+    check(
+        k_iso > 1 / (e_iso - e_zero),
+        "stiffness_at_one_norm_force must be > 1 / (strain_at_one_norm_force - strain_at_zero_force)",
+    )
+    check(
+        (k_low > 0) & (k_low < 1 / (e_iso - e_zero)),
+        "stiffness_at_low_force must be > 0 and < 1 / (strain_at_one_norm_force - strain_at_zero_force)",
+    )
     _check_curviness(check, curviness)
     c = _scale_curviness(curviness)
     x_zero, x_iso = 1 + e_zero, 1 + e_iso
@@ -589,12 +614,12 @@ class _MillardCurve(eqx.Module):
         if any(present) and not all(present):
             raise ValueError(
                 f"{type(self).__name__}: the optional properties {', '.join(self._optional)} "
-                "must either all be set or all be empty")
+                "must either all be set or all be empty"
+            )
         for n in self._names():
             v = getattr(self, n)
             if v is not None and not isinstance(v, jax.core.Tracer) and np.shape(v) != ():
-                raise ValueError(
-                    f"{type(self).__name__}: property {n} must be a scalar, got shape {np.shape(v)}")
+                raise ValueError(f"{type(self).__name__}: property {n} must be a scalar, got shape {np.shape(v)}")
         if _is_concrete(self._values()):
             self.function()  # validates (raises ValueError like OpenSim) and fills the cache
 
@@ -685,18 +710,25 @@ class ActiveForceLengthCurve(_MillardCurve):
     """
 
     min_norm_active_fiber_length: Any = _curve_prop(
-        0.47 - 0.0259, "normalized fiber length where the steep ascending limb starts")
+        0.47 - 0.0259, "normalized fiber length where the steep ascending limb starts"
+    )
     transition_norm_fiber_length: Any = _curve_prop(
-        0.73, "normalized fiber length where the steep ascending limb becomes shallow")
-    max_norm_active_fiber_length: Any = _curve_prop(
-        1.8123, "normalized fiber length where the descending limb ends")
+        0.73, "normalized fiber length where the steep ascending limb becomes shallow"
+    )
+    max_norm_active_fiber_length: Any = _curve_prop(1.8123, "normalized fiber length where the descending limb ends")
     shallow_ascending_slope: Any = _curve_prop(0.8616, "slope of the shallow ascending limb")
     minimum_value: Any = _curve_prop(0.1, "minimum value of the curve")
 
     def _build(self, xp, check):
         return _build_active_force_length(
-            xp, check, self.min_norm_active_fiber_length, self.transition_norm_fiber_length,
-            self.max_norm_active_fiber_length, self.shallow_ascending_slope, self.minimum_value)
+            xp,
+            check,
+            self.min_norm_active_fiber_length,
+            self.transition_norm_fiber_length,
+            self.max_norm_active_fiber_length,
+            self.shallow_ascending_slope,
+            self.minimum_value,
+        )
 
 
 class _ForceVelocityProperties(_MillardCurve):
@@ -712,10 +744,16 @@ class _ForceVelocityProperties(_MillardCurve):
     eccentric_curviness: Any = _curve_prop(0.9, "curviness of the eccentric branch, in [0, 1]")
 
     def _args(self):
-        return (self.concentric_slope_at_vmax, self.concentric_slope_near_vmax, self.isometric_slope,
-                self.eccentric_slope_at_vmax, self.eccentric_slope_near_vmax,
-                self.max_eccentric_velocity_force_multiplier, self.concentric_curviness,
-                self.eccentric_curviness)
+        return (
+            self.concentric_slope_at_vmax,
+            self.concentric_slope_near_vmax,
+            self.isometric_slope,
+            self.eccentric_slope_at_vmax,
+            self.eccentric_slope_near_vmax,
+            self.max_eccentric_velocity_force_multiplier,
+            self.concentric_curviness,
+            self.eccentric_curviness,
+        )
 
 
 class ForceVelocityCurve(_ForceVelocityProperties):
@@ -757,8 +795,7 @@ class FiberForceLengthCurve(_MillardCurve):
     **Fields:** the OpenSim properties, with their defaults.
     """
 
-    _optional: ClassVar[tuple[str, ...]] = (
-        "stiffness_at_low_force", "stiffness_at_one_norm_force", "curviness")
+    _optional: ClassVar[tuple[str, ...]] = ("stiffness_at_low_force", "stiffness_at_one_norm_force", "curviness")
 
     strain_at_zero_force: Any = _curve_prop(0.0, "fiber strain at which the passive force starts")
     strain_at_one_norm_force: Any = _curve_prop(0.7, "fiber strain at which the passive force is one")
@@ -790,9 +827,14 @@ class FiberForceLengthCurve(_MillardCurve):
 
     def _build(self, xp, check):
         return _build_fiber_force_length(
-            xp, check, self.strain_at_zero_force, self.strain_at_one_norm_force,
-            self.stiffness_at_low_force_in_use, self.stiffness_at_one_norm_force_in_use,
-            self.curviness_in_use)
+            xp,
+            check,
+            self.strain_at_zero_force,
+            self.strain_at_one_norm_force,
+            self.stiffness_at_low_force_in_use,
+            self.stiffness_at_one_norm_force_in_use,
+            self.curviness_in_use,
+        )
 
 
 class TendonForceLengthCurve(_MillardCurve):
@@ -808,8 +850,7 @@ class TendonForceLengthCurve(_MillardCurve):
     **Fields:** the OpenSim properties, with their defaults.
     """
 
-    _optional: ClassVar[tuple[str, ...]] = (
-        "stiffness_at_one_norm_force", "norm_force_at_toe_end", "curviness")
+    _optional: ClassVar[tuple[str, ...]] = ("stiffness_at_one_norm_force", "norm_force_at_toe_end", "curviness")
 
     strain_at_one_norm_force: Any = _curve_prop(0.049, "tendon strain at one normalized force")
     stiffness_at_one_norm_force: Any = _curve_prop(None, "optional: normalized linear-region stiffness")
@@ -849,8 +890,13 @@ class TendonForceLengthCurve(_MillardCurve):
 
     def _build(self, xp, check):
         return _build_tendon_force_length(
-            xp, check, self.strain_at_one_norm_force, self.stiffness_at_one_norm_force_in_use,
-            self.norm_force_at_toe_end_in_use, self.curviness_in_use)
+            xp,
+            check,
+            self.strain_at_one_norm_force,
+            self.stiffness_at_one_norm_force_in_use,
+            self.norm_force_at_toe_end_in_use,
+            self.curviness_in_use,
+        )
 
 
 class FiberCompressiveForceLengthCurve(_MillardCurve):
@@ -890,8 +936,8 @@ class FiberCompressiveForceLengthCurve(_MillardCurve):
 
     def _build(self, xp, check):
         return _build_fiber_compressive_force_length(
-            xp, check, self.norm_length_at_zero_force, self.stiffness_at_zero_length_in_use,
-            self.curviness_in_use)
+            xp, check, self.norm_length_at_zero_force, self.stiffness_at_zero_length_in_use, self.curviness_in_use
+        )
 
 
 class FiberCompressiveForceCosPennationCurve(_MillardCurve):
@@ -935,8 +981,8 @@ class FiberCompressiveForceCosPennationCurve(_MillardCurve):
 
     def _build(self, xp, check):
         return _build_fiber_compressive_force_cos_pennation(
-            xp, check, self._cos_engagement(xp), self.stiffness_at_perpendicular_in_use,
-            self.curviness_in_use)
+            xp, check, self._cos_engagement(xp), self.stiffness_at_perpendicular_in_use, self.curviness_in_use
+        )
 
 
 # ======================================================================================
@@ -1000,8 +1046,11 @@ def thelen_passive_force_length_derivative(norm_fiber_length, FmaxMuscleStrain=0
     x = _f(norm_fiber_length)
     stretched = x > 1.0
     xs = jnp.where(stretched, x, 1.0)
-    val = (KshapePassive / FmaxMuscleStrain) * jnp.exp(KshapePassive * (xs - 1.0) / FmaxMuscleStrain) / (
-        jnp.exp(KshapePassive) - 1.0)
+    val = (
+        (KshapePassive / FmaxMuscleStrain)
+        * jnp.exp(KshapePassive * (xs - 1.0) / FmaxMuscleStrain)
+        / (jnp.exp(KshapePassive) - 1.0)
+    )
     return jnp.where(stretched, val, 0.0)
 
 
@@ -1044,8 +1093,9 @@ def thelen_tendon_force_length_derivative(norm_tendon_length, FmaxTendonStrain=0
     return jnp.where(x > e_toe, k_lin + 0.0 * x, jnp.where(x > 0.0, toe, 0.0))
 
 
-def thelen_norm_fiber_velocity(activation, active_force_length_multiplier, active_force,
-                               Af=0.25, Flen=1.4, fv_linear_extrap_threshold=0.95):
+def thelen_norm_fiber_velocity(
+    activation, active_force_length_multiplier, active_force, Af=0.25, Flen=1.4, fv_linear_extrap_threshold=0.95
+):
     """Normalized fiber velocity from the force-velocity relation of Thelen (2003),
     eqs. 6-7, with OpenSim's linear extrapolation (OpenSim ``calcdlceN``).
 
@@ -1091,8 +1141,9 @@ def thelen_norm_fiber_velocity(activation, active_force_length_multiplier, activ
     return jnp.where(in_region, jnp.where(fm <= afl, conc, ecc), jnp.where(fm <= 0.0, lin_c, lin_e))
 
 
-def thelen_force_velocity_multiplier(activation, active_force_length_multiplier, norm_fiber_velocity,
-                                     Af=0.25, Flen=1.4, fv_linear_extrap_threshold=0.95):
+def thelen_force_velocity_multiplier(
+    activation, active_force_length_multiplier, norm_fiber_velocity, Af=0.25, Flen=1.4, fv_linear_extrap_threshold=0.95
+):
     """The force-velocity multiplier for a given normalized fiber velocity: the exact
     inverse of ``thelen_norm_fiber_velocity``, floored at zero (OpenSim
     ``calcfvInv``, which finds it by Newton's method to a tolerance of 1e-6 in
@@ -1142,8 +1193,9 @@ def thelen_clamp_activation(activation, minimum_activation=0.01):
     return jnp.clip(_f(activation), minimum_activation, 1.0)
 
 
-def thelen_activation_derivative(activation, excitation, activation_time_constant=0.015,
-                                 deactivation_time_constant=0.05, minimum_activation=0.01):
+def thelen_activation_derivative(
+    activation, excitation, activation_time_constant=0.015, deactivation_time_constant=0.05, minimum_activation=0.01
+):
     """Thelen's first-order activation dynamics (OpenSim
     ``MuscleFirstOrderActivationDynamicModel::calcDerivative``).
 
@@ -1329,8 +1381,9 @@ def degroote_tendon_force_length_inverse(norm_tendon_force, tendon_strain_at_one
     return jnp.log((_f(norm_tendon_force) + _DG_C3) / _DG_C1) / kt + _DG_C2
 
 
-def degroote_tendon_force_length_inverse_derivative(norm_tendon_force_derivative, norm_tendon_length,
-                                                    tendon_strain_at_one_norm_force=0.049):
+def degroote_tendon_force_length_inverse_derivative(
+    norm_tendon_force_derivative, norm_tendon_length, tendon_strain_at_one_norm_force=0.049
+):
     """Normalized tendon velocity from the time derivative of normalized tendon force
     (OpenSim ``calcTendonForceLengthInverseCurveDerivative``).
 
@@ -1340,7 +1393,8 @@ def degroote_tendon_force_length_inverse_derivative(norm_tendon_force_derivative
     **Returns:** ``d tlN / dt``.
     """
     return _f(norm_tendon_force_derivative) / degroote_tendon_force_length_derivative(
-        norm_tendon_length, tendon_strain_at_one_norm_force)
+        norm_tendon_length, tendon_strain_at_one_norm_force
+    )
 
 
 def degroote_tendon_force_length_integral(norm_tendon_length, tendon_strain_at_one_norm_force=0.049):
@@ -1358,8 +1412,13 @@ def degroote_tendon_force_length_integral(norm_tendon_length, tendon_strain_at_o
     return exponential - _DG_C3 * (x - x_min)
 
 
-def degroote_activation_derivative(activation, excitation, activation_time_constant=0.015,
-                                   deactivation_time_constant=0.060, activation_dynamics_smoothing=0.1):
+def degroote_activation_derivative(
+    activation,
+    excitation,
+    activation_time_constant=0.015,
+    deactivation_time_constant=0.060,
+    activation_dynamics_smoothing=0.1,
+):
     """DeGroote-Fregly activation dynamics with a tanh blend between activation and
     deactivation (OpenSim ``DeGrooteFregly2016Muscle::computeStateVariableDerivatives``):
 

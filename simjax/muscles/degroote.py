@@ -47,43 +47,82 @@ class DeGrooteFregly2016Muscle(DampedFiberMuscle):
     ``activation_dynamics_smoothing`` (0.1).
     """
 
-    activation_time_constant: np.ndarray = prop(0.015, doc="Smaller value means activation can increase more "
-                                                "rapidly (s).")
-    deactivation_time_constant: np.ndarray = prop(0.060, doc="Smaller value means activation can decrease more "
-                                                  "rapidly (s).")
+    activation_time_constant: np.ndarray = prop(
+        0.015, doc="Smaller value means activation can increase more rapidly (s)."
+    )
+    deactivation_time_constant: np.ndarray = prop(
+        0.060, doc="Smaller value means activation can decrease more rapidly (s)."
+    )
     default_activation: np.ndarray = prop(0.5, doc="Value of activation in the default state.")
-    default_normalized_tendon_force: np.ndarray = prop(0.5, doc="Value of normalized tendon force in the default "
-                                                       "state.", bounds=(0.0, _MAX_NORM_TENDON_FORCE))
-    active_force_width_scale: np.ndarray = prop(1.0, doc="Scale factor for the width of the active force-length "
-                                                "curve.", bounds=(1.0, None))
-    fiber_damping: np.ndarray = prop(0.0, doc="Linear damping of the fiber (times normalized fiber velocity and "
-                                     "max isometric force).", bounds=(0.0, None))
-    passive_fiber_strain_at_one_norm_force: np.ndarray = prop(0.6, doc="Fiber strain when the passive fiber force "
-                                                              "is 1 normalized force.")
-    tendon_strain_at_one_norm_force: np.ndarray = prop(0.049, doc="Tendon strain at a tension of 1 normalized "
-                                                       "force.")
+    default_normalized_tendon_force: np.ndarray = prop(
+        0.5, doc="Value of normalized tendon force in the default state.", bounds=(0.0, _MAX_NORM_TENDON_FORCE)
+    )
+    active_force_width_scale: np.ndarray = prop(
+        1.0, doc="Scale factor for the width of the active force-length curve.", bounds=(1.0, None)
+    )
+    fiber_damping: np.ndarray = prop(
+        0.0,
+        doc="Linear damping of the fiber (times normalized fiber velocity and max isometric force).",
+        bounds=(0.0, None),
+    )
+    passive_fiber_strain_at_one_norm_force: np.ndarray = prop(
+        0.6, doc="Fiber strain when the passive fiber force is 1 normalized force."
+    )
+    tendon_strain_at_one_norm_force: np.ndarray = prop(0.049, doc="Tendon strain at a tension of 1 normalized force.")
     ignore_passive_fiber_force: bool = flag(False, doc="Make the passive fiber force 0.")
-    tendon_compliance_dynamics_mode: str = flag("explicit", doc="'explicit' or 'implicit' tendon compliance "
-                                                "dynamics.")
-    activation_dynamics_smoothing: np.ndarray = prop(0.1, doc="Smoothness of the tanh switch between activation "
-                                                     "and deactivation.")
+    tendon_compliance_dynamics_mode: str = flag("explicit", doc="'explicit' or 'implicit' tendon compliance dynamics.")
+    activation_dynamics_smoothing: np.ndarray = prop(
+        0.1, doc="Smoothness of the tanh switch between activation and deactivation."
+    )
 
     state_names: ClassVar[tuple[str, ...]] = ("activation", "normalized_tendon_force")
     discrete_names: ClassVar[tuple[str, ...]] = ("implicitderiv_normalized_tendon_force",)
 
-    def __init__(self, name: str, max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
-                 pennation_angle_at_optimal=0.0, *, path: GeometryPath | None = None, max_contraction_velocity=10.0,
-                 activation_time_constant=0.015, deactivation_time_constant=0.060, default_activation=0.5,
-                 default_normalized_tendon_force=0.5, active_force_width_scale=1.0, fiber_damping=0.0,
-                 passive_fiber_strain_at_one_norm_force=0.6, tendon_strain_at_one_norm_force=0.049,
-                 ignore_passive_fiber_force: bool = False, tendon_compliance_dynamics_mode: str = "explicit",
-                 activation_dynamics_smoothing=0.1, ignore_tendon_compliance: bool = False,
-                 ignore_activation_dynamics: bool = False, min_control=0.0, max_control=1.0, optimal_force=1.0,
-                 applies_force: bool = True, components: tuple = ()):
-        self._init_muscle(name, max_isometric_force, optimal_fiber_length, tendon_slack_length,
-                          pennation_angle_at_optimal, path, max_contraction_velocity, ignore_tendon_compliance,
-                          ignore_activation_dynamics, min_control, max_control, optimal_force, applies_force,
-                          components)
+    def __init__(
+        self,
+        name: str,
+        max_isometric_force=1000.0,
+        optimal_fiber_length=0.1,
+        tendon_slack_length=0.2,
+        pennation_angle_at_optimal=0.0,
+        *,
+        path: GeometryPath | None = None,
+        max_contraction_velocity=10.0,
+        activation_time_constant=0.015,
+        deactivation_time_constant=0.060,
+        default_activation=0.5,
+        default_normalized_tendon_force=0.5,
+        active_force_width_scale=1.0,
+        fiber_damping=0.0,
+        passive_fiber_strain_at_one_norm_force=0.6,
+        tendon_strain_at_one_norm_force=0.049,
+        ignore_passive_fiber_force: bool = False,
+        tendon_compliance_dynamics_mode: str = "explicit",
+        activation_dynamics_smoothing=0.1,
+        ignore_tendon_compliance: bool = False,
+        ignore_activation_dynamics: bool = False,
+        min_control=0.0,
+        max_control=1.0,
+        optimal_force=1.0,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
+        self._init_muscle(
+            name,
+            max_isometric_force,
+            optimal_fiber_length,
+            tendon_slack_length,
+            pennation_angle_at_optimal,
+            path,
+            max_contraction_velocity,
+            ignore_tendon_compliance,
+            ignore_activation_dynamics,
+            min_control,
+            max_control,
+            optimal_force,
+            applies_force,
+            components,
+        )
         self.activation_time_constant = activation_time_constant
         self.deactivation_time_constant = deactivation_time_constant
         self.default_activation = default_activation
@@ -137,15 +176,28 @@ class DeGrooteFregly2016Muscle(DampedFiberMuscle):
         """OpenSim's finalize-time checks of DeGrooteFregly2016Muscle."""
         super().validate(path)
         if isinstance(self.optimal_force, np.ndarray) and float(self.optimal_force) != 1.0:
-            raise ModelError(path, "the optimal_force property is ignored for this Force; use max_isometric_force "
-                             "instead", prop="optimal_force", value=self.optimal_force)
-        for name in ("activation_time_constant", "deactivation_time_constant", "default_activation",
-                     "passive_fiber_strain_at_one_norm_force", "tendon_strain_at_one_norm_force",
-                     "activation_dynamics_smoothing"):
+            raise ModelError(
+                path,
+                "the optimal_force property is ignored for this Force; use max_isometric_force instead",
+                prop="optimal_force",
+                value=self.optimal_force,
+            )
+        for name in (
+            "activation_time_constant",
+            "deactivation_time_constant",
+            "default_activation",
+            "passive_fiber_strain_at_one_norm_force",
+            "tendon_strain_at_one_norm_force",
+            "activation_dynamics_smoothing",
+        ):
             self._check(path, name, lambda v: v > 0, "must be greater than zero")
         if self.tendon_compliance_dynamics_mode not in ("explicit", "implicit"):
-            raise ModelError(path, "must be 'explicit' or 'implicit'", prop="tendon_compliance_dynamics_mode",
-                             value=self.tendon_compliance_dynamics_mode)
+            raise ModelError(
+                path,
+                "must be 'explicit' or 'implicit'",
+                prop="tendon_compliance_dynamics_mode",
+                value=self.tendon_compliance_dynamics_mode,
+            )
 
     @classmethod
     def compile_group(cls, build, paths):
@@ -197,8 +249,11 @@ class DeGrooteFregly2016Muscle(DampedFiberMuscle):
         ntf = jnp.where(rigid, fm / fiso * cos, ntf_state)
         tendon_force = jnp.where(rigid, fmAT, fiso * ntf_state)
         dfal = C.degroote_active_force_length_derivative(lceN, p["active_force_width_scale"])
-        dfpe = jnp.where(static["no_passive"], 0.0, C.degroote_passive_force_length_derivative(
-            lceN, p["passive_fiber_strain_at_one_norm_force"]))
+        dfpe = jnp.where(
+            static["no_passive"],
+            0.0,
+            C.degroote_passive_force_length_derivative(lceN, p["passive_fiber_strain_at_one_norm_force"]),
+        )
         kf = fiso * (a * dfal / ofl * fv + dfpe / ofl)
         dphi_dlce = (-w / lce**2) / jnp.sqrt(1.0 - (w / lce) ** 2)
         dFmAT_dlce = kf * cos - fm * sin * dphi_dlce
@@ -206,23 +261,52 @@ class DeGrooteFregly2016Muscle(DampedFiberMuscle):
         kt = jnp.where(rigid, jnp.inf, fiso / tsl * dfse)
         kt_s = jnp.where(rigid, 1.0, kt)
         k_mt = jnp.where(rigid, kf_at, kf_at * kt_s / (kf_at + kt_s))
-        adot = C.degroote_activation_derivative(a, excitation, p["activation_time_constant"],
-                                                p["deactivation_time_constant"], p["activation_dynamics_smoothing"])
+        adot = C.degroote_activation_derivative(
+            a,
+            excitation,
+            p["activation_time_constant"],
+            p["deactivation_time_constant"],
+            p["activation_dynamics_smoothing"],
+        )
         ntf_dot = jnp.where(implicit, d[:, 0], tv / tsl * dfse)
         residual = jnp.where(rigid, 0.0, jnp.where(implicit, ntf_state - fmAT / fiso, jnp.nan))
         return {
-            "actuation": tendon_force, "tendon_force": tendon_force, "activation": a, "fiber_length": lce,
-            "normalized_fiber_length": lceN, "pennation_angle": jnp.arcsin(sin), "cos_pennation_angle": cos,
-            "fiber_length_along_tendon": lat, "tendon_length": tsl * tlN, "normalized_tendon_length": tlN,
-            "tendon_strain": tlN - 1.0, "passive_force_multiplier": fpe, "active_force_length_multiplier": fal,
-            "fiber_velocity": v, "normalized_fiber_velocity": vN, "fiber_velocity_along_tendon": Ldot - tv,
-            "pennation_angular_velocity": dphi, "tendon_velocity": tv, "normalized_tendon_velocity": tv / tsl,
-            "force_velocity_multiplier": fv, "fiber_force": fm, "fiber_force_along_tendon": fmAT,
-            "normalized_fiber_force": fm / fiso, "active_fiber_force": aFm, "passive_fiber_force": pc + pn,
-            "passive_fiber_elastic_force": pc, "passive_fiber_damping_force": pn, "normalized_tendon_force": ntf,
-            "fiber_stiffness": kf, "fiber_stiffness_along_tendon": kf_at, "tendon_stiffness": kt,
-            "muscle_stiffness": k_mt, "fiber_active_power": -(aFm + pn) * v, "fiber_passive_power": -pc * v,
-            "tendon_power": -tendon_force * tv, "implicitresidual_normalized_tendon_force": residual,
+            "actuation": tendon_force,
+            "tendon_force": tendon_force,
+            "activation": a,
+            "fiber_length": lce,
+            "normalized_fiber_length": lceN,
+            "pennation_angle": jnp.arcsin(sin),
+            "cos_pennation_angle": cos,
+            "fiber_length_along_tendon": lat,
+            "tendon_length": tsl * tlN,
+            "normalized_tendon_length": tlN,
+            "tendon_strain": tlN - 1.0,
+            "passive_force_multiplier": fpe,
+            "active_force_length_multiplier": fal,
+            "fiber_velocity": v,
+            "normalized_fiber_velocity": vN,
+            "fiber_velocity_along_tendon": Ldot - tv,
+            "pennation_angular_velocity": dphi,
+            "tendon_velocity": tv,
+            "normalized_tendon_velocity": tv / tsl,
+            "force_velocity_multiplier": fv,
+            "fiber_force": fm,
+            "fiber_force_along_tendon": fmAT,
+            "normalized_fiber_force": fm / fiso,
+            "active_fiber_force": aFm,
+            "passive_fiber_force": pc + pn,
+            "passive_fiber_elastic_force": pc,
+            "passive_fiber_damping_force": pn,
+            "normalized_tendon_force": ntf,
+            "fiber_stiffness": kf,
+            "fiber_stiffness_along_tendon": kf_at,
+            "tendon_stiffness": kt,
+            "muscle_stiffness": k_mt,
+            "fiber_active_power": -(aFm + pn) * v,
+            "fiber_passive_power": -pc * v,
+            "tendon_power": -tendon_force * tv,
+            "implicitresidual_normalized_tendon_force": residual,
             "zdot": jnp.stack([adot, ntf_dot], -1),
         }
 
@@ -248,8 +332,9 @@ class DeGrooteFregly2016Muscle(DampedFiberMuscle):
         a = jnp.where(s["no_act"], ctx.controls[s["control"]], z[:, 0])
         args = (L, Ldot, a, p, s["no_passive"])
         zero = jnp.zeros_like(L)
-        ntf, _, _ = bracketed_newton(_equilibrium_residual, zero + 0.5, zero, zero + _MAX_NORM_TENDON_FORCE, args,
-                                     tol=1e-15)
+        ntf, _, _ = bracketed_newton(
+            _equilibrium_residual, zero + 0.5, zero, zero + _MAX_NORM_TENDON_FORCE, args, tol=1e-15
+        )
         ntf = newton_ift(ntf, _equilibrium_residual, *args)
         return s["z"][keep, 1], ntf[keep]
 
@@ -269,14 +354,16 @@ def _length_info(p, static, L, ntf):
     normalized tendon force (slack length for a rigid tendon), the fiber from the
     rest of the path with a constant width."""
     ofl, tsl = p["optimal_fiber_length"], p["tendon_slack_length"]
-    tlN = jnp.where(static["rigid"], 1.0,
-                    C.degroote_tendon_force_length_inverse(ntf, p["tendon_strain_at_one_norm_force"]))
+    tlN = jnp.where(
+        static["rigid"], 1.0, C.degroote_tendon_force_length_inverse(ntf, p["tendon_strain_at_one_norm_force"])
+    )
     w = ofl * jnp.sin(p["pennation_angle_at_optimal"])
     lat = L - tsl * tlN
     lce = jnp.sqrt(lat**2 + w**2)
     lceN = lce / ofl
-    fpe = jnp.where(static["no_passive"], 0.0,
-                    C.degroote_passive_force_length(lceN, p["passive_fiber_strain_at_one_norm_force"]))
+    fpe = jnp.where(
+        static["no_passive"], 0.0, C.degroote_passive_force_length(lceN, p["passive_fiber_strain_at_one_norm_force"])
+    )
     fal = C.degroote_active_force_length(lceN, p["active_force_width_scale"])
     return tlN, lce, lceN, lat, lat / lce, w / lce, fpe, fal
 

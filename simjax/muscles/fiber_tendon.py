@@ -50,8 +50,19 @@ def length_info(pen, optimal_fiber_length, tendon_slack_length, length, fiber_le
     return lceN, phi, cos, sin, tl, tlN
 
 
-def velocity_info(pen, fiber_length, phi, cos, sin, norm_fiber_velocity, speed, max_contraction_velocity,
-                  optimal_fiber_length, at_min_length, rigid=None):
+def velocity_info(
+    pen,
+    fiber_length,
+    phi,
+    cos,
+    sin,
+    norm_fiber_velocity,
+    speed,
+    max_contraction_velocity,
+    optimal_fiber_length,
+    at_min_length,
+    rigid=None,
+):
     """Fiber, pennation and tendon velocities from the normalized fiber velocity.
 
     A fiber at its minimum length (``at_min_length``) that would shorten is held
@@ -84,25 +95,52 @@ def velocity_info(pen, fiber_length, phi, cos, sin, norm_fiber_velocity, speed, 
     return dlce, dlceN, dlceAT, dphi, dtl, clamped
 
 
-def activation_fiber_length_zdot(on, activation, excitation, activation_time_constant, deactivation_time_constant,
-                                 minimum_activation, fiber_velocity):
+def activation_fiber_length_zdot(
+    on, activation, excitation, activation_time_constant, deactivation_time_constant, minimum_activation, fiber_velocity
+):
     """The state derivatives ``(d activation/dt (1/s), d fiber_length/dt (m/s))``,
     shape ``(k, 2)``, zero for members that do not apply force (``on`` false).
 
     Activation follows OpenSim's first-order dynamics with time constants in s.
     """
-    adot = first_order_activation_derivative(activation, excitation, activation_time_constant,
-                                             deactivation_time_constant, minimum_activation)
+    adot = first_order_activation_derivative(
+        activation, excitation, activation_time_constant, deactivation_time_constant, minimum_activation
+    )
     return jnp.stack([jnp.where(on, adot, 0.0), jnp.where(on, fiber_velocity, 0.0)], -1)
 
 
-def outputs(max_isometric_force, tendon_slack_length, *, activation, fiber_length, normalized_fiber_length,
-            pennation_angle, cos_pennation_angle, tendon_length, normalized_tendon_length, fiber_velocity,
-            normalized_fiber_velocity, fiber_velocity_along_tendon, pennation_angular_velocity, tendon_velocity,
-            passive_force_multiplier, active_force_length_multiplier, force_velocity_multiplier, fiber_force,
-            active_fiber_force, passive_fiber_force, normalized_tendon_force, fiber_stiffness,
-            fiber_stiffness_along_tendon, tendon_stiffness, rigid, fiber_active_power, fiber_passive_power, zdot,
-            **extra):
+def outputs(
+    max_isometric_force,
+    tendon_slack_length,
+    *,
+    activation,
+    fiber_length,
+    normalized_fiber_length,
+    pennation_angle,
+    cos_pennation_angle,
+    tendon_length,
+    normalized_tendon_length,
+    fiber_velocity,
+    normalized_fiber_velocity,
+    fiber_velocity_along_tendon,
+    pennation_angular_velocity,
+    tendon_velocity,
+    passive_force_multiplier,
+    active_force_length_multiplier,
+    force_velocity_multiplier,
+    fiber_force,
+    active_fiber_force,
+    passive_fiber_force,
+    normalized_tendon_force,
+    fiber_stiffness,
+    fiber_stiffness_along_tendon,
+    tendon_stiffness,
+    rigid,
+    fiber_active_power,
+    fiber_passive_power,
+    zdot,
+    **extra,
+):
     """The Muscle outputs of a group under OpenSim's names (``Muscle.results``).
 
     The keyword arguments are the outputs of those names (units as in the module's
@@ -118,23 +156,41 @@ def outputs(max_isometric_force, tendon_slack_length, *, activation, fiber_lengt
     lce, cos, fm = fiber_length, cos_pennation_angle, fiber_force
     tendon_force = normalized_tendon_force * fiso
     return {
-        "actuation": tendon_force, "tendon_force": tendon_force, "activation": activation, "fiber_length": lce,
-        "normalized_fiber_length": normalized_fiber_length, "pennation_angle": pennation_angle,
-        "cos_pennation_angle": cos, "fiber_length_along_tendon": lce * cos, "tendon_length": tendon_length,
-        "normalized_tendon_length": normalized_tendon_length, "tendon_strain": normalized_tendon_length - 1.0,
+        "actuation": tendon_force,
+        "tendon_force": tendon_force,
+        "activation": activation,
+        "fiber_length": lce,
+        "normalized_fiber_length": normalized_fiber_length,
+        "pennation_angle": pennation_angle,
+        "cos_pennation_angle": cos,
+        "fiber_length_along_tendon": lce * cos,
+        "tendon_length": tendon_length,
+        "normalized_tendon_length": normalized_tendon_length,
+        "tendon_strain": normalized_tendon_length - 1.0,
         "passive_force_multiplier": passive_force_multiplier,
-        "active_force_length_multiplier": active_force_length_multiplier, "fiber_velocity": fiber_velocity,
+        "active_force_length_multiplier": active_force_length_multiplier,
+        "fiber_velocity": fiber_velocity,
         "normalized_fiber_velocity": normalized_fiber_velocity,
         "fiber_velocity_along_tendon": fiber_velocity_along_tendon,
-        "pennation_angular_velocity": pennation_angular_velocity, "tendon_velocity": tendon_velocity,
-        "normalized_tendon_velocity": tendon_velocity / tsl, "force_velocity_multiplier": force_velocity_multiplier,
-        "fiber_force": fm, "fiber_force_along_tendon": fm * cos, "normalized_fiber_force": fm / fiso,
-        "active_fiber_force": active_fiber_force, "passive_fiber_force": passive_fiber_force,
-        "normalized_tendon_force": normalized_tendon_force, "fiber_stiffness": fiber_stiffness,
-        "fiber_stiffness_along_tendon": fiber_stiffness_along_tendon, "tendon_stiffness": tendon_stiffness,
+        "pennation_angular_velocity": pennation_angular_velocity,
+        "tendon_velocity": tendon_velocity,
+        "normalized_tendon_velocity": tendon_velocity / tsl,
+        "force_velocity_multiplier": force_velocity_multiplier,
+        "fiber_force": fm,
+        "fiber_force_along_tendon": fm * cos,
+        "normalized_fiber_force": fm / fiso,
+        "active_fiber_force": active_fiber_force,
+        "passive_fiber_force": passive_fiber_force,
+        "normalized_tendon_force": normalized_tendon_force,
+        "fiber_stiffness": fiber_stiffness,
+        "fiber_stiffness_along_tendon": fiber_stiffness_along_tendon,
+        "tendon_stiffness": tendon_stiffness,
         "muscle_stiffness": series_stiffness(fiber_stiffness_along_tendon, tendon_stiffness, rigid),
-        "fiber_active_power": fiber_active_power, "fiber_passive_power": fiber_passive_power,
-        "tendon_power": -tendon_force * tendon_velocity, "zdot": zdot, **extra,
+        "fiber_active_power": fiber_active_power,
+        "fiber_passive_power": fiber_passive_power,
+        "tendon_power": -tendon_force * tendon_velocity,
+        "zdot": zdot,
+        **extra,
     }
 
 

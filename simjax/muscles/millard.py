@@ -74,19 +74,51 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
 
     state_names: ClassVar[tuple[str, ...]] = ("activation", "fiber_length")
 
-    def __init__(self, name: str, max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
-                 pennation_angle_at_optimal=0.0, *, path: GeometryPath | None = None, max_contraction_velocity=10.0,
-                 ignore_tendon_compliance: bool = False, ignore_activation_dynamics: bool = False,
-                 fiber_damping=0.1, default_activation=0.05, default_fiber_length=0.1,
-                 activation_time_constant=0.010, deactivation_time_constant=0.040, minimum_activation=0.01,
-                 maximum_pennation_angle=float(np.arccos(0.1)), ActiveForceLengthCurve=None,
-                 ForceVelocityCurve=None, FiberForceLengthCurve=None, TendonForceLengthCurve=None,
-                 min_control=None, max_control=1.0, optimal_force=1.0, applies_force: bool = True,
-                 components: tuple = ()):
-        self._init_muscle(name, max_isometric_force, optimal_fiber_length, tendon_slack_length,
-                          pennation_angle_at_optimal, path, max_contraction_velocity, ignore_tendon_compliance,
-                          ignore_activation_dynamics, minimum_activation if min_control is None else min_control,
-                          max_control, optimal_force, applies_force, components)
+    def __init__(
+        self,
+        name: str,
+        max_isometric_force=1000.0,
+        optimal_fiber_length=0.1,
+        tendon_slack_length=0.2,
+        pennation_angle_at_optimal=0.0,
+        *,
+        path: GeometryPath | None = None,
+        max_contraction_velocity=10.0,
+        ignore_tendon_compliance: bool = False,
+        ignore_activation_dynamics: bool = False,
+        fiber_damping=0.1,
+        default_activation=0.05,
+        default_fiber_length=0.1,
+        activation_time_constant=0.010,
+        deactivation_time_constant=0.040,
+        minimum_activation=0.01,
+        maximum_pennation_angle=float(np.arccos(0.1)),
+        ActiveForceLengthCurve=None,
+        ForceVelocityCurve=None,
+        FiberForceLengthCurve=None,
+        TendonForceLengthCurve=None,
+        min_control=None,
+        max_control=1.0,
+        optimal_force=1.0,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
+        self._init_muscle(
+            name,
+            max_isometric_force,
+            optimal_fiber_length,
+            tendon_slack_length,
+            pennation_angle_at_optimal,
+            path,
+            max_contraction_velocity,
+            ignore_tendon_compliance,
+            ignore_activation_dynamics,
+            minimum_activation if min_control is None else min_control,
+            max_control,
+            optimal_force,
+            applies_force,
+            components,
+        )
         self.fiber_damping = fiber_damping
         self.default_activation = default_activation
         self.default_fiber_length = default_fiber_length
@@ -144,8 +176,11 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         """The smallest fiber length the model allows (m): the larger of the active
         force-length curve's minimum and the pennation model's (OpenSim
         ``getMinimumFiberLength``)."""
-        pen = FixedWidthPennation(jnp.asarray(self.optimal_fiber_length), jnp.asarray(self.pennation_angle_at_optimal),
-                                  jnp.asarray(self.maximum_pennation_angle))
+        pen = FixedWidthPennation(
+            jnp.asarray(self.optimal_fiber_length),
+            jnp.asarray(self.pennation_angle_at_optimal),
+            jnp.asarray(self.maximum_pennation_angle),
+        )
         fal_min = jnp.asarray(self.ActiveForceLengthCurve.min_norm_active_fiber_length) * self.optimal_fiber_length
         return jnp.maximum(SIGNIFICANT_REAL, jnp.maximum(fal_min, pen.min_fiber_length))
 
@@ -160,28 +195,46 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         for name in ("concentric_slope_near_vmax", "eccentric_slope_near_vmax"):
             v = getattr(fv, name)
             if isinstance(v, np.ndarray) and float(v) < SQRT_EPS:
-                raise ModelError(path, "must not be less than SimTK::SqrtEps (1.49e-8)",
-                                 prop=f"ForceVelocityCurve/{name}", value=v)
-        concrete = all(isinstance(getattr(self, n), np.ndarray) for n in ("fiber_damping", "minimum_activation",
-                                                                           "min_control"))
+                raise ModelError(
+                    path, "must not be less than SimTK::SqrtEps (1.49e-8)", prop=f"ForceVelocityCurve/{name}", value=v
+                )
+        concrete = all(
+            isinstance(getattr(self, n), np.ndarray) for n in ("fiber_damping", "minimum_activation", "min_control")
+        )
         if not concrete:
             return
         damped = self.ignore_tendon_compliance or float(self.fiber_damping) >= _MIN_DAMPING
         m = float(self.minimum_activation)
         if not damped and m < 0.01:
-            raise ModelError(path, "minimum activation cannot be less than 0.01 with the classic (undamped) Hill "
-                             "model and an elastic tendon (singular state derivative at zero activation)",
-                             prop="minimum_activation", value=self.minimum_activation)
+            raise ModelError(
+                path,
+                "minimum activation cannot be less than 0.01 with the classic (undamped) Hill "
+                "model and an elastic tendon (singular state derivative at zero activation)",
+                prop="minimum_activation",
+                value=self.minimum_activation,
+            )
         if damped and m < 0.0:
-            raise ModelError(path, "minimum activation cannot be less than zero", prop="minimum_activation",
-                             value=self.minimum_activation)
+            raise ModelError(
+                path,
+                "minimum activation cannot be less than zero",
+                prop="minimum_activation",
+                value=self.minimum_activation,
+            )
         m_use = min(max(m, 0.0), 1.0) if damped else m
         if m_use > 1.0 - SIGNIFICANT_REAL:
-            raise ModelError(path, "minimum activation must be in the range [0, 1)", prop="minimum_activation",
-                             value=self.minimum_activation)
+            raise ModelError(
+                path,
+                "minimum activation must be in the range [0, 1)",
+                prop="minimum_activation",
+                value=self.minimum_activation,
+            )
         if float(self.min_control) < m_use:
-            raise ModelError(path, f"minimum control cannot be less than minimum activation ({m_use})",
-                             prop="min_control", value=self.min_control)
+            raise ModelError(
+                path,
+                f"minimum control cannot be less than minimum activation ({m_use})",
+                prop="min_control",
+                value=self.min_control,
+            )
 
     # -- group evaluation -------------------------------------------------------------
 
@@ -202,28 +255,48 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         p["beta"] = jnp.where(damped, p["fiber_damping"], 0.0)
         p["damped"] = damped
         p["min_act"] = jnp.where(alt, jnp.clip(p["minimum_activation"], 0.0, 1.0), p["minimum_activation"])
-        fal = [stack(lambda c, n=n: getattr(c.ActiveForceLengthCurve, n)) for n in
-               ("min_norm_active_fiber_length", "transition_norm_fiber_length", "max_norm_active_fiber_length",
-                "shallow_ascending_slope", "minimum_value")]
+        fal = [
+            stack(lambda c, n=n: getattr(c.ActiveForceLengthCurve, n))
+            for n in (
+                "min_norm_active_fiber_length",
+                "transition_norm_fiber_length",
+                "max_norm_active_fiber_length",
+                "shallow_ascending_slope",
+                "minimum_value",
+            )
+        ]
         fal[4] = jnp.where(alt, 0.0, jnp.maximum(fal[4], 0.1))
         p["fal_min_norm_length"] = fal[0]
-        fv = [stack(lambda c, n=n: getattr(c.ForceVelocityCurve, n)) for n in
-              ("concentric_slope_at_vmax", "concentric_slope_near_vmax", "isometric_slope", "eccentric_slope_at_vmax",
-               "eccentric_slope_near_vmax", "max_eccentric_velocity_force_multiplier", "concentric_curviness",
-               "eccentric_curviness")]
+        fv = [
+            stack(lambda c, n=n: getattr(c.ForceVelocityCurve, n))
+            for n in (
+                "concentric_slope_at_vmax",
+                "concentric_slope_near_vmax",
+                "isometric_slope",
+                "eccentric_slope_at_vmax",
+                "eccentric_slope_near_vmax",
+                "max_eccentric_velocity_force_multiplier",
+                "concentric_curviness",
+                "eccentric_curviness",
+            )
+        ]
         fv_inv = list(fv)
         fv_inv[0], fv_inv[3] = 0.5 * fv[1], 0.5 * fv[4]
         fv[0] = jnp.where(alt, jnp.minimum(fv[0], 0.0), jnp.maximum(fv[0], 0.5 * fv[1]))
         fv[3] = jnp.where(alt, jnp.minimum(fv[3], 0.0), jnp.maximum(fv[3], 0.5 * fv[4]))
-        fpe = [stack(lambda c: c.FiberForceLengthCurve.strain_at_zero_force),
-               stack(lambda c: c.FiberForceLengthCurve.strain_at_one_norm_force),
-               stack(lambda c: c.FiberForceLengthCurve.stiffness_at_low_force_in_use),
-               stack(lambda c: c.FiberForceLengthCurve.stiffness_at_one_norm_force_in_use),
-               stack(lambda c: c.FiberForceLengthCurve.curviness_in_use)]
-        fse = [stack(lambda c: c.TendonForceLengthCurve.strain_at_one_norm_force),
-               stack(lambda c: c.TendonForceLengthCurve.stiffness_at_one_norm_force_in_use),
-               stack(lambda c: c.TendonForceLengthCurve.norm_force_at_toe_end_in_use),
-               stack(lambda c: c.TendonForceLengthCurve.curviness_in_use)]
+        fpe = [
+            stack(lambda c: c.FiberForceLengthCurve.strain_at_zero_force),
+            stack(lambda c: c.FiberForceLengthCurve.strain_at_one_norm_force),
+            stack(lambda c: c.FiberForceLengthCurve.stiffness_at_low_force_in_use),
+            stack(lambda c: c.FiberForceLengthCurve.stiffness_at_one_norm_force_in_use),
+            stack(lambda c: c.FiberForceLengthCurve.curviness_in_use),
+        ]
+        fse = [
+            stack(lambda c: c.TendonForceLengthCurve.strain_at_one_norm_force),
+            stack(lambda c: c.TendonForceLengthCurve.stiffness_at_one_norm_force_in_use),
+            stack(lambda c: c.TendonForceLengthCurve.norm_force_at_toe_end_in_use),
+            stack(lambda c: c.TendonForceLengthCurve.curviness_in_use),
+        ]
         p["curve_args"] = {"fal": fal, "fpe": fpe, "fse": fse, "fv": fv, "fv_inv": fv_inv}
         return p
 
@@ -233,9 +306,13 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         p = dict(p)
         a = p.pop("curve_args")
         # fal, fpe and fse are evaluated together (one solve): stacked as 3k members
-        p["lengths"] = concat_curves([_build(C._build_active_force_length, a["fal"]),
-                                      _build(C._build_fiber_force_length, a["fpe"]),
-                                      _build(C._build_tendon_force_length, a["fse"])])
+        p["lengths"] = concat_curves(
+            [
+                _build(C._build_active_force_length, a["fal"]),
+                _build(C._build_fiber_force_length, a["fpe"]),
+                _build(C._build_tendon_force_length, a["fse"]),
+            ]
+        )
         # the damped fiber velocity (fv), the undamped one (fv_inv) and, with rigid
         # tendons, fv at the path's velocity are found by one stacked solve
         fv_curve = _build(C._build_force_velocity, a["fv"])
@@ -276,13 +353,14 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
             dlceN_r = jnp.where(slack, 0.0, Ldot * cos) / (ofl * vmax)
             alpha, beta_, rhs = alpha + [zero], beta_ + [one], rhs + [dlceN_r]
         v, y, _ = solve_in_curve(p["velocity"], jnp.concatenate(alpha), jnp.concatenate(beta_), jnp.concatenate(rhs))
-        dlceN = jnp.where(damped, v[:k], y[k:2 * k])
+        dlceN = jnp.where(damped, v[:k], y[k : 2 * k])
         fv = jnp.where(damped, y[:k], fv_u)
         if rigid.any():
             dlceN = jnp.where(rigid, dlceN_r, dlceN)
-            fv = jnp.where(rigid, jnp.where(slack, 1.0, y[2 * k:]), fv)
-        dlce, dlceN, dlceAT, dphi, dtl, clamped = FT.velocity_info(pen, lce, phi, cos, sin, dlceN, Ldot, vmax, ofl,
-                                                                   lce <= lmin, rigid=rigid)
+            fv = jnp.where(rigid, jnp.where(slack, 1.0, y[2 * k :]), fv)
+        dlce, dlceN, dlceAT, dphi, dtl, clamped = FT.velocity_info(
+            pen, lce, phi, cos, sin, dlceN, Ldot, vmax, ofl, lce <= lmin, rigid=rigid
+        )
         fv = jnp.where(clamped, 1.0, fv)
 
         # dynamics info
@@ -298,21 +376,51 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         dFmAT_dlce = dFm * cos - fm * sin * dphi_dlce
         dFmAT_dlceAT = dFmAT_dlce / (cos - lce * sin * dphi_dlce)
         zero = jnp.zeros_like(fm)
-        aFm, p1, p2, fm, dFm, dFmAT_dlceAT, kt_eff = (jnp.where(clamped, zero, x) for x in
-                                                      (aFm, p1, p2, fm, dFm, dFmAT_dlceAT, kt))
+        aFm, p1, p2, fm, dFm, dFmAT_dlceAT, kt_eff = (
+            jnp.where(clamped, zero, x) for x in (aFm, p1, p2, fm, dFm, dFmAT_dlceAT, kt)
+        )
         nft = jnp.where(rigid, fm * cos / fiso, fse)
-        zdot = FT.activation_fiber_length_zdot(static["on"], a, excitation, p["activation_time_constant"],
-                                               p["deactivation_time_constant"], p["min_act"], dlce)
+        zdot = FT.activation_fiber_length_zdot(
+            static["on"],
+            a,
+            excitation,
+            p["activation_time_constant"],
+            p["deactivation_time_constant"],
+            p["min_act"],
+            dlce,
+        )
         return FT.outputs(
-            fiso, tsl, activation=a, fiber_length=lce, normalized_fiber_length=lceN, pennation_angle=phi,
-            cos_pennation_angle=cos, tendon_length=tl, normalized_tendon_length=tlN, fiber_velocity=dlce,
-            normalized_fiber_velocity=dlceN, fiber_velocity_along_tendon=dlceAT, pennation_angular_velocity=dphi,
-            tendon_velocity=dtl, passive_force_multiplier=fpe, active_force_length_multiplier=fal,
-            force_velocity_multiplier=fv, fiber_force=fm, active_fiber_force=aFm, passive_fiber_force=p1 + p2,
-            normalized_tendon_force=nft, fiber_stiffness=dFm, fiber_stiffness_along_tendon=dFmAT_dlceAT,
-            tendon_stiffness=kt_eff, rigid=rigid, fiber_active_power=-(aFm + p2) * dlce,
-            fiber_passive_power=-(p1 * dlce), zdot=zdot, passive_fiber_elastic_force=p1,
-            passive_fiber_damping_force=p2)
+            fiso,
+            tsl,
+            activation=a,
+            fiber_length=lce,
+            normalized_fiber_length=lceN,
+            pennation_angle=phi,
+            cos_pennation_angle=cos,
+            tendon_length=tl,
+            normalized_tendon_length=tlN,
+            fiber_velocity=dlce,
+            normalized_fiber_velocity=dlceN,
+            fiber_velocity_along_tendon=dlceAT,
+            pennation_angular_velocity=dphi,
+            tendon_velocity=dtl,
+            passive_force_multiplier=fpe,
+            active_force_length_multiplier=fal,
+            force_velocity_multiplier=fv,
+            fiber_force=fm,
+            active_fiber_force=aFm,
+            passive_fiber_force=p1 + p2,
+            normalized_tendon_force=nft,
+            fiber_stiffness=dFm,
+            fiber_stiffness_along_tendon=dFmAT_dlceAT,
+            tendon_stiffness=kt_eff,
+            rigid=rigid,
+            fiber_active_power=-(aFm + p2) * dlce,
+            fiber_passive_power=-(p1 * dlce),
+            zdot=zdot,
+            passive_fiber_elastic_force=p1,
+            passive_fiber_damping_force=p2,
+        )
 
     @classmethod
     def group_zdot(cls, group, params, ctx):
@@ -359,12 +467,13 @@ def _length_curves(p, lceN, tlN):
     evaluated by one stacked call."""
     y, dy = curve_eval(p["lengths"], jnp.concatenate([lceN, lceN, tlN]))
     k = lceN.shape[0]
-    return tuple((y[i * k:(i + 1) * k], dy[i * k:(i + 1) * k]) for i in range(3))
+    return tuple((y[i * k : (i + 1) * k], dy[i * k : (i + 1) * k]) for i in range(3))
 
 
 def _min_fiber_length(p, pen):
-    return jnp.maximum(SIGNIFICANT_REAL, jnp.maximum(p["fal_min_norm_length"] * p["optimal_fiber_length"],
-                                                     pen.min_fiber_length))
+    return jnp.maximum(
+        SIGNIFICANT_REAL, jnp.maximum(p["fal_min_norm_length"] * p["optimal_fiber_length"], pen.min_fiber_length)
+    )
 
 
 def _static_residual(lce, L, a, p):
@@ -384,8 +493,14 @@ def static_equilibrium(p, L, a):
     balance ends at the minimum fiber length, as in OpenSim.
     """
     pen = FixedWidthPennation(p["optimal_fiber_length"], p["pennation_angle_at_optimal"], p["maximum_pennation_angle"])
-    keys = ("optimal_fiber_length", "pennation_angle_at_optimal", "maximum_pennation_angle", "tendon_slack_length",
-            "lengths")
+    keys = (
+        "optimal_fiber_length",
+        "pennation_angle_at_optimal",
+        "maximum_pennation_angle",
+        "tendon_slack_length",
+        "lengths",
+    )
     args = (L, a, {k: p[k] for k in keys})
-    return FT.equilibrium_fiber_length(_static_residual, args, pen, L, p["tendon_slack_length"],
-                                       _min_fiber_length(p, pen))
+    return FT.equilibrium_fiber_length(
+        _static_residual, args, pen, L, p["tendon_slack_length"], _min_fiber_length(p, pen)
+    )

@@ -29,8 +29,14 @@ from ..function_bank import FunctionBank, bank_params
 from ..groups import Forces, group_key, stack_properties
 from .path import GeometryPath, PathActuator, _cache, path_forces, path_lengths, path_speeds
 
-__all__ = ["Muscle", "DampedFiberMuscle",
-           "FixedWidthPennation", "first_order_activation_derivative", "SIGNIFICANT_REAL", "EPS"]
+__all__ = [
+    "Muscle",
+    "DampedFiberMuscle",
+    "FixedWidthPennation",
+    "first_order_activation_derivative",
+    "SIGNIFICANT_REAL",
+    "EPS",
+]
 
 #: SimTK::Eps, SimTK::SignificantReal, SimTK::SqrtEps
 EPS = float(np.finfo(np.float64).eps)
@@ -57,8 +63,9 @@ class FixedWidthPennation:
         self.height = optimal_fiber_length * jnp.sin(pennation_angle_at_optimal)
         self.max_sin = jnp.sin(maximum_pennation_angle)
         big = maximum_pennation_angle > SIGNIFICANT_REAL
-        self.min_fiber_length = jnp.where(big, self.height / jnp.where(big, self.max_sin, 1.0),
-                                          0.01 * optimal_fiber_length)
+        self.min_fiber_length = jnp.where(
+            big, self.height / jnp.where(big, self.max_sin, 1.0), 0.01 * optimal_fiber_length
+        )
         self.min_fiber_length_along_tendon = self.min_fiber_length * jnp.cos(maximum_pennation_angle)
 
     def angle(self, lce):
@@ -120,27 +127,46 @@ class Muscle(PathActuator):
 
     min_control: np.ndarray = prop(0.0, doc="Minimum excitation.")
     max_control: np.ndarray = prop(1.0, doc="Maximum excitation.")
-    max_isometric_force: np.ndarray = _muscle_prop(1000.0, "Maximum isometric force that the fibers can generate "
-                                                   "(N).", (0.0, None))
+    max_isometric_force: np.ndarray = _muscle_prop(
+        1000.0, "Maximum isometric force that the fibers can generate (N).", (0.0, None)
+    )
     optimal_fiber_length: np.ndarray = _muscle_prop(0.1, "Optimal length of the muscle fibers (m).")
     tendon_slack_length: np.ndarray = _muscle_prop(0.2, "Resting length of the tendon (m).", (0.0, None))
-    pennation_angle_at_optimal: np.ndarray = _muscle_prop(0.0, "Angle between tendon and fibers at optimal fiber "
-                                                          "length (rad).")
-    max_contraction_velocity: np.ndarray = _muscle_prop(10.0, "Maximum contraction velocity of the fibers, in "
-                                                        "optimal fiber lengths per second.")
-    ignore_tendon_compliance: bool = flag(False, doc="Compute muscle dynamics ignoring tendon compliance (a rigid "
-                                          "tendon).")
-    ignore_activation_dynamics: bool = flag(False, doc="Compute muscle dynamics ignoring activation dynamics "
-                                            "(activation = excitation).")
+    pennation_angle_at_optimal: np.ndarray = _muscle_prop(
+        0.0, "Angle between tendon and fibers at optimal fiber length (rad)."
+    )
+    max_contraction_velocity: np.ndarray = _muscle_prop(
+        10.0, "Maximum contraction velocity of the fibers, in optimal fiber lengths per second."
+    )
+    ignore_tendon_compliance: bool = flag(
+        False, doc="Compute muscle dynamics ignoring tendon compliance (a rigid tendon)."
+    )
+    ignore_activation_dynamics: bool = flag(
+        False, doc="Compute muscle dynamics ignoring activation dynamics (activation = excitation)."
+    )
 
     #: every state variable the class can own, in OpenSim's order
     state_names: ClassVar[tuple[str, ...]] = ()
     #: every discrete variable the class can own
     discrete_names: ClassVar[tuple[str, ...]] = ()
 
-    def _init_muscle(self, name, max_isometric_force, optimal_fiber_length, tendon_slack_length,
-                     pennation_angle_at_optimal, path, max_contraction_velocity, ignore_tendon_compliance,
-                     ignore_activation_dynamics, min_control, max_control, optimal_force, applies_force, components):
+    def _init_muscle(
+        self,
+        name,
+        max_isometric_force,
+        optimal_fiber_length,
+        tendon_slack_length,
+        pennation_angle_at_optimal,
+        path,
+        max_contraction_velocity,
+        ignore_tendon_compliance,
+        ignore_activation_dynamics,
+        min_control,
+        max_control,
+        optimal_force,
+        applies_force,
+        components,
+    ):
         self.name = name
         self.path = GeometryPath() if path is None else path
         self.max_isometric_force = max_isometric_force
@@ -161,11 +187,16 @@ class Muscle(PathActuator):
         ``0 <= pennation_angle_at_optimal < pi/2``, ``tendon_slack_length > 0``,
         ``max_contraction_velocity > 0``."""
         super().validate(path)
-        checks = (("optimal_fiber_length", lambda v: v > 0, "must be greater than zero"),
-                  ("tendon_slack_length", lambda v: v > 0, "must be greater than zero"),
-                  ("max_contraction_velocity", lambda v: v > 0, "must be greater than zero"),
-                  ("pennation_angle_at_optimal", lambda v: 0 <= v <= np.pi / 2 - SIGNIFICANT_REAL,
-                   "must be in the range [0, pi/2)"))
+        checks = (
+            ("optimal_fiber_length", lambda v: v > 0, "must be greater than zero"),
+            ("tendon_slack_length", lambda v: v > 0, "must be greater than zero"),
+            ("max_contraction_velocity", lambda v: v > 0, "must be greater than zero"),
+            (
+                "pennation_angle_at_optimal",
+                lambda v: 0 <= v <= np.pi / 2 - SIGNIFICANT_REAL,
+                "must be in the range [0, pi/2)",
+            ),
+        )
         for name, ok, msg in checks:
             v = getattr(self, name)
             if isinstance(v, np.ndarray) and not ok(float(v)):
@@ -236,8 +267,9 @@ class Muscle(PathActuator):
     def params(cls, group, ctx):
         """``derived_params(group_params)`` of a group, once per context (the force and
         state-derivative roles share them)."""
-        return ctx.parameter("derived:" + group_key(group),
-                             lambda: cls.derived_params(group.static, ctx.group_params(group)))
+        return ctx.parameter(
+            "derived:" + group_key(group), lambda: cls.derived_params(group.static, ctx.group_params(group))
+        )
 
     @classmethod
     def prepare_parameters(cls, group, ctx) -> None:

@@ -62,9 +62,24 @@ from ..groups import Forces, point_force_on_bodies
 from ..wrapping import paths as wrapping
 from ..wrapping.paths import Segments
 
-__all__ = ["AbstractPathPoint", "PathPoint", "ConditionalPathPoint", "MovingPathPoint", "GeometryPath",
-           "PathActuator", "PathTopology", "Segments", "path_topology", "path_topology_of", "path_geometry",
-           "path_lengths", "path_speeds", "path_forces", "path_polylines", "straight_segments"]
+__all__ = [
+    "AbstractPathPoint",
+    "PathPoint",
+    "ConditionalPathPoint",
+    "MovingPathPoint",
+    "GeometryPath",
+    "PathActuator",
+    "PathTopology",
+    "Segments",
+    "path_topology",
+    "path_topology_of",
+    "path_geometry",
+    "path_lengths",
+    "path_speeds",
+    "path_forces",
+    "path_polylines",
+    "straight_segments",
+]
 
 
 # SimTK::SignificantReal and SimTK::Eps
@@ -92,8 +107,9 @@ class PathPoint(AbstractPathPoint):
     **Fields:** ``parent_frame``; ``location``: the point in that frame (m).
     """
 
-    location: np.ndarray = prop((0.0, 0.0, 0.0), doc="The fixed location of the path point in its parent frame "
-                                "(m).", shape=(3,))
+    location: np.ndarray = prop(
+        (0.0, 0.0, 0.0), doc="The fixed location of the path point in its parent frame (m).", shape=(3,)
+    )
 
     def __init__(self, name: str, parent_frame: str = "", location=(0.0, 0.0, 0.0), components: tuple = ()):
         self.name = name
@@ -116,12 +132,20 @@ class ConditionalPathPoint(PathPoint):
     ``range``: ``(min, max)`` in the coordinate's units.
     """
 
-    coordinate: str = socket("Coordinate", hard=False, doc="The coordinate whose value determines when the path "
-                             "point is active.")
+    coordinate: str = socket(
+        "Coordinate", hard=False, doc="The coordinate whose value determines when the path point is active."
+    )
     range: np.ndarray = prop((0.0, 0.0), doc="Coordinate range (min, max) in which the point is active.", shape=(2,))
 
-    def __init__(self, name: str, parent_frame: str = "", location=(0.0, 0.0, 0.0), coordinate: str = "",
-                 range=(0.0, 0.0), components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        parent_frame: str = "",
+        location=(0.0, 0.0, 0.0),
+        coordinate: str = "",
+        range=(0.0, 0.0),
+        components: tuple = (),
+    ):
         super().__init__(name, parent_frame, location, components)
         self.coordinate = coordinate
         self.range = range
@@ -149,9 +173,18 @@ class MovingPathPoint(AbstractPathPoint):
     y_coordinate: str = socket("Coordinate", hard=False, doc="The coordinate y_location is a function of.")
     z_coordinate: str = socket("Coordinate", hard=False, doc="The coordinate z_location is a function of.")
 
-    def __init__(self, name: str, parent_frame: str = "", x_location: Function | None = None,
-                 y_location: Function | None = None, z_location: Function | None = None, x_coordinate: str = "",
-                 y_coordinate: str = "", z_coordinate: str = "", components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        parent_frame: str = "",
+        x_location: Function | None = None,
+        y_location: Function | None = None,
+        z_location: Function | None = None,
+        x_coordinate: str = "",
+        y_coordinate: str = "",
+        z_coordinate: str = "",
+        components: tuple = (),
+    ):
         self.name = name
         self.parent_frame = parent_frame
         self.x_location = x_location
@@ -186,8 +219,14 @@ class GeometryPath(Component):
     wraps: tuple = ()
     default_color: tuple = flag((0.8, 0.1, 0.1), doc="Display color (r, g, b).")
 
-    def __init__(self, name: str = "path", points: tuple = (), wraps: tuple = (),
-                 default_color=(0.8, 0.1, 0.1), components: tuple = ()):
+    def __init__(
+        self,
+        name: str = "path",
+        points: tuple = (),
+        wraps: tuple = (),
+        default_color=(0.8, 0.1, 0.1),
+        components: tuple = (),
+    ):
         self.name = name
         self.points = tuple(points)
         self.wraps = tuple(wraps)
@@ -197,15 +236,17 @@ class GeometryPath(Component):
     def __check_init__(self):
         super().__check_init__()
         if not isinstance(self.points, tuple) or not all(isinstance(p, AbstractPathPoint) for p in self.points):
-            raise ModelError(self.name, "'points' must be a tuple of path points (PathPoint, ConditionalPathPoint, "
-                             "MovingPathPoint)")
+            raise ModelError(
+                self.name, "'points' must be a tuple of path points (PathPoint, ConditionalPathPoint, MovingPathPoint)"
+            )
 
     def validate(self, path: str) -> None:
         """Check the path has at least two points (OpenSim's rule)."""
         super().validate(path)
         if len(self.points) < 2:
-            raise ModelError(path, "a valid path must have at least two path points", prop="PathPointSet",
-                             value=len(self.points))
+            raise ModelError(
+                path, "a valid path must have at least two path points", prop="PathPointSet", value=len(self.points)
+            )
 
     def append_point(self, point: AbstractPathPoint) -> GeometryPath:
         """A copy with ``point`` appended.
@@ -240,8 +281,16 @@ class PathActuator(Actuator):
 
     path: GeometryPath = eqx.field(default_factory=GeometryPath)
 
-    def __init__(self, name: str, path: GeometryPath | None = None, optimal_force=1.0, min_control=-np.inf,
-                 max_control=np.inf, applies_force: bool = True, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        path: GeometryPath | None = None,
+        optimal_force=1.0,
+        min_control=-np.inf,
+        max_control=np.inf,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
         self.name = name
         self.path = GeometryPath() if path is None else path
         self.optimal_force = optimal_force
@@ -275,10 +324,12 @@ class PathActuator(Actuator):
         """Static data: path rows in the model's path subsystem, control indices."""
         topo = path_topology(build)
         comps = [build.find(p) for p in paths]
-        return {"topology": topo, "rows": np.asarray([topo.index[f"{p}/{c.path.name}"] for p, c in zip(paths, comps)],
-                                                      np.int32),
-                "control": np.asarray([build.control_index(p) for p in paths], np.int32),
-                "on": np.asarray([c.applies_force for c in comps], bool)}
+        return {
+            "topology": topo,
+            "rows": np.asarray([topo.index[f"{p}/{c.path.name}"] for p, c in zip(paths, comps)], np.int32),
+            "control": np.asarray([build.control_index(p) for p in paths], np.int32),
+            "on": np.asarray([c.applies_force for c in comps], bool),
+        }
 
     @classmethod
     def prepare_parameters(cls, group, ctx) -> None:
@@ -298,9 +349,18 @@ class PathActuator(Actuator):
         tension = ctx.controls[s["control"]] * params["optimal_force"]
         speed = path_speeds(ctx)[s["rows"]]
         body, mob = path_forces(ctx, s["rows"], jnp.where(s["on"], tension, 0.0))
-        return Forces(body=body, mobility=mob, outputs={
-            "actuation": tension, "tension": tension, "speed": speed, "power": -tension * speed,
-            "length": path_geometry(ctx).length[s["rows"]], "lengthening_speed": speed})
+        return Forces(
+            body=body,
+            mobility=mob,
+            outputs={
+                "actuation": tension,
+                "tension": tension,
+                "speed": speed,
+                "power": -tension * speed,
+                "length": path_geometry(ctx).length[s["rows"]],
+                "lengthening_speed": speed,
+            },
+        )
 
     @output(Stage.DYNAMICS)
     def tension(self, ctx):
@@ -442,8 +502,12 @@ def _compile_paths(build) -> PathTopology:
             return None, ""
         info = tree.coordinates[target]
         if info.q < 0:
-            raise ModelError(point_path, f"coordinate {target!r} is a rotation of a quaternion joint and has no value",
-                             prop=f"socket_{sock}", value=target)
+            raise ModelError(
+                point_path,
+                f"coordinate {target!r} is a rotation of a quaternion joint and has no value",
+                prop=f"socket_{sock}",
+                value=target,
+            )
         return info, target
 
     for row, (gp_path, gp) in enumerate(paths):
@@ -478,15 +542,24 @@ def _compile_paths(build) -> PathTopology:
     mob = np.asarray([build.frame_mob(f) for f in frames], np.int32)
     frame = np.asarray(frame, np.int32)
     topo = PathTopology(
-        paths=tuple(p for p, _ in paths), index={p: i for i, (p, _) in enumerate(paths)},
-        point_paths=tuple(point_paths), path_id=np.asarray(path_id, np.int32), end=np.asarray(end, np.int32),
-        frames=tuple(frames), frame=frame, mob=mob[frame] if len(frame) else np.zeros(0, np.int32),
-        cond=np.asarray(cond, bool), cond_has=np.asarray(cond_has, bool), cond_q=np.asarray(cond_q, np.int32),
-        moving=np.asarray(moving, np.int32), mov_q=np.asarray(mov_q, np.int32).reshape(-1, 3),
-        mov_u=np.asarray(mov_u, np.int32).reshape(-1, 3), mov_coord=tuple(mov_coord), bank=FunctionBank.of(functions),
+        paths=tuple(p for p, _ in paths),
+        index={p: i for i, (p, _) in enumerate(paths)},
+        point_paths=tuple(point_paths),
+        path_id=np.asarray(path_id, np.int32),
+        end=np.asarray(end, np.int32),
+        frames=tuple(frames),
+        frame=frame,
+        mob=mob[frame] if len(frame) else np.zeros(0, np.int32),
+        cond=np.asarray(cond, bool),
+        cond_has=np.asarray(cond_has, bool),
+        cond_q=np.asarray(cond_q, np.int32),
+        moving=np.asarray(moving, np.int32),
+        mov_q=np.asarray(mov_q, np.int32).reshape(-1, 3),
+        mov_u=np.asarray(mov_u, np.int32).reshape(-1, 3),
+        mov_coord=tuple(mov_coord),
+        bank=FunctionBank.of(functions),
     )
     if any(c.wraps for _, c in paths):
-
         topo = dataclasses.replace(topo, wrap=wrapping.compile_wrapping(build, topo))
     return topo
 
@@ -536,8 +609,10 @@ def path_params(model, topo: PathTopology) -> dict:
         pt = model.find(pp)
         locs.append(jnp.asarray(pt.location, dtype) if isinstance(pt, PathPoint) else zero3)
         ranges.append(jnp.asarray(pt.range, dtype) if isinstance(pt, ConditionalPathPoint) else zero2)
-    out = {"loc": jnp.stack(locs) if locs else jnp.zeros((0, 3), dtype),
-           "range": jnp.stack(ranges) if ranges else jnp.zeros((0, 2), dtype)}
+    out = {
+        "loc": jnp.stack(locs) if locs else jnp.zeros((0, 3), dtype),
+        "range": jnp.stack(ranges) if ranges else jnp.zeros((0, 2), dtype),
+    }
     if len(topo.moving):
         fns, cranges = [], []
         for i, cs in zip(topo.moving, topo.mov_coord):
@@ -587,8 +662,9 @@ def _moving_local_jvp(bank, primals, tangents):
     # (MovingPathPoint::getdPointdQ, getVelocity): the derivative in q follows it.
     fparams, q_axes, lo, hi = primals
     dfp, dq, dlo, dhi = tangents
-    val, dval = jax.jvp(lambda p, a, b: _moving_values(p, jnp.clip(q_axes, a, b), bank), (fparams, lo, hi),
-                        (dfp, dlo, dhi))
+    val, dval = jax.jvp(
+        lambda p, a, b: _moving_values(p, jnp.clip(q_axes, a, b), bank), (fparams, lo, hi), (dfp, dlo, dhi)
+    )
     return val, dval + _moving_slopes(fparams, q_axes, bank) * dq
 
 
@@ -603,7 +679,6 @@ def prepare_path_parameters(group, ctx) -> None:
     topo = group.static["topology"]
     path_parameters(ctx, topo)
     if topo.wrap is not None:
-
         wrapping.wrap_parameters(ctx, topo.wrap)
 
 
@@ -642,11 +717,20 @@ def _geometry(ctx, topo: PathTopology) -> PathGeometry:
     mob_ext = np.concatenate([topo.mob, [-1]])
     seg = straight_segments(points, pts_ext[nxt], topo.mob, jnp.asarray(mob_ext)[nxt])
     if topo.wrap is not None:
-
         seg = wrapping.wrap_segments(ctx, topo.wrap, topo, points, active, seg)
     length = jax.ops.segment_sum(jnp.where(valid, seg.length, 0.0), topo.path_id, num_segments=topo.n_paths)
-    return PathGeometry(topology=topo, points=points, local=local, R=R, active=active, nxt=nxt, valid=valid,
-                        segments=seg, length=length, dlocal=dlocal)
+    return PathGeometry(
+        topology=topo,
+        points=points,
+        local=local,
+        R=R,
+        active=active,
+        nxt=nxt,
+        valid=valid,
+        segments=seg,
+        length=length,
+        dlocal=dlocal,
+    )
 
 
 def path_geometry(ctx) -> PathGeometry:
@@ -687,7 +771,6 @@ def path_polylines(ctx):
     width = int(sizes.max(initial=1))
     wrapped = None
     if geo.segments.tangent is not None:
-
         wrapped = wrapping.current_paths(ctx, topo.wrap, geo.points, geo.segments.tangent)
         width = max(width, wrapped[1].shape[1])
     k = np.arange(width)
@@ -773,8 +856,9 @@ def path_forces(ctx, rows, tension):
     body = point_force_on_bodies(ctx.tree.n_mob, topo.mob, geo.points, F, dtype)
     if seg.tangent is not None:
         tp = seg.tangent
-        body = body + point_force_on_bodies(ctx.tree.n_mob, tp.mob, tp.points, T_path[tp.row][:, None] * tp.force_dir,
-                                            dtype)
+        body = body + point_force_on_bodies(
+            ctx.tree.n_mob, tp.mob, tp.points, T_path[tp.row][:, None] * tp.force_dir, dtype
+        )
     mobility = jnp.zeros(ctx.tree.nu, dtype)
     if len(topo.moving):
         Fm = jnp.einsum("mij,mi->mj", geo.R[topo.moving], F[topo.moving])  # force in the point's frame

@@ -50,8 +50,12 @@ from ..functions import Constant, Function, SimmSpline
 from .muscle import EPS, FunctionCurveMuscle
 from .path import GeometryPath, path_lengths
 
-__all__ = ["Schutte1993Muscle_Deprecated", "default_tendon_force_length_curve", "default_active_force_length_curve",
-           "default_passive_force_length_curve"]
+__all__ = [
+    "Schutte1993Muscle_Deprecated",
+    "default_tendon_force_length_curve",
+    "default_active_force_length_curve",
+    "default_passive_force_length_curve",
+]
 
 #: SimmMacros.h ROUNDOFF_ERROR
 ROUNDOFF_ERROR = 2e-13
@@ -63,14 +67,90 @@ _ERROR_LIMIT = 0.01
 _TENDON_ELASTIC_MODULUS = 1200.0
 _TENDON_MAX_STRESS = 32.0
 
-_TFL_X = (-10.0, -0.002, -0.001, 0.0, 0.00131, 0.00281, 0.00431, 0.00581, 0.00731, 0.00881, 0.0103, 0.0118,
-          0.0123, 9.2, 9.201, 9.202, 20.0)
-_TFL_Y = (0.0, 0.0, 0.0, 0.0, 0.0108, 0.0257, 0.0435, 0.0652, 0.0915, 0.123, 0.161, 0.208, 0.227, 345.0, 345.0,
-          345.0, 345.0)
-_AFL_X = (-5.307692, -4.307692, -1.923077, -0.884615, -0.269231, 0.230769, 0.461538, 0.52725, 0.62875, 0.71875,
-          0.86125, 1.045, 1.2175, 1.43875, 1.5, 1.615385, 2.0, 2.961538, 3.692308, 5.461538, 9.901902)
-_AFL_Y = (0.012188, 0.021899, 0.036466, 0.052493, 0.075312, 0.114158, 0.157859, 0.226667, 0.636667, 0.856667,
-          0.95, 0.993333, 0.77, 0.246667, 0.193821, 0.133252, 0.072683, 0.044417, 0.036341, 0.021899, 0.007332)
+_TFL_X = (
+    -10.0,
+    -0.002,
+    -0.001,
+    0.0,
+    0.00131,
+    0.00281,
+    0.00431,
+    0.00581,
+    0.00731,
+    0.00881,
+    0.0103,
+    0.0118,
+    0.0123,
+    9.2,
+    9.201,
+    9.202,
+    20.0,
+)
+_TFL_Y = (
+    0.0,
+    0.0,
+    0.0,
+    0.0,
+    0.0108,
+    0.0257,
+    0.0435,
+    0.0652,
+    0.0915,
+    0.123,
+    0.161,
+    0.208,
+    0.227,
+    345.0,
+    345.0,
+    345.0,
+    345.0,
+)
+_AFL_X = (
+    -5.307692,
+    -4.307692,
+    -1.923077,
+    -0.884615,
+    -0.269231,
+    0.230769,
+    0.461538,
+    0.52725,
+    0.62875,
+    0.71875,
+    0.86125,
+    1.045,
+    1.2175,
+    1.43875,
+    1.5,
+    1.615385,
+    2.0,
+    2.961538,
+    3.692308,
+    5.461538,
+    9.901902,
+)
+_AFL_Y = (
+    0.012188,
+    0.021899,
+    0.036466,
+    0.052493,
+    0.075312,
+    0.114158,
+    0.157859,
+    0.226667,
+    0.636667,
+    0.856667,
+    0.95,
+    0.993333,
+    0.77,
+    0.246667,
+    0.193821,
+    0.133252,
+    0.072683,
+    0.044417,
+    0.036341,
+    0.021899,
+    0.007332,
+)
 _PFL_X = (-5.0, 0.998, 0.999, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.601, 1.602, 5.0)
 _PFL_Y = (0.0, 0.0, 0.0, 0.0, 0.035, 0.12, 0.26, 0.55, 1.17, 2.0, 2.0, 2.0, 2.0)
 
@@ -166,8 +246,9 @@ class Schutte1993Muscle_Deprecated(FunctionCurveMuscle):
 
     time_scale: np.ndarray = prop(0.1, doc="Scale factor for normalizing time (s).")
     activation1: np.ndarray = prop(7.667, doc="Parameter used in time constant of ramping up of muscle force.")
-    activation2: np.ndarray = prop(1.459854, doc="Parameter used in time constant of ramping up and ramping down of "
-                                   "muscle force.")
+    activation2: np.ndarray = prop(
+        1.459854, doc="Parameter used in time constant of ramping up and ramping down of muscle force."
+    )
     damping: np.ndarray = prop(0.1, doc="Damping factor related to maximum contraction velocity (normalized).")
     default_activation: np.ndarray = prop(0.0, doc="Initial activation (OpenSim's unserialized default: 0).")
     default_fiber_length: np.ndarray = prop(0.0, doc="Initial fiber length (m; OpenSim's unserialized default: 0).")
@@ -177,18 +258,49 @@ class Schutte1993Muscle_Deprecated(FunctionCurveMuscle):
 
     state_names: ClassVar[tuple[str, ...]] = ("activation", "fiber_length")
 
-    def __init__(self, name: str, max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
-                 pennation_angle_at_optimal=0.0, *, path: GeometryPath | None = None, max_contraction_velocity=10.0,
-                 time_scale=0.1, activation1=7.667, activation2=1.459854, damping=0.1,
-                 tendon_force_length_curve: Function | None = None, active_force_length_curve: Function | None = None,
-                 passive_force_length_curve: Function | None = None, default_activation=0.0,
-                 default_fiber_length=0.0, ignore_tendon_compliance: bool = False,
-                 ignore_activation_dynamics: bool = False, min_control=0.0, max_control=1.0, optimal_force=1.0,
-                 applies_force: bool = True, components: tuple = ()):
-        self._init_muscle(name, max_isometric_force, optimal_fiber_length, tendon_slack_length,
-                          pennation_angle_at_optimal, path, max_contraction_velocity, ignore_tendon_compliance,
-                          ignore_activation_dynamics, min_control, max_control, optimal_force, applies_force,
-                          components)
+    def __init__(
+        self,
+        name: str,
+        max_isometric_force=1000.0,
+        optimal_fiber_length=0.1,
+        tendon_slack_length=0.2,
+        pennation_angle_at_optimal=0.0,
+        *,
+        path: GeometryPath | None = None,
+        max_contraction_velocity=10.0,
+        time_scale=0.1,
+        activation1=7.667,
+        activation2=1.459854,
+        damping=0.1,
+        tendon_force_length_curve: Function | None = None,
+        active_force_length_curve: Function | None = None,
+        passive_force_length_curve: Function | None = None,
+        default_activation=0.0,
+        default_fiber_length=0.0,
+        ignore_tendon_compliance: bool = False,
+        ignore_activation_dynamics: bool = False,
+        min_control=0.0,
+        max_control=1.0,
+        optimal_force=1.0,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
+        self._init_muscle(
+            name,
+            max_isometric_force,
+            optimal_fiber_length,
+            tendon_slack_length,
+            pennation_angle_at_optimal,
+            path,
+            max_contraction_velocity,
+            ignore_tendon_compliance,
+            ignore_activation_dynamics,
+            min_control,
+            max_control,
+            optimal_force,
+            applies_force,
+            components,
+        )
         self.time_scale = time_scale
         self.activation1 = activation1
         self.activation2 = activation2
@@ -217,13 +329,17 @@ class Schutte1993Muscle_Deprecated(FunctionCurveMuscle):
         super().validate(path)
         if self.ignore_tendon_compliance or self.ignore_activation_dynamics:
             flag_name = "ignore_tendon_compliance" if self.ignore_tendon_compliance else "ignore_activation_dynamics"
-            raise ModelError(path, "is not implemented for Schutte1993Muscle_Deprecated (as in OpenSim)",
-                             prop=flag_name, value=True)
+            raise ModelError(
+                path, "is not implemented for Schutte1993Muscle_Deprecated (as in OpenSim)", prop=flag_name, value=True
+            )
 
     def _curves(self):
         passive = self.passive_force_length_curve
-        return (self.tendon_force_length_curve, self.active_force_length_curve,
-                Constant(0.0) if passive is None else passive)
+        return (
+            self.tendon_force_length_curve,
+            self.active_force_length_curve,
+            Constant(0.0) if passive is None else passive,
+        )
 
     # -- group evaluation --------------------------------------------------------------
 
@@ -258,8 +374,12 @@ class Schutte1993Muscle_Deprecated(FunctionCurveMuscle):
         """``computeActuation`` (normalized dynamics), ``calcMuscleLengthInfo``,
         ``calcFiberVelocityInfo``, ``calcMuscleDynamicsInfo`` and the state
         derivatives."""
-        fiso, ofl, tsl, penn = (p["max_isometric_force"], p["optimal_fiber_length"], p["tendon_slack_length"],
-                                p["pennation_angle_at_optimal"])
+        fiso, ofl, tsl, penn = (
+            p["max_isometric_force"],
+            p["optimal_fiber_length"],
+            p["tendon_slack_length"],
+            p["pennation_angle_at_optimal"],
+        )
         ts, damping = p["time_scale"], p["damping"]
         L, Ldot, u = length, speed, excitation
         a, lce = z[:, 0], z[:, 1]
@@ -297,18 +417,40 @@ class Schutte1993Muscle_Deprecated(FunctionCurveMuscle):
         on = static["on"]
         zdot = jnp.stack([jnp.where(on, adot, 0.0), jnp.where(on, dlce, 0.0)], -1)
         return {
-            "actuation": tendon_force, "tendon_force": tendon_force, "activation": a, "fiber_length": lce,
-            "normalized_fiber_length": lceN, "pennation_angle": phi, "cos_pennation_angle": cos,
-            "fiber_length_along_tendon": lce * cos, "tendon_length": tl, "normalized_tendon_length": LN - lceN * cos,
-            "tendon_strain": tl / tsl - 1.0, "passive_force_multiplier": fpe, "active_force_length_multiplier": fal,
-            "fiber_velocity": dlce, "normalized_fiber_velocity": dlce / (ofl * p["max_contraction_velocity"]),
-            "fiber_velocity_along_tendon": nan, "pennation_angular_velocity": nan, "tendon_velocity": nan,
-            "normalized_tendon_velocity": nan, "force_velocity_multiplier": nan, "fiber_force": nan,
-            "fiber_force_along_tendon": nan, "normalized_fiber_force": nan,
-            "active_fiber_force": tendon_force / cos - passive_force, "passive_fiber_force": passive_force,
-            "normalized_tendon_force": tendon_force / fiso, "fiber_stiffness": nan,
-            "fiber_stiffness_along_tendon": nan, "tendon_stiffness": nan, "muscle_stiffness": jnp.zeros_like(L),
-            "fiber_active_power": nan, "fiber_passive_power": nan, "tendon_power": nan, "muscle_power": nan,
+            "actuation": tendon_force,
+            "tendon_force": tendon_force,
+            "activation": a,
+            "fiber_length": lce,
+            "normalized_fiber_length": lceN,
+            "pennation_angle": phi,
+            "cos_pennation_angle": cos,
+            "fiber_length_along_tendon": lce * cos,
+            "tendon_length": tl,
+            "normalized_tendon_length": LN - lceN * cos,
+            "tendon_strain": tl / tsl - 1.0,
+            "passive_force_multiplier": fpe,
+            "active_force_length_multiplier": fal,
+            "fiber_velocity": dlce,
+            "normalized_fiber_velocity": dlce / (ofl * p["max_contraction_velocity"]),
+            "fiber_velocity_along_tendon": nan,
+            "pennation_angular_velocity": nan,
+            "tendon_velocity": nan,
+            "normalized_tendon_velocity": nan,
+            "force_velocity_multiplier": nan,
+            "fiber_force": nan,
+            "fiber_force_along_tendon": nan,
+            "normalized_fiber_force": nan,
+            "active_fiber_force": tendon_force / cos - passive_force,
+            "passive_fiber_force": passive_force,
+            "normalized_tendon_force": tendon_force / fiso,
+            "fiber_stiffness": nan,
+            "fiber_stiffness_along_tendon": nan,
+            "tendon_stiffness": nan,
+            "muscle_stiffness": jnp.zeros_like(L),
+            "fiber_active_power": nan,
+            "fiber_passive_power": nan,
+            "tendon_power": nan,
+            "muscle_power": nan,
             "zdot": zdot,
         }
 
@@ -367,8 +509,12 @@ def _isometric_fiber_length(cls, static, p, L, a):
 
     **Returns:** the fiber lengths (m) OpenSim's iteration ends at, ``(k,)``.
     """
-    fiso, ofl, tsl, penn = (p["max_isometric_force"], p["optimal_fiber_length"], p["tendon_slack_length"],
-                            p["pennation_angle_at_optimal"])
+    fiso, ofl, tsl, penn = (
+        p["max_isometric_force"],
+        p["optimal_fiber_length"],
+        p["tendon_slack_length"],
+        p["pennation_angle_at_optimal"],
+    )
     width = ofl * jnp.sin(penn)
 
     def slack(length):
@@ -402,8 +548,9 @@ def _isometric_fiber_length(cls, static, p, L, a):
         percent = jnp.abs(err) / (jnp.abs(err) + jnp.abs(old_err))
         fl_flip = fl + percent * (old_fl - fl)
         # otherwise a step by the estimated stiffnesses, at most half an optimal length
-        tendon_stiffness = jnp.maximum(ft * fiso / tsl, (active + passive) * _TENDON_ELASTIC_MODULUS * fiso
-                                       / (_TENDON_MAX_STRESS * tsl))
+        tendon_stiffness = jnp.maximum(
+            ft * fiso / tsl, (active + passive) * _TENDON_ELASTIC_MODULUS * fiso / (_TENDON_MAX_STRESS * tsl)
+        )
         fiber_stiffness = fiso / ofl * (fal + fpe)
         change = jnp.abs(err / (fiber_stiffness / cos + tendon_stiffness))
         change = jnp.where(jnp.abs(change / ofl) > 0.5, 0.5 * ofl, change)
@@ -418,8 +565,15 @@ def _isometric_fiber_length(cls, static, p, L, a):
         new_tl = jnp.where(short, tsl, new_tl)
         move = ~done & ~converged
         pick = lambda new, old: jnp.where(move, new, old)  # noqa: E731
-        return (i + 1, pick(new_fl, fl), pick(new_cos, cos), pick(new_tl, tl), pick(fl, old_fl),
-                jnp.where(done, carry[5], err), done | converged)
+        return (
+            i + 1,
+            pick(new_fl, fl),
+            pick(new_cos, cos),
+            pick(new_tl, tl),
+            pick(fl, old_fl),
+            jnp.where(done, carry[5], err),
+            done | converged,
+        )
 
     iterate = (L >= tsl) & (tsl >= ROUNDOFF_ERROR) & (ofl >= ROUNDOFF_ERROR)
     carry = (jnp.asarray(0), fl, cos, tl, jnp.full_like(L, jnp.nan), jnp.zeros_like(L), ~iterate)

@@ -55,8 +55,11 @@ def bracketed_newton(residual, x0, lo, hi, args=(), *, tol, max_iter: int = 60):
         ok = dr > 0
         step = x - r / jnp.where(ok, dr, 1.0)
         finite = jnp.isfinite(lo) & jnp.isfinite(hi)
-        mid = jnp.where(finite, 0.5 * (lo + hi), jnp.where(jnp.isfinite(lo), lo + 2.0 * jnp.abs(x - lo) + 1.0,
-                                                            hi - 2.0 * jnp.abs(hi - x) - 1.0))
+        mid = jnp.where(
+            finite,
+            0.5 * (lo + hi),
+            jnp.where(jnp.isfinite(lo), lo + 2.0 * jnp.abs(x - lo) + 1.0, hi - 2.0 * jnp.abs(hi - x) - 1.0),
+        )
         inside = ok & (step > lo) & (step < hi)
         x_new = jnp.where(inside, step, mid)
         x_new = jnp.where(done, x, x_new)

@@ -40,8 +40,10 @@ from ..compiling import unrolled_off_cpu
 __all__ = ["StackedCurve", "stack_curve", "concat_curves", "curve_eval", "solve_in_curve"]
 
 # Bernstein (degree 5) -> monomial: a = _B2M @ p
-_B2M = np.array([[math.comb(5, j) * math.comb(j, i) * (-1) ** (j - i) if i <= j else 0 for i in range(6)]
-                 for j in range(6)], dtype=np.float64)
+_B2M = np.array(
+    [[math.comb(5, j) * math.comb(j, i) * (-1) ** (j - i) if i <= j else 0 for i in range(6)] for j in range(6)],
+    dtype=np.float64,
+)
 _N_NEWTON = 7
 
 
@@ -75,9 +77,17 @@ def stack_curve(fn) -> StackedCurve:
     **Returns:** a ``StackedCurve``.
     """
     m = jnp.asarray(_B2M, fn.ctrl_x.dtype)
-    return StackedCurve(start=fn.ctrl_x[..., 0], ax=jnp.einsum("ji,kni->knj", m, fn.ctrl_x),
-                        ay=jnp.einsum("ji,kni->knj", m, fn.ctrl_y), x0=fn.x0, x1=fn.x1, y0=fn.y0, y1=fn.y1,
-                        dydx0=fn.dydx0, dydx1=fn.dydx1)
+    return StackedCurve(
+        start=fn.ctrl_x[..., 0],
+        ax=jnp.einsum("ji,kni->knj", m, fn.ctrl_x),
+        ay=jnp.einsum("ji,kni->knj", m, fn.ctrl_y),
+        x0=fn.x0,
+        x1=fn.x1,
+        y0=fn.y0,
+        y1=fn.y1,
+        dydx0=fn.dydx0,
+        dydx1=fn.dydx1,
+    )
 
 
 def concat_curves(curves) -> StackedCurve:
@@ -91,9 +101,11 @@ def concat_curves(curves) -> StackedCurve:
             return c
         k = c.start.shape[0]
         return dataclasses.replace(
-            c, start=jnp.concatenate([c.start, jnp.full((k, extra), jnp.inf, c.start.dtype)], 1),
+            c,
+            start=jnp.concatenate([c.start, jnp.full((k, extra), jnp.inf, c.start.dtype)], 1),
             ax=jnp.concatenate([c.ax, jnp.repeat(c.ax[:, -1:], extra, 1)], 1),
-            ay=jnp.concatenate([c.ay, jnp.repeat(c.ay[:, -1:], extra, 1)], 1))
+            ay=jnp.concatenate([c.ay, jnp.repeat(c.ay[:, -1:], extra, 1)], 1),
+        )
 
     padded = [pad(c) for c in curves]
     return jax.tree.map(lambda *a: jnp.concatenate(a, 0), *padded)

@@ -58,18 +58,53 @@ class Thelen2003Muscle(Muscle):
 
     state_names: ClassVar[tuple[str, ...]] = ("activation", "fiber_length")
 
-    def __init__(self, name: str, max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
-                 pennation_angle_at_optimal=0.0, *, path: GeometryPath | None = None, max_contraction_velocity=10.0,
-                 FmaxTendonStrain=0.04, FmaxMuscleStrain=0.6, KshapeActive=0.45, KshapePassive=5.0, Af=0.25,
-                 Flen=1.4, fv_linear_extrap_threshold=0.95, maximum_pennation_angle=float(np.arccos(0.1)),
-                 activation_time_constant=0.015, deactivation_time_constant=0.050, minimum_activation=0.01,
-                 default_activation=0.05, default_fiber_length=0.1, ignore_tendon_compliance: bool = False,
-                 ignore_activation_dynamics: bool = False, min_control=None, max_control=1.0, optimal_force=1.0,
-                 applies_force: bool = True, components: tuple = ()):
-        self._init_muscle(name, max_isometric_force, optimal_fiber_length, tendon_slack_length,
-                          pennation_angle_at_optimal, path, max_contraction_velocity, ignore_tendon_compliance,
-                          ignore_activation_dynamics, minimum_activation if min_control is None else min_control,
-                          max_control, optimal_force, applies_force, components)
+    def __init__(
+        self,
+        name: str,
+        max_isometric_force=1000.0,
+        optimal_fiber_length=0.1,
+        tendon_slack_length=0.2,
+        pennation_angle_at_optimal=0.0,
+        *,
+        path: GeometryPath | None = None,
+        max_contraction_velocity=10.0,
+        FmaxTendonStrain=0.04,
+        FmaxMuscleStrain=0.6,
+        KshapeActive=0.45,
+        KshapePassive=5.0,
+        Af=0.25,
+        Flen=1.4,
+        fv_linear_extrap_threshold=0.95,
+        maximum_pennation_angle=float(np.arccos(0.1)),
+        activation_time_constant=0.015,
+        deactivation_time_constant=0.050,
+        minimum_activation=0.01,
+        default_activation=0.05,
+        default_fiber_length=0.1,
+        ignore_tendon_compliance: bool = False,
+        ignore_activation_dynamics: bool = False,
+        min_control=None,
+        max_control=1.0,
+        optimal_force=1.0,
+        applies_force: bool = True,
+        components: tuple = (),
+    ):
+        self._init_muscle(
+            name,
+            max_isometric_force,
+            optimal_fiber_length,
+            tendon_slack_length,
+            pennation_angle_at_optimal,
+            path,
+            max_contraction_velocity,
+            ignore_tendon_compliance,
+            ignore_activation_dynamics,
+            minimum_activation if min_control is None else min_control,
+            max_control,
+            optimal_force,
+            applies_force,
+            components,
+        )
         self.FmaxTendonStrain = FmaxTendonStrain
         self.FmaxMuscleStrain = FmaxMuscleStrain
         self.KshapeActive = KshapeActive
@@ -101,30 +136,41 @@ class Thelen2003Muscle(Muscle):
         super().validate(path)
         if self.ignore_tendon_compliance or self.ignore_activation_dynamics:
             flag_name = "ignore_tendon_compliance" if self.ignore_tendon_compliance else "ignore_activation_dynamics"
-            raise ModelError(path, "is not implemented for Thelen2003Muscle (as in OpenSim)", prop=flag_name,
-                             value=True)
+            raise ModelError(
+                path, "is not implemented for Thelen2003Muscle (as in OpenSim)", prop=flag_name, value=True
+            )
         for name in ("FmaxTendonStrain", "FmaxMuscleStrain", "KshapeActive", "KshapePassive", "Af"):
             self._check(path, name, lambda v: v > 0, "must be greater than zero")
         self._check(path, "Flen", lambda v: v > 1.0, "must be greater than 1")
         if isinstance(self.Flen, np.ndarray):
-            self._check(path, "fv_linear_extrap_threshold", lambda v: v > 1.0 / float(self.Flen),
-                        "must be greater than 1/Flen")
+            self._check(
+                path, "fv_linear_extrap_threshold", lambda v: v > 1.0 / float(self.Flen), "must be greater than 1/Flen"
+            )
         self._check(path, "maximum_pennation_angle", lambda v: 0 <= v <= np.pi / 2, "must be in the range [0, pi/2]")
         self._check(path, "activation_time_constant", lambda v: v >= SIGNIFICANT_REAL, "must be greater than zero")
         self._check(path, "deactivation_time_constant", lambda v: v >= SIGNIFICANT_REAL, "must be greater than zero")
-        self._check(path, "minimum_activation", lambda v: 0.01 <= v <= 1.0 - SIGNIFICANT_REAL,
-                    "must be in the range [0.01, 1)")
+        self._check(
+            path, "minimum_activation", lambda v: 0.01 <= v <= 1.0 - SIGNIFICANT_REAL, "must be in the range [0.01, 1)"
+        )
         if isinstance(self.min_control, np.ndarray) and isinstance(self.minimum_activation, np.ndarray):
             if float(self.min_control) < float(self.minimum_activation):
-                raise ModelError(path, f"minimum control cannot be less than minimum activation "
-                                 f"({float(self.minimum_activation)})", prop="min_control", value=self.min_control)
+                raise ModelError(
+                    path,
+                    f"minimum control cannot be less than minimum activation ({float(self.minimum_activation)})",
+                    prop="min_control",
+                    value=self.min_control,
+                )
 
     @classmethod
     def group_mechanics(cls, static, p, length, speed, excitation, z, d):
         """Thelen2003Muscle's ``calcMuscleLengthInfo``, ``calcFiberVelocityInfo``,
         ``calcMuscleDynamicsInfo`` and state derivatives."""
-        fiso, ofl, tsl, vmax = (p["max_isometric_force"], p["optimal_fiber_length"], p["tendon_slack_length"],
-                                p["max_contraction_velocity"])
+        fiso, ofl, tsl, vmax = (
+            p["max_isometric_force"],
+            p["optimal_fiber_length"],
+            p["tendon_slack_length"],
+            p["max_contraction_velocity"],
+        )
         L, Ldot = length, speed
         a = jnp.clip(z[:, 0], p["minimum_activation"], 1.0)
         pen = FixedWidthPennation(ofl, p["pennation_angle_at_optimal"], p["maximum_pennation_angle"])
@@ -138,8 +184,9 @@ class Thelen2003Muscle(Muscle):
         afalfv = fse / cos - fpe
         fv = afalfv / (a * fal)
         dlceN = C.thelen_norm_fiber_velocity(a, fal, afalfv, p["Af"], p["Flen"], p["fv_linear_extrap_threshold"])
-        dlce, dlceN, dlceAT, dphi, dtl, clamped = FT.velocity_info(pen, lce, phi, cos, sin, dlceN, Ldot, vmax, ofl,
-                                                                   lce_state <= pen.min_fiber_length)
+        dlce, dlceN, dlceAT, dphi, dtl, clamped = FT.velocity_info(
+            pen, lce, phi, cos, sin, dlceN, Ldot, vmax, ofl, lce_state <= pen.min_fiber_length
+        )
         fv = jnp.where(clamped, 1.0, fv)
 
         aFm = a * fal * fv * fiso
@@ -148,19 +195,48 @@ class Thelen2003Muscle(Muscle):
         dFmAT_dlce = dFm * cos + Fm * _dcosphi_dlce(pen.height, lce)
         dFmAT_dlceAT = dFmAT_dlce * cos
         dFt_dtl = C.thelen_tendon_force_length_derivative(tlN, p["FmaxTendonStrain"]) * fiso / tsl
-        aFm, Fm, dFm, dFmAT_dlceAT, dFt_dtl = (jnp.where(clamped, 0.0, x) for x in
-                                               (aFm, Fm, dFm, dFmAT_dlceAT, dFt_dtl))
-        zdot = FT.activation_fiber_length_zdot(static["on"], a, excitation, p["activation_time_constant"],
-                                               p["deactivation_time_constant"], p["minimum_activation"], dlce)
+        aFm, Fm, dFm, dFmAT_dlceAT, dFt_dtl = (
+            jnp.where(clamped, 0.0, x) for x in (aFm, Fm, dFm, dFmAT_dlceAT, dFt_dtl)
+        )
+        zdot = FT.activation_fiber_length_zdot(
+            static["on"],
+            a,
+            excitation,
+            p["activation_time_constant"],
+            p["deactivation_time_constant"],
+            p["minimum_activation"],
+            dlce,
+        )
         return FT.outputs(
-            fiso, tsl, activation=a, fiber_length=lce, normalized_fiber_length=lceN, pennation_angle=phi,
-            cos_pennation_angle=cos, tendon_length=tl, normalized_tendon_length=tlN, fiber_velocity=dlce,
-            normalized_fiber_velocity=dlceN, fiber_velocity_along_tendon=dlceAT, pennation_angular_velocity=dphi,
-            tendon_velocity=dtl, passive_force_multiplier=fpe, active_force_length_multiplier=fal,
-            force_velocity_multiplier=fv, fiber_force=Fm, active_fiber_force=aFm, passive_fiber_force=fpe * fiso,
-            normalized_tendon_force=fse, fiber_stiffness=dFm, fiber_stiffness_along_tendon=dFmAT_dlceAT,
-            tendon_stiffness=dFt_dtl, rigid=False, fiber_active_power=-aFm * dlce,
-            fiber_passive_power=-fpe * fiso * dlce, zdot=zdot)
+            fiso,
+            tsl,
+            activation=a,
+            fiber_length=lce,
+            normalized_fiber_length=lceN,
+            pennation_angle=phi,
+            cos_pennation_angle=cos,
+            tendon_length=tl,
+            normalized_tendon_length=tlN,
+            fiber_velocity=dlce,
+            normalized_fiber_velocity=dlceN,
+            fiber_velocity_along_tendon=dlceAT,
+            pennation_angular_velocity=dphi,
+            tendon_velocity=dtl,
+            passive_force_multiplier=fpe,
+            active_force_length_multiplier=fal,
+            force_velocity_multiplier=fv,
+            fiber_force=Fm,
+            active_fiber_force=aFm,
+            passive_fiber_force=fpe * fiso,
+            normalized_tendon_force=fse,
+            fiber_stiffness=dFm,
+            fiber_stiffness_along_tendon=dFmAT_dlceAT,
+            tendon_stiffness=dFt_dtl,
+            rigid=False,
+            fiber_active_power=-aFm * dlce,
+            fiber_passive_power=-fpe * fiso * dlce,
+            zdot=zdot,
+        )
 
     @classmethod
     def group_zdot(cls, group, params, ctx):
@@ -183,11 +259,13 @@ class Thelen2003Muscle(Muscle):
         Ldot = path_speeds(ctx)[s["rows"]]
         z = jnp.concatenate([ctx.state.z, jnp.zeros(1, ctx.state.q.dtype)])[s["z"]]
         a = jnp.clip(z[:, 0], p["minimum_activation"], 1.0)
-        pen = FixedWidthPennation(p["optimal_fiber_length"], p["pennation_angle_at_optimal"],
-                                  p["maximum_pennation_angle"])
+        pen = FixedWidthPennation(
+            p["optimal_fiber_length"], p["pennation_angle_at_optimal"], p["maximum_pennation_angle"]
+        )
         lmin = jnp.maximum(pen.min_fiber_length, 1e-6 * p["optimal_fiber_length"])
-        lce = FT.equilibrium_fiber_length(_equilibrium_residual, (L, Ldot, a, p), pen, L, p["tendon_slack_length"],
-                                          lmin)
+        lce = FT.equilibrium_fiber_length(
+            _equilibrium_residual, (L, Ldot, a, p), pen, L, p["tendon_slack_length"], lmin
+        )
         keep = s["on"]
         return s["z"][keep, 1], lce[keep]
 

@@ -84,8 +84,9 @@ def _mesh(intervals) -> np.ndarray:
 def _middle(a, b):
     """A point within bounds: their middle, the finite one, or zero."""
     # (inf + -inf where both bounds are infinite: not taken)
-    return np.where(np.isfinite(a) & np.isfinite(b), 0.5 * (a + b),
-                    np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0)))
+    return np.where(
+        np.isfinite(a) & np.isfinite(b), 0.5 * (a + b), np.where(np.isfinite(a), a, np.where(np.isfinite(b), b, 0.0))
+    )
 
 
 #: the discrete variable and the output of implicit tendon dynamics (DeGrooteFregly2016Muscle)
@@ -102,7 +103,7 @@ def implicit_tendons(system) -> tuple[np.ndarray, tuple[str, ...]]:
     """
     suffix = "/" + _TENDON_DERIVATIVE
     idx = [i for i, n in enumerate(system.d_names) if n.endswith(suffix)]
-    return np.asarray(idx, int), tuple(system.d_names[i][:-len(suffix)] for i in idx)
+    return np.asarray(idx, int), tuple(system.d_names[i][: -len(suffix)] for i in idx)
 
 
 def _check_constraints(system) -> None:
@@ -112,12 +113,16 @@ def _check_constraints(system) -> None:
     **Raises:** ``ValueError`` naming them."""
     topology = system.topology
     if len(topology.tree.quat_q):
-        raise ValueError("the model has joints with quaternion rotations (ball or free joints), which trajectory "
-                         "optimisation does not support (nor does Moco): use joints of Euler angles")
+        raise ValueError(
+            "the model has joints with quaternion rotations (ball or free joints), which trajectory "
+            "optimisation does not support (nor does Moco): use joints of Euler angles"
+        )
     if len(topology.locked_u):
         names = [p for p, info in topology.tree.coordinates.items() if info.u in set(topology.locked_u.tolist())]
-        raise ValueError(f"coordinates {', '.join(names)} are locked, which trajectory optimisation does not support "
-                         "(nor does Moco): unlock them, or weld their joints")
+        raise ValueError(
+            f"coordinates {', '.join(names)} are locked, which trajectory optimisation does not support "
+            "(nor does Moco): unlock them, or weld their joints"
+        )
 
 
 def constraint_equations(system) -> int:
@@ -181,29 +186,37 @@ def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
         return ctx.vel.qdot + ctx.constraints.G.T @ gamma if constrained else ctx.vel.qdot
 
     def context(system, t, y, c, w):
-        return Context(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=discrete(w)), c)
+        return Context(system, State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=discrete(w)), c)
 
     if problem.kinematics is None and implicit:
+
         @jax.jit
         def accelerations_as_variables(system, t, y, c, udot, w, lam, gamma):
             ctx = context(system, t, y, c, w)
-            return (jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]),
-                    jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam), tendon_residuals(ctx)]),
-                    kinematic_errors(ctx, udot))
+            return (
+                jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]),
+                jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam), tendon_residuals(ctx)]),
+                kinematic_errors(ctx, udot),
+            )
 
         return accelerations_as_variables
     if problem.kinematics is None:
+
         @jax.jit
         def explicit(system, t, y, c, kin, w, lam, gamma):
             # (one Context for the derivative and the tendon residuals: rhs would build its own)
             ctx = context(system, t, y, c, w)
             if constrained:  # (the constraints disabled, their forces applied by the multipliers)
-                udot = spd_solve(ctx.mass_matrix, -ctx.inverse_dynamics(jnp.zeros(nu, d0.dtype))
-                                 - constraint_forces(ctx, lam))
+                udot = spd_solve(
+                    ctx.mass_matrix, -ctx.inverse_dynamics(jnp.zeros(nu, d0.dtype)) - constraint_forces(ctx, lam)
+                )
             else:
                 udot = ctx.acc.udot
-            return (jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]), tendon_residuals(ctx),
-                    kinematic_errors(ctx, udot))
+            return (
+                jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]),
+                tendon_residuals(ctx),
+                kinematic_errors(ctx, udot),
+            )
 
         return explicit
 
@@ -211,8 +224,11 @@ def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
     def implicit(system, t, z, c, kin, w, lam, gamma):
         q, u, udot = kin
         ctx = Context(system, State(t=t, q=q, u=u, z=z, d=discrete(w)), c)
-        return (ctx.zdot, jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam),
-                                           tendon_residuals(ctx)]), none)
+        return (
+            ctx.zdot,
+            jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam), tendon_residuals(ctx)]),
+            none,
+        )
 
     return implicit
 
@@ -222,12 +238,15 @@ def _prescribed(problem: Problem, tau, hs: bool):
     each ``(K, n)`` (the midpoints' last row a copy)."""
     (t0lo, t0hi), (tflo, tfhi) = problem.time_bounds()
     if t0lo != t0hi or tflo != tfhi:
-        raise ValueError("prescribed kinematics need fixed initial and final times, got "
-                         f"initial_time={problem.initial_time!r}, final_time={problem.final_time!r}")
+        raise ValueError(
+            "prescribed kinematics need fixed initial and final times, got "
+            f"initial_time={problem.initial_time!r}, final_time={problem.final_time!r}"
+        )
     kin = problem.kinematics
     if t0lo < kin.times[0] - 1e-12 or tflo > kin.times[-1] + 1e-12:
-        raise ValueError(f"prescribed kinematics cover {kin.times[0]}..{kin.times[-1]} s, not the problem's "
-                         f"{t0lo}..{tflo} s")
+        raise ValueError(
+            f"prescribed kinematics cover {kin.times[0]}..{kin.times[-1]} s, not the problem's {t0lo}..{tflo} s"
+        )
     tau = np.asarray(tau)
     t = t0lo + tau * (tflo - t0lo)
     mid = np.concatenate([0.5 * (t[:-1] + t[1:]), t[-1:]])
@@ -239,8 +258,9 @@ def _prescribed(problem: Problem, tau, hs: bool):
 
 def _stacked(points):
     """Tuples of per-point values (``None`` kept) -> a tuple of stacked values."""
-    return tuple(None if parts[0] is None else jax.tree_util.tree_map(lambda *x: jnp.stack(x), *parts)
-                 for parts in zip(*points))
+    return tuple(
+        None if parts[0] is None else jax.tree_util.tree_map(lambda *x: jnp.stack(x), *parts) for parts in zip(*points)
+    )
 
 
 #: Moco's default bounds on the accelerations in implicit mode (rad/s^2 or m/s^2)
@@ -255,9 +275,15 @@ VELOCITY_CORRECTION_BOUNDS = (-0.1, 0.1)
 DYNAMICS_MODES = ("explicit", "implicit")
 
 
-def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", interpolate_controls: bool = True,
-               dynamics_mode: str = "explicit", accelerations_weight: float | None = None,
-               auxiliary_derivatives_weight: float | None = None):
+def transcribe(
+    problem: Problem,
+    mesh=50,
+    scheme: str = "hermite-simpson",
+    interpolate_controls: bool = True,
+    dynamics_mode: str = "explicit",
+    accelerations_weight: float | None = None,
+    auxiliary_derivatives_weight: float | None = None,
+):
     """The staged NLP of a problem and a starting point.
 
     **Arguments:** ``problem``; ``mesh``: the number of uniform intervals, or the
@@ -300,8 +326,10 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         raise ValueError(f"scheme {scheme!r}: choose one of {SCHEMES}")
     if dynamics_mode not in DYNAMICS_MODES:
         raise ValueError(f"dynamics_mode {dynamics_mode!r}: choose one of {DYNAMICS_MODES}")
-    for name, value in (("accelerations_weight", accelerations_weight),
-                        ("auxiliary_derivatives_weight", auxiliary_derivatives_weight)):
+    for name, value in (
+        ("accelerations_weight", accelerations_weight),
+        ("auxiliary_derivatives_weight", auxiliary_derivatives_weight),
+    ):
         if value is not None and not float(value) >= 0:
             raise ValueError(f"{name} must be non-negative (or None: not minimized), got {value!r}")
     system = problem.system
@@ -319,8 +347,10 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     nl = constraint_equations(system)
     ng = nl if problem.kinematics is None else 0
     if ng and not hs:
-        raise ValueError(f"the model's kinematic constraints ({nl} equations) are enforced by Posa et al. (2016)'s "
-                         f"method, which needs the 'hermite-simpson' scheme, not {scheme!r} (as Moco)")
+        raise ValueError(
+            f"the model's kinematic constraints ({nl} equations) are enforced by Posa et al. (2016)'s "
+            f"method, which needs the 'hermite-simpson' scheme, not {scheme!r} (as Moco)"
+        )
     na = n_udot + nw + nl + ng
     P = ny + nc + na  # one grid point's variables
     dtype = jnp.result_type(float)
@@ -344,8 +374,13 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     index = {id(g): i for i, g in enumerate(problem.goals)}
     dynamics = _point_dynamics(problem, implicit, nl > 0)
     # the penalties on the derivative variables (accelerations, then tendon derivatives)
-    penalty = np.concatenate([np.full(n_udot, accelerations_weight or 0.0),
-                              np.full(nw, auxiliary_derivatives_weight or 0.0), np.zeros(nl + ng)])
+    penalty = np.concatenate(
+        [
+            np.full(n_udot, accelerations_weight or 0.0),
+            np.full(nw, auxiliary_derivatives_weight or 0.0),
+            np.zeros(nl + ng),
+        ]
+    )
     penalized = bool(np.any(penalty > 0))
     # residual rows per grid point
     nr = (system.topology.tree.nu if implicit or problem.kinematics is not None else 0) + nw
@@ -354,19 +389,18 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
 
     def model(theta, g):
         """The system, with the problem's parameters set from the border."""
-        return problem.with_parameters(theta["system"], g[2:2 + npar]) if npar else theta["system"]
+        return problem.with_parameters(theta["system"], g[2 : 2 + npar]) if npar else theta["system"]
 
     def ends(g):
-        e0, ef = g[2 + npar:2 + npar + ne], g[2 + npar + ne:2 + npar + 2 * ne]
+        e0, ef = g[2 + npar : 2 + npar + ne], g[2 + npar + ne : 2 + npar + 2 * ne]
         return Ends(g[0], e0[:ny], e0[ny:], g[1], ef[:ny], ef[ny:])
 
     def running(theta, system, t, y, c):
         w = theta["weights"]
-        return sum((w[index[id(g)]] * g.integrand(problem, t, y, c, system) for g in integrands),
-                   jnp.zeros((), dtype))
+        return sum((w[index[id(g)]] * g.integrand(problem, t, y, c, system) for g in integrands), jnp.zeros((), dtype))
 
     def point(p):
-        return p[:ny], p[ny:ny + nc], p[ny + nc:P]
+        return p[:ny], p[ny : ny + nc], p[ny + nc : P]
 
     def split(z):
         """``(y, c, udot, y_mid, c_mid, udot_mid)`` of a stage (``udot`` empty unless
@@ -387,7 +421,7 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
             first = tuple(x[k] for x in kin[where])
         else:
             first = a[:n_udot] if implicit else None
-        w, lam, gamma = a[n_udot:n_udot + nw], a[n_udot + nw:n_udot + nw + nl], a[n_udot + nw + nl:]
+        w, lam, gamma = a[n_udot : n_udot + nw], a[n_udot + nw : n_udot + nw + nl], a[n_udot + nw + nl :]
         return first, w, lam, gamma
 
     def cost(k, z, zn, g, theta):
@@ -431,8 +465,10 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         own += [jnp.asarray(pc.values(problem, system, tk, y, c), dtype) for pc in problem.path_constraints]
         if ne:
             e = ends(g)
-            own.append(jnp.concatenate([y, c]) - jnp.where(k == 0, jnp.concatenate([e.y0, e.c0]),
-                                                           jnp.concatenate([e.yf, e.cf])))
+            own.append(
+                jnp.concatenate([y, c])
+                - jnp.where(k == 0, jnp.concatenate([e.y0, e.c0]), jnp.concatenate([e.yf, e.cf]))
+            )
         own += [jnp.where(k == 0, g_.initial_rows(problem, y, c), 0.0) for g_ in initial_rows]
         return jnp.concatenate([links] + own)
 
@@ -453,10 +489,20 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
 
     # -- bounds ---------------------------------------------------------------------------
     ylo, yhi, clo, chi = problem.path_bounds()
-    alo = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[0]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[0]),
-                          np.full(nl, MULTIPLIER_BOUNDS[0])])
-    ahi = np.concatenate([np.full(n_udot, ACCELERATION_BOUNDS[1]), np.full(nw, TENDON_DERIVATIVE_BOUNDS[1]),
-                          np.full(nl, MULTIPLIER_BOUNDS[1])])
+    alo = np.concatenate(
+        [
+            np.full(n_udot, ACCELERATION_BOUNDS[0]),
+            np.full(nw, TENDON_DERIVATIVE_BOUNDS[0]),
+            np.full(nl, MULTIPLIER_BOUNDS[0]),
+        ]
+    )
+    ahi = np.concatenate(
+        [
+            np.full(n_udot, ACCELERATION_BOUNDS[1]),
+            np.full(nw, TENDON_DERIVATIVE_BOUNDS[1]),
+            np.full(nl, MULTIPLIER_BOUNDS[1]),
+        ]
+    )
     # (the velocity corrections: zero at the mesh points, bounded at the midpoints)
     mesh_lo, mesh_hi = [ylo, clo, alo, np.zeros(ng)], [yhi, chi, ahi, np.zeros(ng)]
     mid_lo = [ylo, clo, alo, np.full(ng, VELOCITY_CORRECTION_BOUNDS[0])]
@@ -505,17 +551,25 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
     copies_hi = np.where(fixed_ends, copies_lo, np.inf)
     with np.errstate(invalid="ignore"):
         z0 = _middle(lo, hi)
-        g0 = np.concatenate([_middle(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi])), _middle(plo, phi),
-                             z0[0, :ne], z0[-1, :ne]])
-    nlp = StagedNLP(cost=cost, constraints=constraints, border_cost=border_cost,
-                    border_constraints=border_constraints,
-                    z_lower=jnp.asarray(lo, dtype), z_upper=jnp.asarray(hi, dtype),
-                    c_lower=jnp.asarray(clo_rows, dtype), c_upper=jnp.asarray(chi_rows, dtype),
-                    border_lower=jnp.asarray(np.concatenate([[t0lo, tflo], plo, copies_lo]), dtype),
-                    border_upper=jnp.asarray(np.concatenate([[t0hi, tfhi], phi, copies_hi]), dtype),
-                    g_lower=jnp.zeros(1 + n_end_rows, dtype),
-                    g_upper=jnp.asarray(np.concatenate([[np.inf], np.zeros(n_end_rows)]), dtype), theta=theta,
-                    local_rows=n_own)
+        g0 = np.concatenate(
+            [_middle(np.asarray([t0lo, tflo]), np.asarray([t0hi, tfhi])), _middle(plo, phi), z0[0, :ne], z0[-1, :ne]]
+        )
+    nlp = StagedNLP(
+        cost=cost,
+        constraints=constraints,
+        border_cost=border_cost,
+        border_constraints=border_constraints,
+        z_lower=jnp.asarray(lo, dtype),
+        z_upper=jnp.asarray(hi, dtype),
+        c_lower=jnp.asarray(clo_rows, dtype),
+        c_upper=jnp.asarray(chi_rows, dtype),
+        border_lower=jnp.asarray(np.concatenate([[t0lo, tflo], plo, copies_lo]), dtype),
+        border_upper=jnp.asarray(np.concatenate([[t0hi, tfhi], phi, copies_hi]), dtype),
+        g_lower=jnp.zeros(1 + n_end_rows, dtype),
+        g_upper=jnp.asarray(np.concatenate([[np.inf], np.zeros(n_end_rows)]), dtype),
+        theta=theta,
+        local_rows=n_own,
+    )
 
     def unpack(sol):
         t0, tf = sol.g[..., 0:1], sol.g[..., 1:2]
@@ -523,21 +577,42 @@ def transcribe(problem: Problem, mesh=50, scheme: str = "hermite-simpson", inter
         if hs:
             tmid = 0.5 * (tau[:-1] + tau[1:])
             frac = jnp.concatenate([jnp.stack([tau[:-1], tmid], 1).reshape(-1), tau[-1:]])
-            y = jnp.concatenate([jnp.stack([Z[..., :-1, :ny], Z[..., :-1, P:P + ny]], -2).reshape(
-                Z.shape[:-2] + (2 * (K - 1), ny)), Z[..., -1:, :ny]], -2)
-            c = jnp.concatenate([jnp.stack([Z[..., :-1, ny:ny + nc], Z[..., :-1, P + ny:P + ny + nc]], -2).reshape(
-                Z.shape[:-2] + (2 * (K - 1), nc)), Z[..., -1:, ny:ny + nc]], -2)
+            y = jnp.concatenate(
+                [
+                    jnp.stack([Z[..., :-1, :ny], Z[..., :-1, P : P + ny]], -2).reshape(
+                        Z.shape[:-2] + (2 * (K - 1), ny)
+                    ),
+                    Z[..., -1:, :ny],
+                ],
+                -2,
+            )
+            c = jnp.concatenate(
+                [
+                    jnp.stack([Z[..., :-1, ny : ny + nc], Z[..., :-1, P + ny : P + ny + nc]], -2).reshape(
+                        Z.shape[:-2] + (2 * (K - 1), nc)
+                    ),
+                    Z[..., -1:, ny : ny + nc],
+                ],
+                -2,
+            )
         else:
-            frac, y, c = tau, Z[..., :ny], Z[..., ny:ny + nc]
+            frac, y, c = tau, Z[..., :ny], Z[..., ny : ny + nc]
         return t0 + frac * (tf - t0), y, c
 
     return nlp, jnp.asarray(z0, dtype), jnp.asarray(g0, dtype), unpack
 
 
-def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: ipm.Options | None = None,
-          guess: OptimalTrajectory | None = None, interpolate_controls: bool = True,
-          dynamics_mode: str = "explicit", accelerations_weight: float | None = None,
-          auxiliary_derivatives_weight: float | None = None) -> OptimalTrajectory:
+def solve(
+    problem: Problem,
+    mesh=50,
+    scheme: str = "hermite-simpson",
+    options: ipm.Options | None = None,
+    guess: OptimalTrajectory | None = None,
+    interpolate_controls: bool = True,
+    dynamics_mode: str = "explicit",
+    accelerations_weight: float | None = None,
+    auxiliary_derivatives_weight: float | None = None,
+) -> OptimalTrajectory:
     """Solve a problem by direct collocation.
 
     **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``,
@@ -557,15 +632,18 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     """
     from ..compiling import _at_top_level
 
-    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode,
-                                       accelerations_weight, auxiliary_derivatives_weight)
+    nlp, z0, g0, unpack = _transcribed(
+        problem, mesh, scheme, interpolate_controls, dynamics_mode, accelerations_weight, auxiliary_derivatives_weight
+    )
     options = _as_arrays(options)
     multipliers = None
     if guess is not None:
         if np.shape(guess.nlp.z) != np.shape(z0):
-            raise ValueError(f"guess: its variables have shape {np.shape(guess.nlp.z)}, this problem's on this mesh "
-                             f"and dynamics_mode={dynamics_mode!r} {np.shape(z0)}: a guess must come from the same "
-                             "transcription")
+            raise ValueError(
+                f"guess: its variables have shape {np.shape(guess.nlp.z)}, this problem's on this mesh "
+                f"and dynamics_mode={dynamics_mode!r} {np.shape(z0)}: a guess must come from the same "
+                "transcription"
+            )
         z0, g0 = guess.nlp.z, guess.nlp.g
         if guess.nlp.multipliers is not None:
             multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
@@ -574,10 +652,19 @@ def solve(problem: Problem, mesh=50, scheme: str = "hermite-simpson", options: i
     return _trajectory(problem, unpack, sol)
 
 
-def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, scheme: str = "hermite-simpson",
-                options: ipm.Options | None = None, interpolate_controls: bool = True,
-                dynamics_mode: str = "explicit", accelerations_weight: float | None = None,
-                auxiliary_derivatives_weight: float | None = None) -> OptimalTrajectory:
+def solve_batch(
+    problem: Problem,
+    values,
+    edit=None,
+    weights=None,
+    mesh=50,
+    scheme: str = "hermite-simpson",
+    options: ipm.Options | None = None,
+    interpolate_controls: bool = True,
+    dynamics_mode: str = "explicit",
+    accelerations_weight: float | None = None,
+    auxiliary_derivatives_weight: float | None = None,
+) -> OptimalTrajectory:
     """Solve a batch of variants of one problem at once: one compiled solver,
     ``vmap``-ed over the variants (on a GPU, side by side). Each variant ends with its
     own status; one that fails leaves the others' solutions intact.
@@ -593,15 +680,18 @@ def solve_batch(problem: Problem, values, edit=None, weights=None, mesh=50, sche
 
     **Returns:** an ``OptimalTrajectory`` whose arrays have a leading axis ``B``.
     """
-    nlp, z0, g0, unpack = _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode,
-                                       accelerations_weight, auxiliary_derivatives_weight)
+    nlp, z0, g0, unpack = _transcribed(
+        problem, mesh, scheme, interpolate_controls, dynamics_mode, accelerations_weight, auxiliary_derivatives_weight
+    )
     options = _as_arrays(options)
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
     if weights is not None:
         weights = jnp.asarray(weights, nlp.theta["weights"].dtype)
         if weights.ndim != 2 or weights.shape[1] != len(problem.goals):
-            raise ValueError(f"solve_batch: weights must be (batch, {len(problem.goals)}) for the problem's goals, "
-                             f"got shape {weights.shape}")
+            raise ValueError(
+                f"solve_batch: weights must be (batch, {len(problem.goals)}) for the problem's goals, "
+                f"got shape {weights.shape}"
+            )
         sizes.add(weights.shape[0])
     if len(sizes) != 1:
         raise ValueError(f"solve_batch: the batch axes of values and weights differ or are missing: {sorted(sizes)}")
@@ -624,10 +714,19 @@ def _trajectory(problem, unpack, sol) -> OptimalTrajectory:
     """The ``OptimalTrajectory`` of a solver's ``Solution`` (one, or a batch)."""
     t, y, c = unpack(sol)
     npar = len(problem.parameters)
-    return OptimalTrajectory(time=t, states=y, controls=c, parameters=sol.g[..., 2:2 + npar],
-                             objective=sol.objective, status=sol.status, iterations=sol.iterations, nlp=sol,
-                             state_names=problem.state_names, control_names=problem.control_names,
-                             parameter_names=problem.parameter_names)
+    return OptimalTrajectory(
+        time=t,
+        states=y,
+        controls=c,
+        parameters=sol.g[..., 2 : 2 + npar],
+        objective=sol.objective,
+        status=sol.status,
+        iterations=sol.iterations,
+        nlp=sol,
+        state_names=problem.state_names,
+        control_names=problem.control_names,
+        parameter_names=problem.parameter_names,
+    )
 
 
 @eqx.filter_jit
@@ -662,16 +761,40 @@ def _recent(cache: list, objects: tuple, key, build, size: int = 4):
 _TRANSCRIBED: list = []
 
 
-def _transcribed(problem, mesh, scheme, interpolate_controls, dynamics_mode, accelerations_weight=None,
-                 auxiliary_derivatives_weight=None):
+def _transcribed(
+    problem,
+    mesh,
+    scheme,
+    interpolate_controls,
+    dynamics_mode,
+    accelerations_weight=None,
+    auxiliary_derivatives_weight=None,
+):
     """``transcribe``'s result, the same objects for the same problem (the same object)
     and settings: solving it again (other tolerances, a warm start) reuses the compiled
     solver."""
-    key = (tuple(np.ravel(np.asarray(mesh, float))), scheme, bool(interpolate_controls), dynamics_mode,
-           accelerations_weight, auxiliary_derivatives_weight)
-    return _recent(_TRANSCRIBED, (problem,), key,
-                   lambda: transcribe(problem, mesh, scheme, interpolate_controls, dynamics_mode,
-                                      accelerations_weight, auxiliary_derivatives_weight))
+    key = (
+        tuple(np.ravel(np.asarray(mesh, float))),
+        scheme,
+        bool(interpolate_controls),
+        dynamics_mode,
+        accelerations_weight,
+        auxiliary_derivatives_weight,
+    )
+    return _recent(
+        _TRANSCRIBED,
+        (problem,),
+        key,
+        lambda: transcribe(
+            problem,
+            mesh,
+            scheme,
+            interpolate_controls,
+            dynamics_mode,
+            accelerations_weight,
+            auxiliary_derivatives_weight,
+        ),
+    )
 
 
 @eqx.filter_jit

@@ -97,15 +97,18 @@ class ContactTracking(Goal):
 
         where = "ContactTracking"
         if problem.kinematics is not None:
-            raise ValueError(f"{where}: the contact forces need the coordinates as states; this problem prescribes "
-                             "them")
+            raise ValueError(
+                f"{where}: the contact forces need the coordinates as states; this problem prescribes them"
+            )
         if self.projection not in PROJECTIONS:
             raise ValueError(f"{where}: expected 'projection' to be one of {PROJECTIONS}, got {self.projection!r}")
         direction = None
         if self.projection != "none":
             if self.projection_vector is None or np.shape(self.projection_vector) != (3,):
-                raise ValueError(f"{where}: projection {self.projection!r} needs a projection_vector of 3 numbers, "
-                                 f"got {self.projection_vector!r}")
+                raise ValueError(
+                    f"{where}: projection {self.projection!r} needs a projection_vector of 3 numbers, "
+                    f"got {self.projection_vector!r}"
+                )
             direction = np.asarray(self.projection_vector, float)
             direction = direction / np.linalg.norm(direction)
         if not self.groups:
@@ -124,15 +127,22 @@ class ContactTracking(Goal):
         for g, group in enumerate(self.groups):
             spec = by_name.get(group.external_force)
             if spec is None:
-                raise ValueError(f"{where}: external force {group.external_force!r} not found in {loads_file!r} (it "
-                                 f"has: {', '.join(by_name) or 'none'})")
+                raise ValueError(
+                    f"{where}: external force {group.external_force!r} not found in {loads_file!r} (it "
+                    f"has: {', '.join(by_name) or 'none'})"
+                )
             body = spec["applied_to_body"]
             for path in group.contact_forces:
                 frames_of = _contact_frames(system, path)
-                if not model.has(path) or not isinstance(model.find(path), SmoothSphereHalfSpaceForce) \
-                        or frames_of is None:
-                    raise ValueError(f"{where}: group {group.external_force!r}: {path!r} is not a "
-                                     "SmoothSphereHalfSpaceForce of the model")
+                if (
+                    not model.has(path)
+                    or not isinstance(model.find(path), SmoothSphereHalfSpaceForce)
+                    or frames_of is None
+                ):
+                    raise ValueError(
+                        f"{where}: group {group.external_force!r}: {path!r} is not a "
+                        "SmoothSphereHalfSpaceForce of the model"
+                    )
                 sphere, half_space = (_base_frame_path(model, f) for f in frames_of)
                 offset = None
                 if sphere.rsplit("/", 1)[-1] == body:
@@ -148,34 +158,46 @@ class ContactTracking(Goal):
                     raise ValueError(
                         f"{where}: contact force {path!r} has sphere base frame {sphere!r} and half space base frame "
                         f"{half_space!r}; one of them should be the applied_to_body ({body!r}) of external force "
-                        f"{group.external_force!r}, or one of the group's alternative_frames")
+                        f"{group.external_force!r}, or one of the group's alternative_frames"
+                    )
                 paths.append(path)
                 offsets.append(offset == "sphere_force")
                 members.append(g)
             ident = spec["force_identifier"]
             for axis in "xyz":
                 if ident + axis not in labels:
-                    raise ValueError(f"{where}: external force {group.external_force!r}: no column "
-                                     f"{ident + axis!r} in its data {source!r}")
+                    raise ValueError(
+                        f"{where}: external force {group.external_force!r}: no column "
+                        f"{ident + axis!r} in its data {source!r}"
+                    )
             columns = np.stack([np.asarray(data.column(ident + axis), float) for axis in "xyz"], 1)
-            pps += [GCVSpline.from_degree(5, times, columns[:, d], name=f"{ident}{'xyz'[d]}").to_pp()
-                    for d in range(3)]
+            pps += [GCVSpline.from_degree(5, times, columns[:, d], name=f"{ident}{'xyz'[d]}").to_pp() for d in range(3)]
             frame = spec["force_expressed_in_body"]
             frames.append(None if frame == "ground" else _frame(system, frame, where))
             if self.normalize_tracking_error:
                 peak = np.max(np.abs(columns), axis=0)
                 if np.any(peak < 1e-14):
-                    raise ValueError(f"{where}: normalize_tracking_error is set, but the peak magnitude of the data "
-                                     f"of {group.external_force!r} in the {'xyz'[int(np.argmin(peak))]}-direction is "
-                                     "close to zero")
+                    raise ValueError(
+                        f"{where}: normalize_tracking_error is set, but the peak magnitude of the data "
+                        f"of {group.external_force!r} in the {'xyz'[int(np.argmin(peak))]}-direction is "
+                        "close to zero"
+                    )
                 norms.append(peak)
             else:
                 norms.append(np.ones(3))
         sums = np.zeros((len(self.groups), len(paths)))
         sums[members, np.arange(len(paths))] = 1.0
         pp = jax.tree.map(lambda a: np.asarray(a) if isinstance(a, jax.Array) else a, stack_pp(pps))
-        return dict(paths=tuple(paths), on_sphere=np.asarray(offsets), sums=sums, pp=pp, frames=tuple(frames),
-                    norms=np.stack(norms), direction=direction, denominator=denominator)
+        return dict(
+            paths=tuple(paths),
+            on_sphere=np.asarray(offsets),
+            sums=sums,
+            pp=pp,
+            frames=tuple(frames),
+            norms=np.stack(norms),
+            direction=direction,
+            denominator=denominator,
+        )
 
     def integrand(self, problem, t, y, controls, system=None):
         """The squared force errors (N^2) over the model's weight (N) at one grid point; see ``Goal.integrand``."""
@@ -188,16 +210,21 @@ class ContactTracking(Goal):
         nq, nu = tree.nq, tree.nu
         base = system.default_state()
         dtype = jnp.result_type(y)
-        state = State(t=jnp.asarray(t, dtype), q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=base.d)
+        state = State(t=jnp.asarray(t, dtype), q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=base.d)
         ctx = Context(system, state, controls)
         on_sphere = jnp.asarray(prep["on_sphere"])[:, None]
-        loads = jnp.where(on_sphere, ctx.group_outputs(prep["paths"], "sphere_force"),
-                          ctx.group_outputs(prep["paths"], "half_space_force"))
+        loads = jnp.where(
+            on_sphere,
+            ctx.group_outputs(prep["paths"], "sphere_force"),
+            ctx.group_outputs(prep["paths"], "half_space_force"),
+        )
         model_force = jnp.asarray(prep["sums"], dtype) @ loads[:, 3:]
         reference = jax.vmap(lambda pp: pp(t))(prep["pp"]).reshape(-1, 3)
         if any(f is not None for f in prep["frames"]):  # (expressed in a body: to Ground)
-            rows = [reference[g] if f is None else ctx.frame_transform(f)[0] @ reference[g]
-                    for g, f in enumerate(prep["frames"])]
+            rows = [
+                reference[g] if f is None else ctx.frame_transform(f)[0] @ reference[g]
+                for g, f in enumerate(prep["frames"])
+            ]
             reference = jnp.stack(rows)
         error = (model_force - reference) / jnp.asarray(prep["norms"], dtype)
         if prep["direction"] is not None:

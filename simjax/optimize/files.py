@@ -42,17 +42,35 @@ from ..mechanics.joints import ROTATIONAL
 from . import ipm
 from .collocation import OptimalTrajectory, _trajectory, transcribe
 
-__all__ = ["write_trajectory", "read_trajectory", "guess_from_table", "trajectory_table", "objective_terms",
-           "TrajectoryWarning", "MOCO_STATUS"]
+__all__ = [
+    "write_trajectory",
+    "read_trajectory",
+    "guess_from_table",
+    "trajectory_table",
+    "objective_terms",
+    "TrajectoryWarning",
+    "MOCO_STATUS",
+]
 
 #: ``ipm.STATUS`` codes as the IPOPT return statuses Moco writes (``status=``)
-MOCO_STATUS = {0: "Solve_Succeeded", 1: "Maximum_Iterations_Exceeded", 2: "Infeasible_Problem_Detected",
-               3: "Invalid_Number_Detected", 4: "Error_In_Step_Computation"}
+MOCO_STATUS = {
+    0: "Solve_Succeeded",
+    1: "Maximum_Iterations_Exceeded",
+    2: "Infeasible_Problem_Detected",
+    3: "Invalid_Number_Detected",
+    4: "Error_In_Step_Computation",
+}
 
 # MocoTrajectory's column groups, in the file's order, with their header counts
-_GROUPS = (("states", "num_states"), ("controls", "num_controls"), ("input_controls", "num_input_controls"),
-           ("multipliers", "num_multipliers"), ("derivatives", "num_derivatives"), ("slacks", "num_slacks"),
-           ("parameters", "num_parameters"))
+_GROUPS = (
+    ("states", "num_states"),
+    ("controls", "num_controls"),
+    ("input_controls", "num_input_controls"),
+    ("multipliers", "num_multipliers"),
+    ("derivatives", "num_derivatives"),
+    ("slacks", "num_slacks"),
+    ("parameters", "num_parameters"),
+)
 
 
 class TrajectoryWarning(UserWarning):
@@ -115,8 +133,11 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
     names = _goal_names(problem, goal_names)
     t = np.asarray(solution.time, float)
     y, c = jnp.asarray(solution.states), jnp.asarray(solution.controls)
-    system = problem.with_parameters(problem.system, jnp.asarray(solution.parameters)) if problem.parameters \
+    system = (
+        problem.with_parameters(problem.system, jnp.asarray(solution.parameters))
+        if problem.parameters
         else problem.system
+    )
     hs = _is_hermite_simpson(solution)
     out = {}
     for name, goal in zip(names, problem.goals):
@@ -128,8 +149,9 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
             ends = Ends(jnp.asarray(t[0]), y[0], c[0], jnp.asarray(t[-1]), y[-1], c[-1])
             value += goal.weight * float(jnp.sum(goal.endpoint_values(problem, ends, system) ** 2))
         if goal.integrand(problem, t[0], y[0], c[0]) is not None:
-            f = np.asarray(jax.vmap(lambda ti, yi, ci: goal.integrand(problem, ti, yi, ci, system))(
-                jnp.asarray(t), y, c), float)
+            f = np.asarray(
+                jax.vmap(lambda ti, yi, ci: goal.integrand(problem, ti, yi, ci, system))(jnp.asarray(t), y, c), float
+            )
             if hs:
                 h = t[2::2] - t[:-2:2]
                 integral = float(np.sum(h / 6.0 * (f[:-2:2] + 4.0 * f[1::2] + f[2::2])))
@@ -143,8 +165,10 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
 def _check_single(solution) -> None:
     t, y, c = (np.shape(a) for a in (solution.time, solution.states, solution.controls))
     if len(t) != 1 or len(y) != 2 or len(c) != 2:
-        raise ValueError(f"a trajectory file holds one solution, but this one is batched: time {t}, states {y}, "
-                         f"controls {c} (pick one, e.g. jax.tree_util.tree_map(lambda a: a[i], solution))")
+        raise ValueError(
+            f"a trajectory file holds one solution, but this one is batched: time {t}, states {y}, "
+            f"controls {c} (pick one, e.g. jax.tree_util.tree_map(lambda a: a[i], solution))"
+        )
 
 
 def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None) -> TimeSeriesTable:
@@ -154,13 +178,22 @@ def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None)
     states, controls = np.asarray(solution.states, float), np.asarray(solution.controls, float)
     names = list(solution.state_names) + list(solution.control_names)
     if states.shape[1] != len(solution.state_names) or controls.shape[1] != len(solution.control_names):
-        raise ValueError(f"states {states.shape} and controls {controls.shape} do not match "
-                         f"{len(solution.state_names)} state and {len(solution.control_names)} control names")
+        raise ValueError(
+            f"states {states.shape} and controls {controls.shape} do not match "
+            f"{len(solution.state_names)} state and {len(solution.control_names)} control names"
+        )
     parameters = np.asarray(solution.parameters, float)
     names += list(solution.parameter_names)
-    meta = {"inDegrees": "no", "num_states": str(states.shape[1]), "num_controls": str(controls.shape[1]),
-            "num_input_controls": "0", "num_multipliers": "0", "num_derivatives": "0", "num_slacks": "0",
-            "num_parameters": str(len(parameters))}
+    meta = {
+        "inDegrees": "no",
+        "num_states": str(states.shape[1]),
+        "num_controls": str(controls.shape[1]),
+        "num_input_controls": "0",
+        "num_multipliers": "0",
+        "num_derivatives": "0",
+        "num_slacks": "0",
+        "num_parameters": str(len(parameters)),
+    }
     status = int(np.asarray(solution.status))
     if status >= 0:  # a solution (a guess, status -1, is a plain MocoTrajectory)
         meta["success"] = "true" if status == 0 else "false"
@@ -168,8 +201,9 @@ def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None)
         meta["objective"] = repr(float(np.asarray(solution.objective)))
         meta["num_iterations"] = str(int(np.asarray(solution.iterations)))
         if problem is not None:
-            if tuple(problem.state_names) != tuple(solution.state_names) or \
-                    tuple(problem.control_names) != tuple(solution.control_names):
+            if tuple(problem.state_names) != tuple(solution.state_names) or tuple(problem.control_names) != tuple(
+                solution.control_names
+            ):
                 raise ValueError("the problem's states and controls are not the solution's")
             for name, value in objective_terms(solution, problem, goal_names).items():
                 meta[f"objective_{name}"] = repr(float(value))
@@ -244,9 +278,11 @@ def read_trajectory(path) -> dict:
     counts = [(group, _count(meta, key, path, key != "num_input_controls")) for group, key in _GROUPS]
     total = sum(n for _, n in counts)
     if total != table.n_columns:
-        raise ValueError(f"{path}: the header counts {total} columns "
-                         f"({', '.join(f'{k}={n}' for (_, k), (_, n) in zip(_GROUPS, counts))}) "
-                         f"but the file has {table.n_columns}")
+        raise ValueError(
+            f"{path}: the header counts {total} columns "
+            f"({', '.join(f'{k}={n}' for (_, k), (_, n) in zip(_GROUPS, counts))}) "
+            f"but the file has {table.n_columns}"
+        )
     labels, values = list(table.labels), table.to_numpy()
     out: dict = {"time": np.asarray(table.times, float).copy()}
     j = 0
@@ -256,8 +292,7 @@ def read_trajectory(path) -> dict:
         j += n
     out["state_names"], out["control_names"] = list(out["states"]), list(out["controls"])
     out["objective"] = _number(meta.get("objective"))
-    out["objective_terms"] = {k[len("objective_"):]: _number(v) for k, v in meta.items()
-                              if k.startswith("objective_")}
+    out["objective_terms"] = {k[len("objective_") :]: _number(v) for k, v in meta.items() if k.startswith("objective_")}
     success = str(meta.get("success", "")).strip().lower()
     out["success"] = {"true": True, "false": False}.get(success)
     out["status"] = meta.get("status")
@@ -393,15 +428,19 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
         else:
             found[key] = j
     if unknown or repeated:
-        parts = ([f"columns that name none of the problem's states and controls: {', '.join(unknown)}"]
-                 if unknown else []) + ([f"columns for a variable already given: {', '.join(repeated)}"]
-                                        if repeated else [])
+        parts = (
+            [f"columns that name none of the problem's states and controls: {', '.join(unknown)}"] if unknown else []
+        ) + ([f"columns for a variable already given: {', '.join(repeated)}"] if repeated else [])
         warnings.warn(f"{where}: {'; '.join(parts)} (ignored)", TrajectoryWarning, stacklevel=2)
-    missing = [n for i, n in enumerate(problem.state_names) if ("state", i) not in found] + \
-              [n for i, n in enumerate(problem.control_names) if ("control", i) not in found]
+    missing = [n for i, n in enumerate(problem.state_names) if ("state", i) not in found] + [
+        n for i, n in enumerate(problem.control_names) if ("control", i) not in found
+    ]
     if missing:
-        warnings.warn(f"{where}: no column for {', '.join(missing)}: the default guess (the midpoint of the "
-                      "bounds) is used", TrajectoryWarning, stacklevel=2)
+        warnings.warn(
+            f"{where}: no column for {', '.join(missing)}: the default guess (the midpoint of the bounds) is used",
+            TrajectoryWarning,
+            stacklevel=2,
+        )
 
     # -- the grid ------------------------------------------------------------------------------
     times = np.asarray(table.times, float)
@@ -410,11 +449,13 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
     if not g[1] > g[0]:  # (a one-row table, or one outside the time bounds)
         g = np.asarray(g0, float)[:2]
     grid = np.asarray(unpack(_Point(z0, jnp.asarray(g, z0.dtype)))[0], float)
-    if grid[0] < times[0] - 1e-12 * max(1.0, abs(times[0])) or \
-            grid[-1] > times[-1] + 1e-12 * max(1.0, abs(times[-1])):
-        warnings.warn(f"{where}: the table covers [{times[0]!r}, {times[-1]!r}] s, the problem's grid "
-                      f"[{grid[0]!r}, {grid[-1]!r}] s: its end values are held beyond", TrajectoryWarning,
-                      stacklevel=2)
+    if grid[0] < times[0] - 1e-12 * max(1.0, abs(times[0])) or grid[-1] > times[-1] + 1e-12 * max(1.0, abs(times[-1])):
+        warnings.warn(
+            f"{where}: the table covers [{times[0]!r}, {times[-1]!r}] s, the problem's grid "
+            f"[{grid[0]!r}, {grid[-1]!r}] s: its end values are held beyond",
+            TrajectoryWarning,
+            stacklevel=2,
+        )
 
     # -- values on the grid --------------------------------------------------------------------
     values = table.to_numpy()
@@ -438,16 +479,24 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
     for i, param in enumerate(problem.parameters):
         if param.name in table.labels:
             g[2 + i] = values[0, table.labels.index(param.name)]
-    g[2:2 + npar] = np.clip(g[2:2 + npar], lower[2:2 + npar], upper[2:2 + npar])
+    g[2 : 2 + npar] = np.clip(g[2 : 2 + npar], lower[2 : 2 + npar], upper[2 : 2 + npar])
     ne = (ng - 2 - npar) // 2
     if ne:
-        g[2 + npar:] = np.concatenate([Z[0, :ne], Z[-1, :ne]])
+        g[2 + npar :] = np.concatenate([Z[0, :ne], Z[-1, :ne]])
 
     dtype = z0.dtype
-    sol = ipm.Solution(z=jnp.asarray(Z, dtype), g=jnp.asarray(g, dtype), multipliers=jnp.zeros((K, m), dtype),
-                       border_multipliers=jnp.zeros(mg, dtype), objective=jnp.asarray(jnp.nan, dtype),
-                       status=jnp.asarray(-1), iterations=jnp.asarray(0), bad_stage=jnp.asarray(-1),
-                       constraint_violation=jnp.asarray(jnp.nan, dtype), log=jnp.zeros((0, 7), dtype))
+    sol = ipm.Solution(
+        z=jnp.asarray(Z, dtype),
+        g=jnp.asarray(g, dtype),
+        multipliers=jnp.zeros((K, m), dtype),
+        border_multipliers=jnp.zeros(mg, dtype),
+        objective=jnp.asarray(jnp.nan, dtype),
+        status=jnp.asarray(-1),
+        iterations=jnp.asarray(0),
+        bad_stage=jnp.asarray(-1),
+        constraint_violation=jnp.asarray(jnp.nan, dtype),
+        log=jnp.zeros((0, 7), dtype),
+    )
     return _trajectory(problem, unpack, sol)
 
 

@@ -69,12 +69,15 @@ def _in_degrees(table) -> bool:
     """``TableUtilities::isInDegrees``: the ``inDegrees`` metadata must be present and
     ``yes`` or ``no``."""
     if "inDegrees" not in table.metadata:
-        raise ValueError("StateTracking: the reference table has no 'inDegrees' metadata (Moco requires it: "
-                         "set table.in_degrees = False, or write inDegrees=no in the file's header)")
+        raise ValueError(
+            "StateTracking: the reference table has no 'inDegrees' metadata (Moco requires it: "
+            "set table.in_degrees = False, or write inDegrees=no in the file's header)"
+        )
     value = str(table.metadata["inDegrees"]).strip()
     if value not in ("yes", "no"):
-        raise ValueError(f"StateTracking: expected the reference table's 'inDegrees' metadata to be 'yes' or "
-                         f"'no', but got {value!r}")
+        raise ValueError(
+            f"StateTracking: expected the reference table's 'inDegrees' metadata to be 'yes' or 'no', but got {value!r}"
+        )
     return value == "yes"
 
 
@@ -149,8 +152,7 @@ class StateTracking(Goal):
         labels = list(table.labels)
         values = np.asarray(table.values, float)
         if _in_degrees(table):
-            values = np.where(_rotational_columns(problem.system, labels)[None, :], values * (math.pi / 180.0),
-                              values)
+            values = np.where(_rotational_columns(problem.system, labels)[None, :], values * (math.pi / 180.0), values)
         times = np.asarray(table.times, float)
         splines = [GCVSpline.from_degree(5, times, values[:, j], name=lab) for j, lab in enumerate(labels)]
 
@@ -159,23 +161,30 @@ class StateTracking(Goal):
         weights = dict(self.weights or {})
         for name in weights:
             if name not in states:
-                raise ValueError(f"StateTracking: weight provided with name {name!r} but this is not a recognized "
-                                 f"state (states: {', '.join(states)})")
+                raise ValueError(
+                    f"StateTracking: weight provided with name {name!r} but this is not a recognized "
+                    f"state (states: {', '.join(states)})"
+                )
             if regex is not None and not regex.fullmatch(name):
-                raise ValueError(f"StateTracking: weight provided with name {name!r} but this name does not match "
-                                 f"the pattern {self.pattern!r}")
+                raise ValueError(
+                    f"StateTracking: weight provided with name {name!r} but this name does not match "
+                    f"the pattern {self.pattern!r}"
+                )
         index, w, pps, names = [], [], [], []
         for j, label in enumerate(labels):
             if label not in states:
                 if self.allow_unused_references:
                     continue
-                raise ValueError(f"StateTracking: state reference {label!r} unrecognized: the model's states are "
-                                 f"{', '.join(states)} (allow_unused_references=True ignores the column)")
+                raise ValueError(
+                    f"StateTracking: state reference {label!r} unrecognized: the model's states are "
+                    f"{', '.join(states)} (allow_unused_references=True ignores the column)"
+                )
             if regex is not None and not regex.fullmatch(label):
                 if self.allow_unused_references:
                     continue
-                raise ValueError(f"StateTracking: state reference {label!r} does not match the pattern "
-                                 f"{self.pattern!r}")
+                raise ValueError(
+                    f"StateTracking: state reference {label!r} does not match the pattern {self.pattern!r}"
+                )
             wj = float(weights.get(label, 1.0))
             if self.scale_weights_with_range:
                 with np.errstate(divide="ignore"):
@@ -248,12 +257,13 @@ class MarkerTracking(Goal):
         from ..tools.kinematics import _model_marker_paths, _units_factor
 
         if problem.kinematics is not None:
-            raise ValueError("MarkerTracking: the markers need the coordinates as states; this problem prescribes "
-                             "them")
+            raise ValueError("MarkerTracking: the markers need the coordinates as states; this problem prescribes them")
         table = _reference_table(self.reference, "MarkerTracking")
         if table.vec_size != 3:
-            raise ValueError(f"MarkerTracking: the reference must be a marker table (Vec3 columns, e.g. a .trc "
-                             f"file), not {table.data_type}")
+            raise ValueError(
+                f"MarkerTracking: the reference must be a marker table (Vec3 columns, e.g. a .trc "
+                f"file), not {table.data_type}"
+            )
         if len(set(table.labels)) != len(table.labels):
             raise ValueError(f"MarkerTracking: the reference repeats a marker: {', '.join(table.labels)}")
         values = np.asarray(table.values, float) * _units_factor(table, "MarkerTracking reference")
@@ -263,16 +273,20 @@ class MarkerTracking(Goal):
         weights = dict(self.weights or {})
         for name in weights:
             if name not in table.labels:
-                raise ValueError(f"MarkerTracking: a weight is given for {name!r}, which the reference does not have "
-                                 f"(its markers: {', '.join(table.labels)})")
+                raise ValueError(
+                    f"MarkerTracking: a weight is given for {name!r}, which the reference does not have "
+                    f"(its markers: {', '.join(table.labels)})"
+                )
         paths, w, pps = [], [], []
         for j, label in enumerate(table.labels):
             path = label if label in paths_known else known.get(label)
             if path is None:
                 if self.allow_unused_references:
                     continue
-                raise ValueError(f"MarkerTracking: marker {label!r} of the reference is not in the model (its "
-                                 f"markers: {', '.join(sorted(known))}; allow_unused_references=True drops it)")
+                raise ValueError(
+                    f"MarkerTracking: marker {label!r} of the reference is not in the model (its "
+                    f"markers: {', '.join(sorted(known))}; allow_unused_references=True drops it)"
+                )
             if not np.all(np.isfinite(values[:, j])):
                 raise ValueError(f"MarkerTracking: marker {label!r} of the reference has missing (NaN) values")
             paths.append(path)
@@ -297,7 +311,7 @@ class MarkerTracking(Goal):
             return jnp.zeros((), jnp.result_type(y, float))
         system = problem.system if system is None else system
         base = system.default_state()
-        positions = _marker_positions(system, prep["paths"], y[:base.q.shape[0]].astype(base.q.dtype), base)
+        positions = _marker_positions(system, prep["paths"], y[: base.q.shape[0]].astype(base.q.dtype), base)
         reference = jax.vmap(lambda pp: pp(t))(prep["pp"]).reshape(-1, 3)
         error = positions - reference
         return jnp.sum(jnp.asarray(prep["weights"]) * jnp.sum(error * error, axis=-1))
@@ -352,27 +366,35 @@ class OutputIntegral(Goal):
         if "|" not in self.output:
             raise ValueError(f"OutputIntegral: output {self.output!r}: expected 'component path|output name'")
         if problem.kinematics is not None:  # (the grid's states are the auxiliary ones alone)
-            raise ValueError(f"OutputIntegral: output {self.output!r}: outputs of a problem whose kinematics are "
-                             "prescribed are not supported yet")
+            raise ValueError(
+                f"OutputIntegral: output {self.output!r}: outputs of a problem whose kinematics are "
+                "prescribed are not supported yet"
+            )
         system = problem.system
         s = system.default_state()
-        value = jax.eval_shape(lambda c: output(system, State(t=s.t, q=s.q, u=s.u, z=s.z, d=s.d), self.output, c),
-                               jnp.zeros(len(problem.control_names)))
+        value = jax.eval_shape(
+            lambda c: output(system, State(t=s.t, q=s.q, u=s.u, z=s.z, d=s.d), self.output, c),
+            jnp.zeros(len(problem.control_names)),
+        )
         shape = getattr(value, "shape", None)
         if shape == ():
             if self.index != -1:
                 raise ValueError(f"OutputIntegral: an output index was provided, but {self.output!r} is a scalar")
         elif shape == (3,):
             if self.index > 2:
-                raise ValueError(f"OutputIntegral: {self.output!r} is a Vec3, but the output index {self.index} is "
-                                 "greater than 2")
+                raise ValueError(
+                    f"OutputIntegral: {self.output!r} is a Vec3, but the output index {self.index} is greater than 2"
+                )
         elif shape == (6,):
             if self.index > 5:
-                raise ValueError(f"OutputIntegral: {self.output!r} is a SpatialVec, but the output index "
-                                 f"{self.index} is greater than 5")
+                raise ValueError(
+                    f"OutputIntegral: {self.output!r} is a SpatialVec, but the output index "
+                    f"{self.index} is greater than 5"
+                )
         else:
-            raise ValueError(f"OutputIntegral: the type of output {self.output!r} is not supported (a scalar, Vec3 "
-                             "or SpatialVec is)")
+            raise ValueError(
+                f"OutputIntegral: the type of output {self.output!r} is not supported (a scalar, Vec3 or SpatialVec is)"
+            )
         return shape
 
     def value(self, problem, t, y, controls, system=None):
@@ -386,7 +408,7 @@ class OutputIntegral(Goal):
         tree = system.topology.tree
         nq, nu = tree.nq, tree.nu
         d = system.default_state().d
-        state = State(t=jnp.asarray(t, jnp.result_type(y)), q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d)
+        state = State(t=jnp.asarray(t, jnp.result_type(y)), q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
         v = jnp.asarray(output(system, state, self.output, controls))
         if shape == ():
             return v
@@ -453,8 +475,10 @@ class Periodicity(Goal):
         """Each pair's ``sign * initial - final`` value (the variables' units; zero where periodic)."""
         _check_mode(self)
         values = []
-        for pairs, kind, first, last in ((self.states, "state", ends.y0, ends.yf),
-                                         (self.controls, "control", ends.c0, ends.cf)):
+        for pairs, kind, first, last in (
+            (self.states, "state", ends.y0, ends.yf),
+            (self.controls, "control", ends.c0, ends.cf),
+        ):
             for initial, final, sign in self._pairs(pairs):
                 i, j = (_index(problem, name, kind) for name in (initial, final))
                 values.append(sign * first[i] - last[j])
@@ -488,15 +512,16 @@ class AverageSpeed(Goal):
 
         _check_mode(self)
         if problem.kinematics is not None:
-            raise ValueError("AverageSpeed: the mass center needs the coordinates as states; this problem "
-                             "prescribes them")
+            raise ValueError(
+                "AverageSpeed: the mass center needs the coordinates as states; this problem prescribes them"
+            )
         system = problem.system if system is None else system
         tree = system.topology.tree
         nq, nu = tree.nq, tree.nu
         d = system.default_state().d
 
         def center(t, y):
-            return mass_center(system, State(t=t, q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:], d=d))[1]
+            return mass_center(system, State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d))[1]
 
         step = center(ends.tf, ends.yf) - center(ends.t0, ends.y0)
         sq = jnp.sum(step * step)

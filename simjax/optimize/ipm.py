@@ -31,8 +31,13 @@ from .nlp import StagedNLP
 __all__ = ["Options", "Solution", "solve", "STATUS", "print_log"]
 
 #: status codes and their meaning
-STATUS = {0: "solved", 1: "iteration limit", 2: "locally infeasible", 3: "non-finite value",
-          4: "search direction failed"}
+STATUS = {
+    0: "solved",
+    1: "iteration limit",
+    2: "locally infeasible",
+    3: "non-finite value",
+    4: "search direction failed",
+}
 
 
 class Options(eqx.Module):
@@ -106,8 +111,15 @@ def _max_abs(tree):
 def _sigma(ZL, ZU, dl, du, has_lo, has_hi):
     """The barrier's ``Sigma = z / distance`` of every bounded variable (summed over its
     two sides), a ``V``-shaped tree."""
-    return _map(lambda zl, zu, a, b, h1, h2: jnp.where(h1, zl / a, 0.0) + jnp.where(h2, zu / b, 0.0),
-                ZL, ZU, dl, du, has_lo, has_hi)
+    return _map(
+        lambda zl, zu, a, b, h1, h2: jnp.where(h1, zl / a, 0.0) + jnp.where(h2, zu / b, 0.0),
+        ZL,
+        ZU,
+        dl,
+        du,
+        has_lo,
+        has_hi,
+    )
 
 
 def _with_previous(own, following):
@@ -168,8 +180,8 @@ class _Problem:
         ng, mg = self.ng, self.mg
         ml, nz, mo = self._widths()
         o = ml + nz
-        Y = jnp.concatenate([xs[1:, :ml], xs[:-1, o:o + mo]], axis=1)
-        return (xs[:-1, ml:o], jnp.zeros_like(Y), xb[:ng], xb[ng:ng + mg]), (Y, xb[ng + mg:])
+        Y = jnp.concatenate([xs[1:, :ml], xs[:-1, o : o + mo]], axis=1)
+        return (xs[:-1, ml:o], jnp.zeros_like(Y), xb[:ng], xb[ng : ng + mg]), (Y, xb[ng + mg :])
 
     def _next(self, Z):
         # (the last stage's successor: a copy of itself, values a model accepts; no
@@ -205,8 +217,8 @@ class _Problem:
 
         def stage(v, k, y):
             def lagrangian(v):
-                cost = self.nlp.cost(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
-                c = self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
+                cost = self.nlp.cost(k, v[:nz], v[nz : 2 * nz], v[2 * nz :], th)
+                c = self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz : 2 * nz], v[2 * nz :], th)
                 return self.fs * cost + y @ c, (cost, c)
 
             grad, (cost, c) = jax.grad(lagrangian, has_aux=True)(v)
@@ -224,7 +236,7 @@ class _Problem:
             return (grad, cb), (grad, cost, cb)
 
         (HB, JB), (gb, cost_b, cb) = jax.jacfwd(border, has_aux=True)(G)
-        gL = (_with_previous(g[:, :nz], g[:, nz:2 * nz]), -Y[0], jnp.sum(g[:, 2 * nz:], axis=0) + gb, -Y[1])
+        gL = (_with_previous(g[:, :nz], g[:, nz : 2 * nz]), -Y[0], jnp.sum(g[:, 2 * nz :], axis=0) + gb, -Y[1])
         f = self.fs * (jnp.sum(costs) + cost_b)
         return H, J, HB, JB, gL, f, (self._residual(c, S), cb - SG), costs
 
@@ -232,18 +244,24 @@ class _Problem:
         """``J^T Y`` as a ``V``-shaped tree."""
         nz = self.nz
         t = jnp.einsum("kmv,km->kv", J, Y[0])
-        return (_with_previous(t[:, :nz], t[:, nz:2 * nz]), -Y[0], jnp.sum(t[:, 2 * nz:], axis=0) + JB.T @ Y[1],
-                -Y[1])
+        return (
+            _with_previous(t[:, :nz], t[:, nz : 2 * nz]),
+            -Y[0],
+            jnp.sum(t[:, 2 * nz :], axis=0) + JB.T @ Y[1],
+            -Y[1],
+        )
 
     def jacobians(self, V):
         """``(J, JB)`` alone (for the scaling)."""
         th, nz = self.nlp.theta, self.nz
 
         def stage_c(v, k):
-            return self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz:2 * nz], v[2 * nz:], th)
+            return self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz : 2 * nz], v[2 * nz :], th)
 
-        return (jax.vmap(jax.jacfwd(stage_c))(self._inputs(V), self.ks),
-                jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(V[2]))
+        return (
+            jax.vmap(jax.jacfwd(stage_c))(self._inputs(V), self.ks),
+            jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(V[2]),
+        )
 
 
 def _bounds(nlp: StagedNLP, rs, bs):
@@ -268,8 +286,8 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     dtype = H.dtype
     b, nb = ml + nz + mo, ng + 2 * mg
     yl, z_, yo = slice(0, ml), slice(ml, ml + nz), slice(ml + nz, b)
-    Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz:2 * nz], J[:, :, 2 * nz:]
-    Wzz = _with_previous(H[:, :nz, :nz], H[:, nz:2 * nz, nz:2 * nz])
+    Jz, Jn, Jg = J[:, :, :nz], J[:, :, nz : 2 * nz], J[:, :, 2 * nz :]
+    Wzz = _with_previous(H[:, :nz, :nz], H[:, nz : 2 * nz, nz : 2 * nz])
     T = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
     inverse, decoupled = P.condensed(sigma[1], free[1], dw)
     row_diag = -(dc + inverse)  # (K, m)
@@ -282,25 +300,28 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     D = D.at[:K, z_, z_].set(Wzz + jax.vmap(jnp.diag)(sigma[0] + dw))
     L = jnp.zeros((K + 1, b, b), dtype)
     L = L.at[1:, yl, z_].set(Jz[:, :ml])
-    L = L.at[1:K, z_, z_].set(H[:-1, nz:2 * nz, :nz])
+    L = L.at[1:K, z_, z_].set(H[:-1, nz : 2 * nz, :nz])
     L = L.at[1:K, z_, yo].set(T(Jn[:-1, ml:]))
     Bo = jnp.zeros((K + 1, b, nb), dtype)
     Bo = Bo.at[1:, yl, :ng].set(Jg[:, :ml]).at[:K, yo, :ng].set(Jg[:, ml:])
-    Bo = Bo.at[:K, z_, :ng].set(_with_previous(H[:, :nz, 2 * nz:], H[:, nz:2 * nz, 2 * nz:]))
+    Bo = Bo.at[:K, z_, :ng].set(_with_previous(H[:, :nz, 2 * nz :], H[:, nz : 2 * nz, 2 * nz :]))
     C = jnp.zeros((nb, nb), dtype)
-    C = C.at[:ng, :ng].set(jnp.sum(H[:, 2 * nz:, 2 * nz:], axis=0) + HB + jnp.diag(sigma[2] + dw))
-    C = C.at[ng:ng + mg, ng:ng + mg].set(jnp.diag(sigma[3] + dw))
-    C = C.at[ng + mg:, :ng].set(JB).at[:ng, ng + mg:].set(JB.T)
+    C = C.at[:ng, :ng].set(jnp.sum(H[:, 2 * nz :, 2 * nz :], axis=0) + HB + jnp.diag(sigma[2] + dw))
+    C = C.at[ng : ng + mg, ng : ng + mg].set(jnp.diag(sigma[3] + dw))
+    C = C.at[ng + mg :, :ng].set(JB).at[:ng, ng + mg :].set(JB.T)
     eye_g = jnp.eye(mg, dtype=dtype)
-    C = C.at[ng + mg:, ng:ng + mg].set(-eye_g).at[ng:ng + mg, ng + mg:].set(-eye_g)
-    C = C.at[ng + mg:, ng + mg:].set(-dc * eye_g)
+    C = C.at[ng + mg :, ng : ng + mg].set(-eye_g).at[ng : ng + mg, ng + mg :].set(-eye_g)
+    C = C.at[ng + mg :, ng + mg :].set(-dc * eye_g)
     # fixed variables and placeholders: rows and columns replaced by the identity's (+1
     # for variables, -1 for multipliers)
     rows = P.active & ~decoupled
     keep, _ = P.to_stages((free[0], free[1], free[2], free[3]), (rows, jnp.ones(mg, bool)))
     keep = keep.astype(dtype)
-    fill, _ = P.to_stages((jnp.ones((K, nz)), jnp.ones((K, m)), jnp.ones(ng), jnp.ones(mg)),
-                          (-jnp.ones((K, m)), jnp.ones(mg)), placeholder=None)
+    fill, _ = P.to_stages(
+        (jnp.ones((K, nz)), jnp.ones((K, m)), jnp.ones(ng), jnp.ones(mg)),
+        (-jnp.ones((K, m)), jnp.ones(mg)),
+        placeholder=None,
+    )
     fill = fill.astype(dtype)
     fb = jnp.concatenate([free[2], free[3], jnp.ones(mg, bool)]).astype(dtype)
     D = D * keep[:, :, None] * keep[:, None, :] + jax.vmap(jnp.diag)((1.0 - keep) * fill)
@@ -310,8 +331,9 @@ def _assemble(P: _Problem, H, J, HB, JB, sigma, free, dw, dc) -> kkt.Banded:
     return kkt.Banded(D, L, Bo, C)
 
 
-def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers=None,
-          derivatives: bool = False) -> Solution:
+def solve(
+    nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers=None, derivatives: bool = False
+) -> Solution:
     """Solve a staged NLP from a starting point.
 
     **Arguments:** ``nlp``; ``z0 (K, nz)``, ``g0 (ng,)``: the starting point (moved
@@ -365,9 +387,14 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     S0 = r0[0] * rs  # (the slacks at their constraints' values)
     SG0 = r0[1] * bs
     V0 = _map(push, (z0, S0, g0, SG0), lo, hi, has_lo, has_hi, fixed)
-    Y0 = (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)) if multipliers is None else \
-        (jnp.where(P.active, jnp.asarray(multipliers[0], dtype) / rs * fs, 0.0),
-         jnp.asarray(multipliers[1], dtype) / bs * fs)
+    Y0 = (
+        (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype))
+        if multipliers is None
+        else (
+            jnp.where(P.active, jnp.asarray(multipliers[0], dtype) / rs * fs, 0.0),
+            jnp.asarray(multipliers[1], dtype) / bs * fs,
+        )
+    )
     ZL0 = _map(lambda h: jnp.where(h, 1.0, 0.0).astype(dtype), has_lo)
     ZU0 = _map(lambda h: jnp.where(h, 1.0, 0.0).astype(dtype), has_hi)
 
@@ -379,8 +406,10 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     def barrier(V, f, mu):
         """The barrier objective, from the scaled objective ``f`` at ``V``."""
         dl, du = dists(V)
-        return f - mu * (_sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), dl, has_lo))
-                         + _sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), du, has_hi)))
+        return f - mu * (
+            _sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), dl, has_lo))
+            + _sum(_map(lambda d, h: jnp.where(h, jnp.log(d), 0.0), du, has_hi))
+        )
 
     def infeasibility(r):
         return _sum(_map(jnp.abs, r))
@@ -404,8 +433,10 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         dual = _map(lambda g, zl, zu, f: jnp.where(f, g - zl + zu, 0.0), gL, ZL, ZU, free)
         inf_du = _max_abs(dual)
         inf_pr = _max_abs(r)
-        comp = jnp.maximum(_max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), dl, ZL, has_lo)),
-                           _max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), du, ZU, has_hi)))
+        comp = jnp.maximum(
+            _max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), dl, ZL, has_lo)),
+            _max_abs(_map(lambda d, z, h: jnp.where(h, d * z - mu, 0.0), du, ZU, has_hi)),
+        )
         n_mult = K * m + mg
         n_bound = _sum(_map(lambda h: h.astype(dtype), has_lo)) + _sum(_map(lambda h: h.astype(dtype), has_hi))
         zsum = _sum(_map(jnp.abs, ZL)) + _sum(_map(jnp.abs, ZU))
@@ -426,7 +457,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
             # solution within the bounds)
             H, HB, dc0 = jnp.zeros_like(H), jnp.zeros_like(HB), 1.0
         F = kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, 0.0, dc0))
-        dc = jnp.where(F.inertia[2] > 0, jnp.maximum(_DC * mu ** 0.25, dc0), dc0)
+        dc = jnp.where(F.inertia[2] > 0, jnp.maximum(_DC * mu**0.25, dc0), dc0)
         first = jnp.where(dw_last == 0.0, _DW0, jnp.maximum(_DW_MIN, _KW_MINUS * dw_last))
         good = jnp.all(F.inertia == expected)
 
@@ -451,8 +482,15 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     def direction(V, ZL, ZU, gL, r, mu, F, gauss_newton, inverse):
         """The Newton step from ``factor_corrected``'s ``F`` and the slacks' ``inverse``."""
         dl, du = dists(V)
-        grad_b = _map(lambda g, d1, d2, h1, h2, y: g - jnp.where(h1, mu / d1, 0.0) + jnp.where(h2, mu / d2, 0.0),
-                      gL, dl, du, has_lo, has_hi, V)
+        grad_b = _map(
+            lambda g, d1, d2, h1, h2, y: g - jnp.where(h1, mu / d1, 0.0) + jnp.where(h2, mu / d2, 0.0),
+            gL,
+            dl,
+            du,
+            has_lo,
+            has_hi,
+            V,
+        )
         if gauss_newton:  # the feasibility problem |r|^2 / 2 alone (Sigma keeps the step inside)
             grad_b = _map(jnp.zeros_like, grad_b)
         grad_b = _map(lambda g, f: jnp.where(f, g, 0.0), grad_b, free)
@@ -496,10 +534,14 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         """The filter line search: ``(alpha, accepted, phi_type)`` (searching only while
         ``active``)."""
         switching_ok = slope < 0
-        amin = jnp.where(switching_ok,
-                         _GAMMA_ALPHA * jnp.minimum(jnp.minimum(_GAMMA_THETA, _GAMMA_PHI * theta / -slope),
-                                                    _DELTA * theta ** _S_THETA / (-slope) ** _S_PHI),
-                         _GAMMA_ALPHA * _GAMMA_THETA)
+        amin = jnp.where(
+            switching_ok,
+            _GAMMA_ALPHA
+            * jnp.minimum(
+                jnp.minimum(_GAMMA_THETA, _GAMMA_PHI * theta / -slope), _DELTA * theta**_S_THETA / (-slope) ** _S_PHI
+            ),
+            _GAMMA_ALPHA * _GAMMA_THETA,
+        )
         # (at a feasible point IPOPT's bound is zero: a floor keeps the search finite
         # where no step is acceptable, e.g. a non-finite objective)
         amin = jnp.maximum(jnp.where(theta <= theta_min, amin, _GAMMA_ALPHA * _GAMMA_THETA), 1e-14)
@@ -507,7 +549,7 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         def trial(a):
             theta_t, phi_t = merit(step_to(V, dV, a), mu)
             finite = jnp.isfinite(theta_t) & jnp.isfinite(phi_t)
-            switching = switching_ok & (a * (-slope) ** _S_PHI > _DELTA * theta ** _S_THETA) & (theta <= theta_min)
+            switching = switching_ok & (a * (-slope) ** _S_PHI > _DELTA * theta**_S_THETA) & (theta <= theta_min)
             armijo = phi_t <= phi + _ETA * a * slope
             sufficient = (theta_t <= (1 - _GAMMA_THETA) * theta) | (phi_t <= phi - _GAMMA_PHI * theta)
             ok = finite & acceptable(theta_t, phi_t, filt) & jnp.where(switching, armijo, sufficient)
@@ -549,11 +591,20 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         v = _map(lambda c, l, u: c - jnp.clip(c, l, u), c, (lo[1], lo[3]), (hi[1], hi[3]))
         t = P.transposed(J, JB, v)
         dl, du = dists(V)
-        room = _map(lambda g, a, b, h1, h2: jnp.where(g > 0, jnp.where(h1, jnp.minimum(1.0, a), 1.0),
-                                                      jnp.where(h2, jnp.minimum(1.0, b), 1.0)),
-                    t, dl, du, has_lo, has_hi)
-        p = jnp.maximum(_max_abs(_map(lambda g, w, f: jnp.where(f, g * w, 0.0), t[0], room[0], free[0])),
-                        _max_abs(_map(lambda g, w, f: jnp.where(f, g * w, 0.0), t[2], room[2], free[2])))
+        room = _map(
+            lambda g, a, b, h1, h2: jnp.where(
+                g > 0, jnp.where(h1, jnp.minimum(1.0, a), 1.0), jnp.where(h2, jnp.minimum(1.0, b), 1.0)
+            ),
+            t,
+            dl,
+            du,
+            has_lo,
+            has_hi,
+        )
+        p = jnp.maximum(
+            _max_abs(_map(lambda g, w, f: jnp.where(f, g * w, 0.0), t[0], room[0], free[0])),
+            _max_abs(_map(lambda g, w, f: jnp.where(f, g * w, 0.0), t[2], room[2], free[2])),
+        )
         return p <= 1e-6 * _max_abs(v)
 
     def least_squares_multipliers(J, JB, gf, ZL, ZU):
@@ -573,30 +624,53 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
     log0 = jnp.full((options.max_iter, 7), jnp.nan, dtype)
     filt0 = jnp.full((_FILTER, 2), jnp.inf, dtype)
     # (without a warm start the first iteration estimates the multipliers)
-    init = dict(V=V0, Y=Y0, ZL=ZL0, ZU=ZU0, mu=jnp.asarray(options.mu_init, dtype), filt=filt0, n_filt=0,
-                it=0, status=-1, dw=jnp.zeros((), dtype), stall=0, bad=-1, log=log0, reset=multipliers is None,
-                far=0, last=(jnp.zeros((K, 2 * nz + ng, 2 * nz + ng), dtype), jnp.zeros((K, m, 2 * nz + ng), dtype),
-                      jnp.zeros((ng, ng), dtype), jnp.zeros((mg, ng), dtype)))
+    init = dict(
+        V=V0,
+        Y=Y0,
+        ZL=ZL0,
+        ZU=ZU0,
+        mu=jnp.asarray(options.mu_init, dtype),
+        filt=filt0,
+        n_filt=0,
+        it=0,
+        status=-1,
+        dw=jnp.zeros((), dtype),
+        stall=0,
+        bad=-1,
+        log=log0,
+        reset=multipliers is None,
+        far=0,
+        last=(
+            jnp.zeros((K, 2 * nz + ng, 2 * nz + ng), dtype),
+            jnp.zeros((K, m, 2 * nz + ng), dtype),
+            jnp.zeros((ng, ng), dtype),
+            jnp.zeros((mg, ng), dtype),
+        ),
+    )
 
     def body(s):
         V, Y, ZL, ZU, mu = s["V"], s["Y"], s["ZL"], s["ZU"], s["mu"]
         H, J, HB, JB, gL, f, r, costs = P.evaluate(V, Y)
         ok_k = jnp.isfinite(costs) & jnp.all(jnp.isfinite(r[0]), axis=1)
-        finite = jnp.all(ok_k) & jnp.isfinite(f) & jnp.all(jnp.stack(
-            [jnp.all(jnp.isfinite(x)) for x in (H, J, HB, JB, *jax.tree_util.tree_leaves((gL, r)))]))
+        finite = (
+            jnp.all(ok_k)
+            & jnp.isfinite(f)
+            & jnp.all(
+                jnp.stack([jnp.all(jnp.isfinite(x)) for x in (H, J, HB, JB, *jax.tree_util.tree_leaves((gL, r)))])
+            )
+        )
         bad = jnp.where(jnp.all(ok_k), -1, jnp.argmin(ok_k))
         # multipliers estimated afresh (at the start, after restoration): the Hessian
         # this iteration is the one of the multipliers it was evaluated with
         gf = _map(lambda a, b: a - b, gL, P.transposed(J, JB, Y))
-        Y = jax.lax.cond(s["reset"] & finite, lambda _: least_squares_multipliers(J, JB, gf, ZL, ZU),
-                         lambda _: Y, None)
+        Y = jax.lax.cond(s["reset"] & finite, lambda _: least_squares_multipliers(J, JB, gf, ZL, ZU), lambda _: Y, None)
         gL = _map(lambda a, b: a + b, gf, P.transposed(J, JB, Y))
         e0, inf_pr, inf_du = errors(V, Y, ZL, ZU, gL, r, 0.0)
         converged = (e0 <= options.tol) & (violation(r) <= options.constraint_tol)
         # the barrier weight falls once the barrier problem is solved well enough
         e_mu, _, _ = errors(V, Y, ZL, ZU, gL, r, mu)
         lower_mu = e_mu <= _KAPPA_EPS * mu
-        mu = jnp.where(lower_mu, jnp.maximum(options.tol / 10, jnp.minimum(_KAPPA_MU * mu, mu ** _THETA_MU)), mu)
+        mu = jnp.where(lower_mu, jnp.maximum(options.tol / 10, jnp.minimum(_KAPPA_MU * mu, mu**_THETA_MU)), mu)
         filt = jnp.where(lower_mu, filt0, s["filt"])
         n_filt = jnp.where(lower_mu, 0, s["n_filt"])
         dl, du = dists(V)
@@ -636,10 +710,18 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         ZUn = _map(lambda z, d: z + az_used * d, ZU, dZU_used)
         # the bound multipliers kept near mu / distance (IPOPT's kappa_sigma safeguard)
         dln, dun = dists(Vn)
-        ZLn = _map(lambda z, d, h: jnp.where(h, jnp.clip(z, mu / (_KAPPA_SIGMA * d), _KAPPA_SIGMA * mu / d), 0.0),
-                   ZLn, dln, has_lo)
-        ZUn = _map(lambda z, d, h: jnp.where(h, jnp.clip(z, mu / (_KAPPA_SIGMA * d), _KAPPA_SIGMA * mu / d), 0.0),
-                   ZUn, dun, has_hi)
+        ZLn = _map(
+            lambda z, d, h: jnp.where(h, jnp.clip(z, mu / (_KAPPA_SIGMA * d), _KAPPA_SIGMA * mu / d), 0.0),
+            ZLn,
+            dln,
+            has_lo,
+        )
+        ZUn = _map(
+            lambda z, d, h: jnp.where(h, jnp.clip(z, mu / (_KAPPA_SIGMA * d), _KAPPA_SIGMA * mu / d), 0.0),
+            ZUn,
+            dun,
+            has_hi,
+        )
         # after a restoration step the constraints' multipliers start again from their
         # least-squares estimate (next iteration)
         Yn = _map(lambda y: jnp.where(restoring, 0.0, y), Yn)
@@ -654,29 +736,64 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         # local infeasibility: where the filter rejects every step, the constraints'
         # violation v (of their bounds) is stationary, J^T v ~ 0 projected on the
         # variables' bounds, for a few restoration steps
-        far = jnp.where(restoring & stationary_infeasibility(V, r, J, JB) & (violation(r) > options.constraint_tol),
-                        s["far"] + 1, jnp.where(restoring, s["far"], 0))
+        far = jnp.where(
+            restoring & stationary_infeasibility(V, r, J, JB) & (violation(r) > options.constraint_tol),
+            s["far"] + 1,
+            jnp.where(restoring, s["far"], 0),
+        )
         status = jnp.where(converged, 0, -1)
         status = jnp.where(~finite, 3, status)
         status = jnp.where((status < 0) & ~inertia_ok & restoring & ~restored, 4, status)
-        status = jnp.where((status < 0) & (((stall >= 8) & (violation(r) > options.constraint_tol)) | (far >= 5)),
-                           2, status)
+        status = jnp.where(
+            (status < 0) & (((stall >= 8) & (violation(r) > options.constraint_tol)) | (far >= 5)), 2, status
+        )
         done = status >= 0
         f_un = f / P.fs
-        row = jnp.stack([f_un, inf_pr, inf_du, jnp.log10(mu), jnp.where(done, 0.0, a_used),
-                         jnp.log10(jnp.maximum(dw, 1e-99)), restoring.astype(dtype)])
+        row = jnp.stack(
+            [
+                f_un,
+                inf_pr,
+                inf_du,
+                jnp.log10(mu),
+                jnp.where(done, 0.0, a_used),
+                jnp.log10(jnp.maximum(dw, 1e-99)),
+                restoring.astype(dtype),
+            ]
+        )
         if options.verbose:
-            jax.debug.print("{it:4d} {f: .8e} {pr:.2e} {du:.2e} {mu:5.1f} {a:.2e} {r}", it=s["it"], f=f_un,
-                            pr=inf_pr, du=inf_du, mu=jnp.log10(mu), a=a_used, r=restoring)
+            jax.debug.print(
+                "{it:4d} {f: .8e} {pr:.2e} {du:.2e} {mu:5.1f} {a:.2e} {r}",
+                it=s["it"],
+                f=f_un,
+                pr=inf_pr,
+                du=inf_du,
+                mu=jnp.log10(mu),
+                a=a_used,
+                r=restoring,
+            )
         if options.progress:
-            jax.debug.callback(functools.partial(progress.report, max_iter=options.max_iter),
-                               s["it"], done, f_un, inf_pr, inf_du)
+            jax.debug.callback(
+                functools.partial(progress.report, max_iter=options.max_iter), s["it"], done, f_un, inf_pr, inf_du
+            )
         keep = lambda new, old: _map(lambda n, o: jnp.where(done, o, n), new, old)  # noqa: E731
-        return dict(V=keep(Vn, V), Y=keep(Yn, Y), ZL=keep(ZLn, ZL), ZU=keep(ZUn, ZU), mu=mu, filt=filt,
-                    n_filt=n_filt, it=s["it"] + jnp.where(done, 0, 1), status=status,
-                    dw=jnp.where(inertia_ok, dw, s["dw"]), stall=stall,
-                    bad=jnp.where(~finite, bad, s["bad"]), log=s["log"].at[s["it"]].set(row),
-                    reset=restoring & ~done, last=(H, J, HB, JB), far=far)
+        return dict(
+            V=keep(Vn, V),
+            Y=keep(Yn, Y),
+            ZL=keep(ZLn, ZL),
+            ZU=keep(ZUn, ZU),
+            mu=mu,
+            filt=filt,
+            n_filt=n_filt,
+            it=s["it"] + jnp.where(done, 0, 1),
+            status=status,
+            dw=jnp.where(inertia_ok, dw, s["dw"]),
+            stall=stall,
+            bad=jnp.where(~finite, bad, s["bad"]),
+            log=s["log"].at[s["it"]].set(row),
+            reset=restoring & ~done,
+            last=(H, J, HB, JB),
+            far=far,
+        )
 
     def cond(s):
         return (s["status"] < 0) & (s["it"] < options.max_iter)
@@ -687,12 +804,35 @@ def solve(nlp: StagedNLP, z0, g0=None, options: Options = Options(), multipliers
         jax.debug.callback(functools.partial(progress.finish, names=STATUS), status, s["it"])
     V, Y = s["V"], s["Y"]
     if derivatives:
-        V, Y = _implicit(P, _Problem(live, *jax.lax.stop_gradient((fs, rs, bs))), V, Y, s["ZL"], s["ZU"],
-                         s["last"], dists(V), free, has_lo, has_hi, to_stages, from_stages, expected)
+        V, Y = _implicit(
+            P,
+            _Problem(live, *jax.lax.stop_gradient((fs, rs, bs))),
+            V,
+            Y,
+            s["ZL"],
+            s["ZU"],
+            s["last"],
+            dists(V),
+            free,
+            has_lo,
+            has_hi,
+            to_stages,
+            from_stages,
+            expected,
+        )
     f, r, _ = P.primal(V) if not derivatives else _Problem(live, fs, rs, bs).primal(V)
-    return Solution(z=V[0], g=V[2], multipliers=Y[0] * rs / fs, border_multipliers=Y[1] * bs / fs,
-                    objective=f / fs, status=status, iterations=s["it"], bad_stage=s["bad"],
-                    constraint_violation=violation(r), log=s["log"])
+    return Solution(
+        z=V[0],
+        g=V[2],
+        multipliers=Y[0] * rs / fs,
+        border_multipliers=Y[1] * bs / fs,
+        objective=f / fs,
+        status=status,
+        iterations=s["it"],
+        bad_stage=s["bad"],
+        constraint_violation=violation(r),
+        log=s["log"],
+    )
 
 
 def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_stages, from_stages, expected):
@@ -728,8 +868,7 @@ def _implicit(P, live, V, Y, ZL, ZU, last, distances, free, has_lo, has_hi, to_s
     def step(sigma, variables, truncate):
         """``(dV, dY, nonsingular)`` of the Newton step with ``K`` from these bounds'
         ``sigma`` and these free ``variables``."""
-        F = jax.lax.stop_gradient(kkt.factor(_assemble(P, H, J, HB, JB, sigma, variables, 0.0, 0.0),
-                                             truncate=truncate))
+        F = jax.lax.stop_gradient(kkt.factor(_assemble(P, H, J, HB, JB, sigma, variables, 0.0, 0.0), truncate=truncate))
         inverse, decoupled = P.condensed(sigma[1], variables[1], 0.0)
         gv = _map(lambda a, k: jnp.where(k, a, 0.0), g, variables)
         # (an inactive inequality's row is decoupled: its multiplier stays zero)

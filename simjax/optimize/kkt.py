@@ -132,14 +132,30 @@ def factor(K: Banded, zero_tol: float = 1e-15, truncate: float = 0.0) -> Factors
     init = (jnp.eye(b, dtype=K.diag.dtype), jnp.ones(b, K.diag.dtype))
     _, (vectors, values) = jax.lax.scan(step, init, jnp.arange(K.diag.shape[0]))
     inertia = jnp.sum(jax.vmap(lambda v: _counts(v, zero_tol))(values), axis=0)
-    partial = Factors(vectors, values, K.lower, K.border, K.border, jnp.zeros((0, 0), K.diag.dtype),
-                      jnp.zeros(0, K.diag.dtype), inertia)
+    partial = Factors(
+        vectors,
+        values,
+        K.lower,
+        K.border,
+        K.border,
+        jnp.zeros((0, 0), K.diag.dtype),
+        jnp.zeros(0, K.diag.dtype),
+        inertia,
+    )
     tinv_border = _solve_tridiagonal(partial, K.border)
     schur = K.corner - jnp.einsum("kbi,kbj->ij", K.border, tinv_border)
     border_values, border_vectors = jnp.linalg.eigh(jnp.where(jnp.isfinite(schur), 0.5 * (schur + schur.T), 0.0))
     border_values = cut(border_values) if truncate else border_values
-    return Factors(vectors, values, K.lower, K.border, tinv_border, border_vectors, border_values,
-                   inertia + _counts(border_values, zero_tol))
+    return Factors(
+        vectors,
+        values,
+        K.lower,
+        K.border,
+        tinv_border,
+        border_vectors,
+        border_values,
+        inertia + _counts(border_values, zero_tol),
+    )
 
 
 def solve(f: Factors, rhs_stages, rhs_border):
@@ -159,10 +175,10 @@ def dense(K: Banded):
     n, b, nb = K.diag.shape[0], K.diag.shape[1], K.corner.shape[0]
     M = jnp.zeros((n * b + nb, n * b + nb), K.diag.dtype)
     for k in range(n):  # (tests only)
-        M = M.at[k * b:(k + 1) * b, k * b:(k + 1) * b].set(K.diag[k])
+        M = M.at[k * b : (k + 1) * b, k * b : (k + 1) * b].set(K.diag[k])
         if k:
-            M = M.at[k * b:(k + 1) * b, (k - 1) * b:k * b].set(K.lower[k])
-            M = M.at[(k - 1) * b:k * b, k * b:(k + 1) * b].set(K.lower[k].T)
-        M = M.at[k * b:(k + 1) * b, n * b:].set(K.border[k])
-        M = M.at[n * b:, k * b:(k + 1) * b].set(K.border[k].T)
-    return M.at[n * b:, n * b:].set(K.corner)
+            M = M.at[k * b : (k + 1) * b, (k - 1) * b : k * b].set(K.lower[k])
+            M = M.at[(k - 1) * b : k * b, k * b : (k + 1) * b].set(K.lower[k].T)
+        M = M.at[k * b : (k + 1) * b, n * b :].set(K.border[k])
+        M = M.at[n * b :, k * b : (k + 1) * b].set(K.border[k].T)
+    return M.at[n * b :, n * b :].set(K.corner)

@@ -80,9 +80,17 @@ def _table(kinematics):
 _POSED: list = []  # (see collocation._recent)
 
 
-def inverse_problem(model, kinematics, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
-                    reserves_weight: float = 1.0, minimize_sum_squared_activations: bool = False,
-                    kinematics_allow_extra_columns: bool = False) -> tuple[Problem, int]:
+def inverse_problem(
+    model,
+    kinematics,
+    *,
+    initial_time=None,
+    final_time=None,
+    mesh_interval: float = 0.02,
+    reserves_weight: float = 1.0,
+    minimize_sum_squared_activations: bool = False,
+    kinematics_allow_extra_columns: bool = False,
+) -> tuple[Problem, int]:
     """The problem ``MocoInverse`` poses, and its number of mesh intervals.
 
     **Arguments:** as ``inverse``. The same model and kinematics (the same objects)
@@ -94,8 +102,14 @@ def inverse_problem(model, kinematics, *, initial_time=None, final_time=None, me
     **Raises:** ``ValueError`` for a time outside the table's, a non-positive mesh
     interval, or a column that names no coordinate.
     """
-    settings = (initial_time, final_time, mesh_interval, reserves_weight, minimize_sum_squared_activations,
-                kinematics_allow_extra_columns)
+    settings = (
+        initial_time,
+        final_time,
+        mesh_interval,
+        reserves_weight,
+        minimize_sum_squared_activations,
+        kinematics_allow_extra_columns,
+    )
     return _recent(_POSED, (model, kinematics), settings, lambda: _posed(model, kinematics, *settings))
 
 
@@ -105,8 +119,7 @@ def _window(tool, table, initial_time, final_time, mesh_interval):
     t0 = times[0] if initial_time is None else float(initial_time)
     tf = times[-1] if final_time is None else float(final_time)
     if t0 < times[0] or tf > times[-1]:
-        raise ValueError(f"{tool}: the time window {t0}..{tf} s is outside the reference's "
-                         f"{times[0]}..{times[-1]} s")
+        raise ValueError(f"{tool}: the time window {t0}..{tf} s is outside the reference's {times[0]}..{times[-1]} s")
     if tf < t0:
         raise ValueError(f"{tool}: initial time {t0} s is after the final time {tf} s")
     if not mesh_interval > 0:
@@ -114,8 +127,16 @@ def _window(tool, table, initial_time, final_time, mesh_interval):
     return t0, tf, int(math.ceil((tf - t0) / mesh_interval - 1e-12))
 
 
-def _posed(model, kinematics, initial_time, final_time, mesh_interval, reserves_weight,
-           minimize_sum_squared_activations, kinematics_allow_extra_columns):
+def _posed(
+    model,
+    kinematics,
+    initial_time,
+    final_time,
+    mesh_interval,
+    reserves_weight,
+    minimize_sum_squared_activations,
+    kinematics_allow_extra_columns,
+):
     system = _system(model)
     table = _table(kinematics)
     t0, tf, n = _window("inverse", table, initial_time, final_time, mesh_interval)
@@ -127,11 +148,21 @@ def _posed(model, kinematics, initial_time, final_time, mesh_interval, reserves_
     return problem, n
 
 
-def inverse(model, kinematics, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
-            reserves_weight: float = 1.0, minimize_sum_squared_activations: bool = False,
-            convergence_tolerance: float = 1e-3, constraint_tolerance: float = 1e-3, max_iterations: int = 1000,
-            kinematics_allow_extra_columns: bool = False, guess: OptimalTrajectory | None = None
-            ) -> OptimalTrajectory:
+def inverse(
+    model,
+    kinematics,
+    *,
+    initial_time=None,
+    final_time=None,
+    mesh_interval: float = 0.02,
+    reserves_weight: float = 1.0,
+    minimize_sum_squared_activations: bool = False,
+    convergence_tolerance: float = 1e-3,
+    constraint_tolerance: float = 1e-3,
+    max_iterations: int = 1000,
+    kinematics_allow_extra_columns: bool = False,
+    guess: OptimalTrajectory | None = None,
+) -> OptimalTrajectory:
     """Solve Moco's ``MocoInverse`` problem.
 
     **Arguments:** ``model``: a ``System``, a ``Model`` or an ``.osim`` path (edited
@@ -146,21 +177,44 @@ def inverse(model, kinematics, *, initial_time=None, final_time=None, mesh_inter
     **Returns:** an ``OptimalTrajectory`` of the activations (states) and controls on
     the Hermite–Simpson grid; ``status`` 0 where it converged.
     """
-    problem, n = inverse_problem(model, kinematics, initial_time=initial_time, final_time=final_time,
-                                 mesh_interval=mesh_interval, reserves_weight=reserves_weight,
-                                 minimize_sum_squared_activations=minimize_sum_squared_activations,
-                                 kinematics_allow_extra_columns=kinematics_allow_extra_columns)
+    problem, n = inverse_problem(
+        model,
+        kinematics,
+        initial_time=initial_time,
+        final_time=final_time,
+        mesh_interval=mesh_interval,
+        reserves_weight=reserves_weight,
+        minimize_sum_squared_activations=minimize_sum_squared_activations,
+        kinematics_allow_extra_columns=kinematics_allow_extra_columns,
+    )
     options = ipm.Options(tol=convergence_tolerance, constraint_tol=constraint_tolerance, max_iter=max_iterations)
     # (MocoInverse's solver minimizes implicit tendons' auxiliary derivatives, weight 0.01)
-    return solve(problem, mesh=n, scheme="hermite-simpson", options=options, guess=guess,
-                 interpolate_controls=False, auxiliary_derivatives_weight=0.01)
+    return solve(
+        problem,
+        mesh=n,
+        scheme="hermite-simpson",
+        options=options,
+        guess=guess,
+        interpolate_controls=False,
+        auxiliary_derivatives_weight=0.01,
+    )
 
 
-def track_problem(model, states_reference, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
-                  states_global_tracking_weight: float = 1.0, states_weights: dict | None = None,
-                  scale_state_weights_with_range: bool = False, allow_unused_references: bool = False,
-                  minimize_control_effort: bool = True, control_effort_weight: float = 0.001,
-                  controls_weights: dict | None = None) -> tuple[Problem, int]:
+def track_problem(
+    model,
+    states_reference,
+    *,
+    initial_time=None,
+    final_time=None,
+    mesh_interval: float = 0.02,
+    states_global_tracking_weight: float = 1.0,
+    states_weights: dict | None = None,
+    scale_state_weights_with_range: bool = False,
+    allow_unused_references: bool = False,
+    minimize_control_effort: bool = True,
+    control_effort_weight: float = 0.001,
+    controls_weights: dict | None = None,
+) -> tuple[Problem, int]:
     """The problem ``MocoTrack`` poses from a states reference, and its number of mesh
     intervals.
 
@@ -184,21 +238,40 @@ def track_problem(model, states_reference, *, initial_time=None, final_time=None
         value = f"{path}/value"
         if value in table.labels and value not in weights and _is_constrained(system.model, system.model.find(path)):
             weights[value] = 0.0
-    problem = Problem(system, initial_time=t0, final_time=tf).goal(StateTracking(
-        table, weight=states_global_tracking_weight, weights=weights or None,
-        allow_unused_references=allow_unused_references, scale_weights_with_range=scale_state_weights_with_range))
+    problem = Problem(system, initial_time=t0, final_time=tf).goal(
+        StateTracking(
+            table,
+            weight=states_global_tracking_weight,
+            weights=weights or None,
+            allow_unused_references=allow_unused_references,
+            scale_weights_with_range=scale_state_weights_with_range,
+        )
+    )
     if minimize_control_effort:
         problem = problem.goal(ControlEffort(weight=control_effort_weight, weights=dict(controls_weights or {})))
     return problem, n
 
 
-def track(model, states_reference, *, initial_time=None, final_time=None, mesh_interval: float = 0.02,
-          states_global_tracking_weight: float = 1.0, states_weights: dict | None = None,
-          scale_state_weights_with_range: bool = False, allow_unused_references: bool = False,
-          minimize_control_effort: bool = True, control_effort_weight: float = 0.001,
-          controls_weights: dict | None = None, convergence_tolerance: float = 1e-2,
-          constraint_tolerance: float = 1e-2, max_iterations: int = 1000,
-          guess: OptimalTrajectory | None = None, dynamics_mode: str = "explicit") -> OptimalTrajectory:
+def track(
+    model,
+    states_reference,
+    *,
+    initial_time=None,
+    final_time=None,
+    mesh_interval: float = 0.02,
+    states_global_tracking_weight: float = 1.0,
+    states_weights: dict | None = None,
+    scale_state_weights_with_range: bool = False,
+    allow_unused_references: bool = False,
+    minimize_control_effort: bool = True,
+    control_effort_weight: float = 0.001,
+    controls_weights: dict | None = None,
+    convergence_tolerance: float = 1e-2,
+    constraint_tolerance: float = 1e-2,
+    max_iterations: int = 1000,
+    guess: OptimalTrajectory | None = None,
+    dynamics_mode: str = "explicit",
+) -> OptimalTrajectory:
     """Solve Moco's ``MocoTrack`` problem for a states reference.
 
     **Arguments:** ``model``: a ``System``, a ``Model`` or an ``.osim`` path (edited
@@ -219,10 +292,18 @@ def track(model, states_reference, *, initial_time=None, final_time=None, mesh_i
     where it converged.
     """
     problem, n = track_problem(
-        model, states_reference, initial_time=initial_time, final_time=final_time, mesh_interval=mesh_interval,
-        states_global_tracking_weight=states_global_tracking_weight, states_weights=states_weights,
+        model,
+        states_reference,
+        initial_time=initial_time,
+        final_time=final_time,
+        mesh_interval=mesh_interval,
+        states_global_tracking_weight=states_global_tracking_weight,
+        states_weights=states_weights,
         scale_state_weights_with_range=scale_state_weights_with_range,
-        allow_unused_references=allow_unused_references, minimize_control_effort=minimize_control_effort,
-        control_effort_weight=control_effort_weight, controls_weights=controls_weights)
+        allow_unused_references=allow_unused_references,
+        minimize_control_effort=minimize_control_effort,
+        control_effort_weight=control_effort_weight,
+        controls_weights=controls_weights,
+    )
     options = ipm.Options(tol=convergence_tolerance, constraint_tol=constraint_tolerance, max_iter=max_iterations)
     return solve(problem, mesh=n, scheme="hermite-simpson", options=options, guess=guess, dynamics_mode=dynamics_mode)

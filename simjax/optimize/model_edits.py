@@ -54,11 +54,23 @@ from ..muscles.muscle import Muscle
 from ..muscles.path import PathActuator
 from ..muscles.thelen import Thelen2003Muscle
 
-__all__ = ["ModelProcessor", "add_external_loads", "add_reserves", "add_residuals", "fiber_damping",
-           "ignore_activation_dynamics", "ignore_passive_fiber_forces", "ignore_tendon_compliance",
-           "passive_fiber_strain_at_one_norm_force", "remove_muscles", "replace_muscles_with_degroote",
-           "replace_muscles_with_path_actuators", "scale_active_fiber_force_curve_width", "scale_max_isometric_force",
-           "tendon_compliance_dynamics_mode"]
+__all__ = [
+    "ModelProcessor",
+    "add_external_loads",
+    "add_reserves",
+    "add_residuals",
+    "fiber_damping",
+    "ignore_activation_dynamics",
+    "ignore_passive_fiber_forces",
+    "ignore_tendon_compliance",
+    "passive_fiber_strain_at_one_norm_force",
+    "remove_muscles",
+    "replace_muscles_with_degroote",
+    "replace_muscles_with_path_actuators",
+    "scale_active_fiber_force_curve_width",
+    "scale_max_isometric_force",
+    "tendon_compliance_dynamics_mode",
+]
 
 #: muscle classes ``replaceMuscles`` converts
 SUPPORTED_MUSCLES = (Millard2012EquilibriumMuscle, Thelen2003Muscle)
@@ -115,37 +127,57 @@ def _swap_forceset(model: Model, removed: list, added: list) -> Model:
 
 def _degroote_from(muscle: Muscle, path: str, allow_unsupported: bool) -> DeGrooteFregly2016Muscle | None:
     if isinstance(muscle, Millard2012EquilibriumMuscle):
-        specific = {"default_activation": muscle.default_activation,
-                    "activation_time_constant": muscle.activation_time_constant,
-                    "deactivation_time_constant": muscle.deactivation_time_constant,
-                    "fiber_damping": muscle.fiber_damping,
-                    "passive_fiber_strain_at_one_norm_force": muscle.FiberForceLengthCurve.strain_at_one_norm_force,
-                    "tendon_strain_at_one_norm_force": muscle.TendonForceLengthCurve.strain_at_one_norm_force}
+        specific = {
+            "default_activation": muscle.default_activation,
+            "activation_time_constant": muscle.activation_time_constant,
+            "deactivation_time_constant": muscle.deactivation_time_constant,
+            "fiber_damping": muscle.fiber_damping,
+            "passive_fiber_strain_at_one_norm_force": muscle.FiberForceLengthCurve.strain_at_one_norm_force,
+            "tendon_strain_at_one_norm_force": muscle.TendonForceLengthCurve.strain_at_one_norm_force,
+        }
     elif isinstance(muscle, Thelen2003Muscle):
-        specific = {"default_activation": muscle.default_activation,
-                    "activation_time_constant": muscle.activation_time_constant,
-                    "deactivation_time_constant": muscle.deactivation_time_constant,
-                    "fiber_damping": 0.0,  # not a Thelen2003Muscle property: OpenSim sets 0
-                    "passive_fiber_strain_at_one_norm_force": muscle.FmaxMuscleStrain,
-                    "tendon_strain_at_one_norm_force": muscle.FmaxTendonStrain}
+        specific = {
+            "default_activation": muscle.default_activation,
+            "activation_time_constant": muscle.activation_time_constant,
+            "deactivation_time_constant": muscle.deactivation_time_constant,
+            "fiber_damping": 0.0,  # not a Thelen2003Muscle property: OpenSim sets 0
+            "passive_fiber_strain_at_one_norm_force": muscle.FmaxMuscleStrain,
+            "tendon_strain_at_one_norm_force": muscle.FmaxTendonStrain,
+        }
     else:
         if allow_unsupported:
             return None
-        raise ModelError(path, f"muscle of type {type(muscle).__name__} is not supported by "
-                         "replace_muscles_with_degroote (OpenSim's DeGrooteFregly2016Muscle::replaceMuscles converts "
-                         "only Millard2012EquilibriumMuscle and Thelen2003Muscle); pass allow_unsupported_muscles=True "
-                         "to leave it as it is")
+        raise ModelError(
+            path,
+            f"muscle of type {type(muscle).__name__} is not supported by "
+            "replace_muscles_with_degroote (OpenSim's DeGrooteFregly2016Muscle::replaceMuscles converts "
+            "only Millard2012EquilibriumMuscle and Thelen2003Muscle); pass allow_unsupported_muscles=True "
+            "to leave it as it is",
+        )
     new = DeGrooteFregly2016Muscle(
-        muscle.name, muscle.max_isometric_force, muscle.optimal_fiber_length, muscle.tendon_slack_length,
-        muscle.pennation_angle_at_optimal, path=muscle.path, max_contraction_velocity=muscle.max_contraction_velocity,
+        muscle.name,
+        muscle.max_isometric_force,
+        muscle.optimal_fiber_length,
+        muscle.tendon_slack_length,
+        muscle.pennation_angle_at_optimal,
+        path=muscle.path,
+        max_contraction_velocity=muscle.max_contraction_velocity,
         ignore_tendon_compliance=muscle.ignore_tendon_compliance,
-        ignore_activation_dynamics=muscle.ignore_activation_dynamics, min_control=muscle.min_control,
-        max_control=muscle.max_control, applies_force=muscle.applies_force, **specific)
+        ignore_activation_dynamics=muscle.ignore_activation_dynamics,
+        min_control=muscle.min_control,
+        max_control=muscle.max_control,
+        applies_force=muscle.applies_force,
+        **specific,
+    )
     try:
         new.validate(path)
     except ModelError as e:
-        raise ModelError(path, f"the DeGrooteFregly2016Muscle made from this {type(muscle).__name__} is invalid: "
-                         f"{e}", prop=e.prop, value=e.value) from None
+        raise ModelError(
+            path,
+            f"the DeGrooteFregly2016Muscle made from this {type(muscle).__name__} is invalid: {e}",
+            prop=e.prop,
+            value=e.value,
+        ) from None
     return new
 
 
@@ -205,9 +237,17 @@ def replace_muscles_with_path_actuators(model: Model) -> Model:
     """
     _check_model(model, "replace_muscles_with_path_actuators")
     muscles = _forceset_muscles(model)
-    added = [PathActuator(m.name, path=m.path.replace(default_color=(0.5, 0.5, 0.5)),
-                          optimal_force=m.max_isometric_force, min_control=m.min_control,
-                          max_control=m.max_control, applies_force=m.applies_force) for m in muscles]
+    added = [
+        PathActuator(
+            m.name,
+            path=m.path.replace(default_color=(0.5, 0.5, 0.5)),
+            optimal_force=m.max_isometric_force,
+            min_control=m.min_control,
+            max_control=m.max_control,
+            applies_force=m.applies_force,
+        )
+        for m in muscles
+    ]
     return _swap_forceset(model, muscles, added)
 
 
@@ -281,8 +321,9 @@ def scale_active_fiber_force_curve_width(model: Model, scale_factor: float) -> M
     **Raises:** ``ModelError`` naming the first muscle, the property and the value
     if ``scale_factor < 1``.
     """
-    return _edit_all(model, DeGrooteFregly2016Muscle, "scale_active_fiber_force_curve_width",
-                     active_force_width_scale=scale_factor)
+    return _edit_all(
+        model, DeGrooteFregly2016Muscle, "scale_active_fiber_force_curve_width", active_force_width_scale=scale_factor
+    )
 
 
 def passive_fiber_strain_at_one_norm_force(model: Model, value: float = 0.6) -> Model:
@@ -294,8 +335,12 @@ def passive_fiber_strain_at_one_norm_force(model: Model, value: float = 0.6) -> 
 
     **Returns:** the new Model.
     """
-    return _edit_all(model, DeGrooteFregly2016Muscle, "passive_fiber_strain_at_one_norm_force",
-                     passive_fiber_strain_at_one_norm_force=value)
+    return _edit_all(
+        model,
+        DeGrooteFregly2016Muscle,
+        "passive_fiber_strain_at_one_norm_force",
+        passive_fiber_strain_at_one_norm_force=value,
+    )
 
 
 def fiber_damping(model: Model, value: float = 0.0) -> Model:
@@ -324,8 +369,9 @@ def tendon_compliance_dynamics_mode(model: Model, mode: str = "explicit") -> Mod
     """
     _check_model(model, "tendon_compliance_dynamics_mode")
     if mode not in ("explicit", "implicit"):
-        raise ValueError(f"the tendon compliance dynamics mode must be either 'explicit' or 'implicit', but {mode!r} "
-                         "was provided")
+        raise ValueError(
+            f"the tendon compliance dynamics mode must be either 'explicit' or 'implicit', but {mode!r} was provided"
+        )
     for path in model.paths(DeGrooteFregly2016Muscle):
         if not model.find(path).ignore_tendon_compliance:
             model = model.set(path, tendon_compliance_dynamics_mode=mode)
@@ -350,8 +396,12 @@ def _socket_target(index: dict, owner: str, ref: str, cls: type, socket: str):
             hits = [p for p, c in index.items() if isinstance(c, cls) and c.name == ref]
             if len(hits) == 1:
                 return hits[0]
-    raise ModelError(owner, f"socket '{socket}' refers to {ref!r}, which is no {cls.__name__} of the model",
-                     prop=f"socket_{socket}", value=ref)
+    raise ModelError(
+        owner,
+        f"socket '{socket}' refers to {ref!r}, which is no {cls.__name__} of the model",
+        prop=f"socket_{socket}",
+        value=ref,
+    )
 
 
 def _is_constrained(model: Model, coord: Coordinate) -> bool:
@@ -362,8 +412,10 @@ def _is_constrained(model: Model, coord: Coordinate) -> bool:
     if coord.locked or coord.prescribed or coord.is_free_to_satisfy_constraints:
         return True
     for c in model.constraintset.objects:
-        if (isinstance(c, CoordinateCouplerConstraint)
-                and c.dependent_coordinate.rstrip("/").rsplit("/", 1)[-1] == coord.name):
+        if (
+            isinstance(c, CoordinateCouplerConstraint)
+            and c.dependent_coordinate.rstrip("/").rsplit("/", 1)[-1] == coord.name
+        ):
             return bool(c.isEnforced)
     return False
 
@@ -380,8 +432,12 @@ def _parent_is_ground(index: dict, coord_path: str) -> bool:
         target = resolve_path(ref, owner)
         frame = index.get(target)
         if frame is None:
-            raise ModelError(owner, f"socket '{socket}' refers to {ref!r}, but there is no component at {target!r}",
-                             prop=f"socket_{socket}", value=ref)
+            raise ModelError(
+                owner,
+                f"socket '{socket}' refers to {ref!r}, but there is no component at {target!r}",
+                prop=f"socket_{socket}",
+                value=ref,
+            )
         if not isinstance(frame, PhysicalOffsetFrame):
             return isinstance(frame, Ground)
         owner, ref, socket = target, frame.parent, "parent"
@@ -390,8 +446,10 @@ def _parent_is_ground(index: dict, coord_path: str) -> bool:
 
 def _actuated(model: Model, index: dict) -> set[str]:
     """Paths of the coordinates a CoordinateActuator (of any subclass) acts along."""
-    return {_socket_target(index, p, model.find(p).coordinate, Coordinate, "coordinate")
-            for p in model.paths(CoordinateActuator)}
+    return {
+        _socket_target(index, p, model.find(p).coordinate, Coordinate, "coordinate")
+        for p in model.paths(CoordinateActuator)
+    }
 
 
 def _bounds(bound) -> dict:
@@ -412,15 +470,26 @@ def _add_coordinate_actuators(model, prefix, optimal_force_of, bound, skip_coord
         coord = index[path]
         if path in actuated or _is_constrained(model, coord) or not keep(index, path):
             continue
-        new.append(CoordinateActuator(prefix + path.replace("/", "_"), coordinate=path,
-                                      optimal_force=optimal_force_of(index, path), **controls))
+        new.append(
+            CoordinateActuator(
+                prefix + path.replace("/", "_"),
+                coordinate=path,
+                optimal_force=optimal_force_of(index, path),
+                **controls,
+            )
+        )
     for actuator in new:
         model = model.add(actuator)
     return model
 
 
-def add_reserves(model: Model, optimal_force: float = 1.0, bound: float | None = None,
-                 skip_coordinates_with_actuators: bool = True, skip_residual_coordinates: bool = False) -> Model:
+def add_reserves(
+    model: Model,
+    optimal_force: float = 1.0,
+    bound: float | None = None,
+    skip_coordinates_with_actuators: bool = True,
+    skip_residual_coordinates: bool = False,
+) -> Model:
     """Add a reserve ``CoordinateActuator`` to every free coordinate (OpenSim
     ``ModOpAddReserves``, ``ModelFactory::createReserveActuators``).
 
@@ -454,13 +523,24 @@ def add_reserves(model: Model, optimal_force: float = 1.0, bound: float | None =
     if not f > 0:
         raise ValueError(f"expected a positive value for optimal_force, but got {optimal_force!r}")
     return _add_coordinate_actuators(
-        model, "reserve", lambda index, path: f, bound, skip_coordinates_with_actuators,
-        (lambda index, path: not _parent_is_ground(index, path)) if skip_residual_coordinates else
-        (lambda index, path: True))
+        model,
+        "reserve",
+        lambda index, path: f,
+        bound,
+        skip_coordinates_with_actuators,
+        (lambda index, path: not _parent_is_ground(index, path))
+        if skip_residual_coordinates
+        else (lambda index, path: True),
+    )
 
 
-def add_residuals(model: Model, rotational_optimal_force: float = 1.0, translational_optimal_force: float = 1.0,
-                  bound: float | None = None, skip_coordinates_with_actuators: bool = True) -> Model:
+def add_residuals(
+    model: Model,
+    rotational_optimal_force: float = 1.0,
+    translational_optimal_force: float = 1.0,
+    bound: float | None = None,
+    skip_coordinates_with_actuators: bool = True,
+) -> Model:
     """Add a residual ``CoordinateActuator`` to every free coordinate of the joints
     whose parent frame is fixed to Ground (OpenSim ``ModOpAddResiduals``,
     ``ModelFactory::createResidualActuators``), named ``residual`` plus the
@@ -477,8 +557,10 @@ def add_residuals(model: Model, rotational_optimal_force: float = 1.0, translati
     motion type (naming it).
     """
     _check_model(model, "add_residuals")
-    forces = {"Rotational": _scalar(rotational_optimal_force, "rotational_optimal_force"),
-              "Translational": _scalar(translational_optimal_force, "translational_optimal_force")}
+    forces = {
+        "Rotational": _scalar(rotational_optimal_force, "rotational_optimal_force"),
+        "Translational": _scalar(translational_optimal_force, "translational_optimal_force"),
+    }
     for kind, f in forces.items():
         if not f > 0:
             raise ValueError(f"expected a positive value for {kind.lower()}_optimal_force, but got {f!r}")
@@ -487,13 +569,14 @@ def add_residuals(model: Model, rotational_optimal_force: float = 1.0, translati
         joint = index[resolve_path("..", path)]
         kinds = joint.motion_types() if isinstance(joint, Joint) else ()
         names = [c.name for c in getattr(joint, "coordinates", ())]
-        kind = kinds[names.index(index[path].name)] if index[path].name in names[:len(kinds)] else "unknown"
+        kind = kinds[names.index(index[path].name)] if index[path].name in names[: len(kinds)] else "unknown"
         if kind not in forces:
             raise ModelError(path, f"coordinate has an unsupported motion type ({kind}) for a residual actuator")
         return forces[kind]
 
-    return _add_coordinate_actuators(model, "residual", optimal_force_of, bound, skip_coordinates_with_actuators,
-                                     _parent_is_ground)
+    return _add_coordinate_actuators(
+        model, "residual", optimal_force_of, bound, skip_coordinates_with_actuators, _parent_is_ground
+    )
 
 
 # -- external loads -------------------------------------------------------------------------------------------
@@ -585,8 +668,9 @@ class ModelProcessor:
         for i, op in enumerate(self.operators):
             out = op(model)
             if not isinstance(out, Model):
-                raise TypeError(f"operator {i} of the ModelProcessor ({getattr(op, '__name__', op)!r}) returned "
-                                f"{type(out).__name__}, not a Model")
+                raise TypeError(
+                    f"operator {i} of the ModelProcessor ({getattr(op, '__name__', op)!r}) returned "
+                    f"{type(out).__name__}, not a Model"
+                )
             model = out
         return model
-

@@ -73,8 +73,9 @@ def _none_constraints(*args):
     return jnp.zeros(0)
 
 
-def dense_nlp(objective, constraints, constraint_lower, constraint_upper, lower, upper,
-              local: bool = False) -> StagedNLP:
+def dense_nlp(
+    objective, constraints, constraint_lower, constraint_upper, lower, upper, local: bool = False
+) -> StagedNLP:
     """An ordinary NLP ``min f(x)`` s.t. ``cl <= c(x) <= cu``, ``l <= x <= u`` as one
     stage of a ``StagedNLP`` (for small problems and tests).
 
@@ -89,13 +90,23 @@ def dense_nlp(objective, constraints, constraint_lower, constraint_upper, lower,
     dtype = jnp.result_type(float)
     n = np.asarray(lower).shape[0]
     m = 0 if constraints is None else np.asarray(constraint_lower).shape[0]
-    con = (lambda k, z, zn, g, th: constraints(z)) if constraints is not None else \
-        (lambda k, z, zn, g, th: jnp.zeros(0, dtype))
+    con = (
+        (lambda k, z, zn, g, th: constraints(z))
+        if constraints is not None
+        else (lambda k, z, zn, g, th: jnp.zeros(0, dtype))
+    )
     return StagedNLP(
-        cost=lambda k, z, zn, g, th: objective(z), constraints=con,
-        border_cost=lambda g, th: jnp.zeros((), dtype), border_constraints=lambda g, th: jnp.zeros(0, dtype),
-        z_lower=jnp.asarray(lower, dtype).reshape(1, n), z_upper=jnp.asarray(upper, dtype).reshape(1, n),
+        cost=lambda k, z, zn, g, th: objective(z),
+        constraints=con,
+        border_cost=lambda g, th: jnp.zeros((), dtype),
+        border_constraints=lambda g, th: jnp.zeros(0, dtype),
+        z_lower=jnp.asarray(lower, dtype).reshape(1, n),
+        z_upper=jnp.asarray(upper, dtype).reshape(1, n),
         c_lower=jnp.asarray(constraint_lower if m else np.zeros(0), dtype).reshape(1, m),
         c_upper=jnp.asarray(constraint_upper if m else np.zeros(0), dtype).reshape(1, m),
-        border_lower=jnp.zeros(0, dtype), border_upper=jnp.zeros(0, dtype),
-        g_lower=jnp.zeros(0, dtype), g_upper=jnp.zeros(0, dtype), local_rows=m if local else 0)
+        border_lower=jnp.zeros(0, dtype),
+        border_upper=jnp.zeros(0, dtype),
+        g_lower=jnp.zeros(0, dtype),
+        g_upper=jnp.zeros(0, dtype),
+        local_rows=m if local else 0,
+    )

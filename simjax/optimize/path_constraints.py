@@ -177,23 +177,28 @@ class FrameDistance(PathConstraint):
 
     def _checked(self, problem):
         if problem.kinematics is not None:
-            raise ValueError("FrameDistance: the frames' positions need the coordinates as states; this problem "
-                             "prescribes them")
+            raise ValueError(
+                "FrameDistance: the frames' positions need the coordinates as states; this problem prescribes them"
+            )
         rows = problem.system.topology.tree.frame_rows
         for f1, f2, lo, hi in self.pairs:
             for path in (f1, f2):
                 if path not in rows:
                     raise KeyError(f"FrameDistance: the model has no frame {path!r}")
             if lo < 0 or hi < 0 or lo > hi:
-                raise ValueError(f"FrameDistance {f1!r}-{f2!r}: the distances must satisfy 0 <= minimum <= maximum, "
-                                 f"got {lo!r} and {hi!r}")
+                raise ValueError(
+                    f"FrameDistance {f1!r}-{f2!r}: the distances must satisfy 0 <= minimum <= maximum, "
+                    f"got {lo!r} and {hi!r}"
+                )
         if self.projection not in ("none", "vector", "plane"):
             raise ValueError(f"FrameDistance: projection {self.projection!r}: choose 'none', 'vector' or 'plane'")
         if self.projection != "none":
             v = None if self.projection_vector is None else np.asarray(self.projection_vector, float)
             if v is None or v.shape != (3,) or not np.linalg.norm(v) > 0:
-                raise ValueError(f"FrameDistance: projection {self.projection!r} needs a non-zero 3-vector "
-                                 f"projection_vector, got {self.projection_vector!r}")
+                raise ValueError(
+                    f"FrameDistance: projection {self.projection!r} needs a non-zero 3-vector "
+                    f"projection_vector, got {self.projection_vector!r}"
+                )
             return v / np.linalg.norm(v)
         return None
 
@@ -205,8 +210,13 @@ class FrameDistance(PathConstraint):
         axis = self._checked(problem)
         tree = system.topology.tree
         nq, nu = tree.nq, tree.nu
-        state = State(t=jnp.asarray(t, jnp.result_type(y)), q=y[:nq], u=y[nq:nq + nu], z=y[nq + nu:],
-                      d=system.default_state().d)
+        state = State(
+            t=jnp.asarray(t, jnp.result_type(y)),
+            q=y[:nq],
+            u=y[nq : nq + nu],
+            z=y[nq + nu :],
+            d=system.default_state().d,
+        )
         frames = tuple(p for f1, f2, *_ in self.pairs for p in (f1, f2))
         _, p = Context(system, state).frames_in_ground(frames)
         r = p[1::2] - p[0::2]
@@ -220,4 +230,4 @@ class FrameDistance(PathConstraint):
         self._checked(problem)
         lo = np.asarray([a for _, _, a, _ in self.pairs], float)
         hi = np.asarray([b for *_, b in self.pairs], float)
-        return lo ** 2, hi ** 2
+        return lo**2, hi**2

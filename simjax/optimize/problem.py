@@ -28,8 +28,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Problem", "ControlEffort", "FinalTime", "Goal", "InitialActivation", "Kinematics", "Parameter",
-           "PathConstraint", "Ends"]
+__all__ = [
+    "Problem",
+    "ControlEffort",
+    "FinalTime",
+    "Goal",
+    "InitialActivation",
+    "Kinematics",
+    "Parameter",
+    "PathConstraint",
+    "Ends",
+]
 
 
 def _interval(value, what: str) -> tuple[float, float]:
@@ -160,26 +169,33 @@ class Parameter:
             try:
                 comp = system.find(path)
             except Exception as exc:  # (the model's own error names what is missing)
-                raise ValueError(f"Parameter {self.name!r}: {path!r} names no component of the model: {exc}") \
-                    from None
+                raise ValueError(f"Parameter {self.name!r}: {path!r} names no component of the model: {exc}") from None
             if not hasattr(comp, self.property):
-                raise ValueError(f"Parameter {self.name!r}: {type(comp).__name__} {path!r} has no property "
-                                 f"{self.property!r}")
+                raise ValueError(
+                    f"Parameter {self.name!r}: {type(comp).__name__} {path!r} has no property {self.property!r}"
+                )
             value = getattr(comp, self.property)
             try:
                 shape = np.shape(np.asarray(value, float))
             except (TypeError, ValueError):
-                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} is not "
-                                 f"numeric ({value!r})") from None
+                raise ValueError(
+                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} is not numeric ({value!r})"
+                ) from None
             if shape == () and self.element is not None:
-                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} is a scalar, "
-                                 f"but element={self.element} was given")
+                raise ValueError(
+                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} is a scalar, "
+                    f"but element={self.element} was given"
+                )
             if len(shape) == 1 and (self.element is None or not 0 <= self.element < shape[0]):
-                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} has "
-                                 f"{shape[0]} elements: give element=0..{shape[0] - 1}, got {self.element!r}")
+                raise ValueError(
+                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} has "
+                    f"{shape[0]} elements: give element=0..{shape[0] - 1}, got {self.element!r}"
+                )
             if len(shape) > 1:
-                raise ValueError(f"Parameter {self.name!r}: property {self.property!r} of {path!r} has shape "
-                                 f"{shape}: only scalar and vector properties can be parameters")
+                raise ValueError(
+                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} has shape "
+                    f"{shape}: only scalar and vector properties can be parameters"
+                )
 
     def apply(self, system, value):
         """``system`` with the property set to ``value`` (traceable) on every path."""
@@ -352,13 +368,15 @@ class Problem:
         by_name = {p.rsplit("/", 1)[-1]: p for p in system.coordinate_paths}
         paths, columns = [], []
         for j, label in enumerate(table.labels):
-            key = label[:-len("/value")] if label.endswith("/value") else label
+            key = label[: -len("/value")] if label.endswith("/value") else label
             path = key if key in tree.coordinates else by_name.get(key.lstrip("/"))
             if path is None:
                 if label.endswith("/speed") or allow_extra_columns:
                     continue
-                raise ValueError(f"prescribe: column {label!r} names no coordinate of the model "
-                                 f"({', '.join(sorted(by_name))}); pass allow_extra_columns=True to ignore it")
+                raise ValueError(
+                    f"prescribe: column {label!r} names no coordinate of the model "
+                    f"({', '.join(sorted(by_name))}); pass allow_extra_columns=True to ignore it"
+                )
             if path in paths:
                 raise ValueError(f"prescribe: coordinate {path!r} has two columns")
             paths.append(path)
@@ -408,8 +426,10 @@ class Problem:
         named = [i for i, p in enumerate(paths) if p.rsplit("/", 1)[-1] == name.lstrip("/")]
         if len(named) == 1:
             return ("control", named[0])
-        raise KeyError(f"{name!r} is neither a state ({', '.join(self.state_names)}) nor a control "
-                       f"({', '.join(paths)}) of the model")
+        raise KeyError(
+            f"{name!r} is neither a state ({', '.join(self.state_names)}) nor a control "
+            f"({', '.join(paths)}) of the model"
+        )
 
     # -- resolved bounds -----------------------------------------------------------------
 

@@ -44,9 +44,11 @@ def report(iteration, done, objective, primal, dual, max_iter) -> None:
         _line = _Line()
     if iteration > _line.furthest:
         _line.furthest = iteration
-        _line.text = (f"iteration {iteration:4d}/{int(max_iter)}  objective {float(objective): .6e}  "
-                      f"inf_pr {float(primal):.1e}  inf_du {float(dual):.1e}  "
-                      f"{time.perf_counter() - _line.start:7.1f} s")
+        _line.text = (
+            f"iteration {iteration:4d}/{int(max_iter)}  objective {float(objective): .6e}  "
+            f"inf_pr {float(primal):.1e}  inf_du {float(dual):.1e}  "
+            f"{time.perf_counter() - _line.start:7.1f} s"
+        )
         _write(_line.text)
 
 
@@ -68,6 +70,9 @@ def finish_batch(statuses, names: dict) -> None:
     from collections import Counter
 
     counts = Counter(names.get(int(s), str(int(s))) for s in statuses)
-    _write(f"{len(list(statuses))} problems after {_line.furthest + 1} iterations: "
-           + ", ".join(f"{n} {name}" for name, n in counts.items())
-           + f"  ({time.perf_counter() - _line.start:.1f} s)", "\n")
+    _write(
+        f"{len(list(statuses))} problems after {_line.furthest + 1} iterations: "
+        + ", ".join(f"{n} {name}" for name, n in counts.items())
+        + f"  ({time.perf_counter() - _line.start:.1f} s)",
+        "\n",
+    )

@@ -139,24 +139,42 @@ MODEL_OPERATORS = {
     "ModOpIgnoreTendonCompliance": ("ignore_tendon_compliance", {}, {}),
     "ModOpScaleMaxIsometricForce": ("scale_max_isometric_force", {"scale_factor": ("scale_factor", float)}, {}),
     "ModOpRemoveMuscles": ("remove_muscles", {}, {}),
-    "ModOpAddReserves": ("add_reserves", {"optimal_force": ("optimal_force", float), "bound": ("bound", float),
-                                          "skip_coordinates_with_actuators": ("skip_coordinates_with_actuators", bool),
-                                          "skip_residual_coordinates": ("skip_residual_coordinates", bool)}, {}),
-    "ModOpAddResiduals": ("add_residuals", {"rotational_optimal_force": ("rotational_optimal_force", float),
-                                            "translational_optimal_force": ("translational_optimal_force", float),
-                                            "bound": ("bound", float),
-                                            "skip_coordinates_with_actuators": ("skip_coordinates_with_actuators",
-                                                                                bool)}, {}),
+    "ModOpAddReserves": (
+        "add_reserves",
+        {
+            "optimal_force": ("optimal_force", float),
+            "bound": ("bound", float),
+            "skip_coordinates_with_actuators": ("skip_coordinates_with_actuators", bool),
+            "skip_residual_coordinates": ("skip_residual_coordinates", bool),
+        },
+        {},
+    ),
+    "ModOpAddResiduals": (
+        "add_residuals",
+        {
+            "rotational_optimal_force": ("rotational_optimal_force", float),
+            "translational_optimal_force": ("translational_optimal_force", float),
+            "bound": ("bound", float),
+            "skip_coordinates_with_actuators": ("skip_coordinates_with_actuators", bool),
+        },
+        {},
+    ),
     "ModOpAddExternalLoads": ("add_external_loads", {"filepath": ("path", "path")}, {}),
     "ModOpReplaceMusclesWithPathActuators": ("replace_muscles_with_path_actuators", {}, {}),
     "ModOpReplaceMusclesWithDeGrooteFregly2016": ("replace_muscles_with_degroote", {}, {}),
     "ModOpTendonComplianceDynamicsModeDGF": ("tendon_compliance_dynamics_mode", {"mode": ("mode", str)}, {}),
     "ModOpUseImplicitTendonComplianceDynamicsDGF": ("tendon_compliance_dynamics_mode", {}, {"mode": "implicit"}),
     "ModOpIgnorePassiveFiberForcesDGF": ("ignore_passive_fiber_forces", {}, {}),
-    "ModOpPassiveFiberStrainAtOneNormForceDGF": ("passive_fiber_strain_at_one_norm_force",
-                                                 {"passive_fiber_strain_at_one_norm_force": ("value", float)}, {}),
-    "ModOpScaleActiveFiberForceCurveWidthDGF": ("scale_active_fiber_force_curve_width",
-                                                {"scale_factor": ("scale_factor", float)}, {}),
+    "ModOpPassiveFiberStrainAtOneNormForceDGF": (
+        "passive_fiber_strain_at_one_norm_force",
+        {"passive_fiber_strain_at_one_norm_force": ("value", float)},
+        {},
+    ),
+    "ModOpScaleActiveFiberForceCurveWidthDGF": (
+        "scale_active_fiber_force_curve_width",
+        {"scale_factor": ("scale_factor", float)},
+        {},
+    ),
     "ModOpFiberDampingDGF": ("fiber_damping", {"fiber_damping": ("value", float)}, {}),
 }
 
@@ -180,23 +198,50 @@ _SOLVER_IGNORED = {
 
 #: goal element -> (its properties beyond MocoGoal's, Moco's default mode)
 _GOALS = {
-    "MocoControlGoal": (("control_weights", "control_weights_pattern", "exponent", "ignore_controlled_actuators",
-                         "ignore_input_controls"), "cost"),
+    "MocoControlGoal": (
+        (
+            "control_weights",
+            "control_weights_pattern",
+            "exponent",
+            "ignore_controlled_actuators",
+            "ignore_input_controls",
+        ),
+        "cost",
+    ),
     "MocoFinalTimeGoal": ((), "cost"),
-    "MocoStateTrackingGoal": (("reference", "state_weights", "pattern", "allow_unused_references",
-                               "scale_weights_with_range"), "cost"),
+    "MocoStateTrackingGoal": (
+        ("reference", "state_weights", "pattern", "allow_unused_references", "scale_weights_with_range"),
+        "cost",
+    ),
     "MocoOutputGoal": (("output_path", "second_output_path", "operation", "exponent", "output_index"), "cost"),
     "MocoInitialActivationGoal": ((), "endpoint_constraint"),
     "MocoMarkerTrackingGoal": (("markers_reference", "allow_unused_references"), "cost"),
     "MocoPeriodicityGoal": (("state_pairs", "control_pairs"), "endpoint_constraint"),
     "MocoAverageSpeedGoal": (("desired_average_speed",), "endpoint_constraint"),
-    "MocoContactTrackingGoal": (("contact_groups", "external_loads", "external_loads_file", "projection",
-                                 "projection_vector", "normalize_tracking_error"), "cost"),
+    "MocoContactTrackingGoal": (
+        (
+            "contact_groups",
+            "external_loads",
+            "external_loads_file",
+            "projection",
+            "projection_vector",
+            "normalize_tracking_error",
+        ),
+        "cost",
+    ),
 }
 #: goals whose mode may be either
 _BOTH_MODES = ("MocoPeriodicityGoal", "MocoAverageSpeedGoal")
-_GOAL_BASE = ("enabled", "weight", "mode", "MocoConstraintInfo", "scale_factors", "divide_by_displacement",
-              "divide_by_duration", "divide_by_mass")
+_GOAL_BASE = (
+    "enabled",
+    "weight",
+    "mode",
+    "MocoConstraintInfo",
+    "scale_factors",
+    "divide_by_displacement",
+    "divide_by_duration",
+    "divide_by_mass",
+)
 
 
 class StudyError(ValueError):
@@ -244,18 +289,28 @@ class Study:
         """``collocation.solve``'s keyword arguments: ``mesh``, ``scheme``, ``options``,
         ``interpolate_controls``, ``dynamics_mode``, ``accelerations_weight``,
         ``auxiliary_derivatives_weight`` (``solve(study.problem, **study.settings)``)."""
-        return {"mesh": self.mesh, "scheme": self.scheme, "options": self.options,
-                "interpolate_controls": self.interpolate_controls, "dynamics_mode": self.dynamics_mode,
-                "accelerations_weight": self.accelerations_weight,
-                "auxiliary_derivatives_weight": self.auxiliary_derivatives_weight}
+        return {
+            "mesh": self.mesh,
+            "scheme": self.scheme,
+            "options": self.options,
+            "interpolate_controls": self.interpolate_controls,
+            "dynamics_mode": self.dynamics_mode,
+            "accelerations_weight": self.accelerations_weight,
+            "auxiliary_derivatives_weight": self.auxiliary_derivatives_weight,
+        }
 
 
 # -- reading helpers --------------------------------------------------------------------------
 
 
 #: the property an object element without a ``name`` attribute holds, by its class
-_UNNAMED = {"ModelProcessor": "model", "MocoInitialBounds": "time_initial_bounds",
-            "MocoFinalBounds": "time_final_bounds", "MocoProblem": "problem", "MocoPhase": "phases"}
+_UNNAMED = {
+    "ModelProcessor": "model",
+    "MocoInitialBounds": "time_initial_bounds",
+    "MocoFinalBounds": "time_final_bounds",
+    "MocoProblem": "problem",
+    "MocoPhase": "phases",
+}
 
 
 def _key(node) -> str:
@@ -358,8 +413,10 @@ class _Reader:
         here, cwd = os.path.normpath(os.path.join(self.folder, text)), os.path.abspath(text)
         if os.path.exists(here):
             if os.path.exists(cwd) and not os.path.samefile(here, cwd):
-                self.notes.append(f"{trail} = {text!r}: using {here!r}, next to the study; Moco 4.6 reads {cwd!r}, "
-                                  "in the working directory")
+                self.notes.append(
+                    f"{trail} = {text!r}: using {here!r}, next to the study; Moco 4.6 reads {cwd!r}, "
+                    "in the working directory"
+                )
             return here
         if os.path.exists(cwd):
             return cwd
@@ -371,8 +428,10 @@ class _Reader:
         """Raise the ``StudyError`` listing every error recorded (if any)."""
         if self.errors:
             listing = "\n".join(f"  {e}" for _, e in sorted(self.errors))
-            raise StudyError(f"{self.file}: {len(self.errors)} setting(s) simjax does not support, which would "
-                             f"change the answer:\n{listing}")
+            raise StudyError(
+                f"{self.file}: {len(self.errors)} setting(s) simjax does not support, which would "
+                f"change the answer:\n{listing}"
+            )
 
 
 def _weights(r: _Reader, node, trail: str) -> dict[str, float]:
@@ -410,7 +469,7 @@ def _model(r: _Reader, node, version: str, strict: bool):
 
     trail = "<ModelProcessor>"
     if node is None:
-        raise StudyError(f"{r.file}: the MocoPhase has no <ModelProcessor name=\"model\">: no model")
+        raise StudyError(f'{r.file}: the MocoPhase has no <ModelProcessor name="model">: no model')
     inline = filepath = operators = None
     for child in node.children:
         if child.tag == "model":
@@ -424,8 +483,13 @@ def _model(r: _Reader, node, version: str, strict: bool):
     models = [c for c in inline.children if c.tag == "Model"] if inline is not None else []
     path_text = filepath.text.strip() if filepath is not None else ""
     if path_text and models:
-        raise r.fail(filepath, f"{trail}/<filepath>", "the ModelProcessor has both a model and a filepath (Moco: "
-                     "'Expected either a Model object or a filepath, but both were provided')", path_text)
+        raise r.fail(
+            filepath,
+            f"{trail}/<filepath>",
+            "the ModelProcessor has both a model and a filepath (Moco: "
+            "'Expected either a Model object or a filepath, but both were provided')",
+            path_text,
+        )
     if path_text:
         file = r.path(path_text, filepath, f"{trail}/<filepath>")
         if file is None:
@@ -434,8 +498,9 @@ def _model(r: _Reader, node, version: str, strict: bool):
     elif models:
         doc = Node("OpenSimDocument", {"Version": version}, children=[models[0]])
         text = '<?xml version="1.0" encoding="UTF-8" ?>\n' + serialize(doc) + "\n"
-        model = loads_osim(text, strict=strict, source=f"{r.file} (the <Model> of line {models[0].line})",
-                           base_dir=r.folder)
+        model = loads_osim(
+            text, strict=strict, source=f"{r.file} (the <Model> of line {models[0].line})", base_dir=r.folder
+        )
     else:
         raise r.fail(node, trail, "no source model (neither <model> nor <filepath>)")
     for op in operators.children if operators is not None else ():
@@ -516,8 +581,11 @@ def _resolve_infos(r: _Reader, named, patterns, names, kind: str) -> dict[str, t
                 out[name] = (values, node)
     for name, values, node in named:
         if name not in names:
-            r.error(node, f"<{kind}_infos>/{_label(node)}", f"no {kind} of the model has this name (the model's: "
-                    f"{', '.join(names)})")
+            r.error(
+                node,
+                f"<{kind}_infos>/{_label(node)}",
+                f"no {kind} of the model has this name (the model's: {', '.join(names)})",
+            )
             continue
         out[name] = (values, node)
     return out
@@ -550,14 +618,17 @@ def _goal(r: _Reader, node, problem):
     if node.tag in _BOTH_MODES and mode not in ("cost", "endpoint_constraint"):
         r.error(props["mode"], f"{trail}/<mode>", "expected cost or endpoint_constraint", mode)
     elif node.tag not in _BOTH_MODES and mode != default_mode:
-        r.error(props["mode"], f"{trail}/<mode>", f"only the goal's default mode ({default_mode}) is supported",
-                props["mode"].text.strip())
+        r.error(
+            props["mode"],
+            f"{trail}/<mode>",
+            f"only the goal's default mode ({default_mode}) is supported",
+            props["mode"].text.strip(),
+        )
     for flag in ("divide_by_displacement", "divide_by_duration", "divide_by_mass"):
         if flag in props and r.flag(props[flag], f"{trail}/<{flag}>"):
             r.error(props[flag], f"{trail}/<{flag}>", "not supported", props[flag].text.strip())
     if "scale_factors" in props and props["scale_factors"].children:
-        r.error(props["scale_factors"], f"{trail}/<scale_factors>", "scale factors (MocoParameters) are not "
-                "supported")
+        r.error(props["scale_factors"], f"{trail}/<scale_factors>", "scale factors (MocoParameters) are not supported")
     info = props.get("MocoConstraintInfo")
     if info is not None and info.children and default_mode == "endpoint_constraint":
         r.error(info, f"{trail}/<MocoConstraintInfo>", "only the default constraint bounds are supported")
@@ -580,14 +651,18 @@ def _goal(r: _Reader, node, problem):
         exponent = integer("exponent", 2)
         if exponent < 2:
             r.error(props["exponent"], f"{trail}/<exponent>", "Moco requires an exponent of 2 or more", exponent)
-        explicit = _weights(r, props.get("control_weights"), f"{trail}/<MocoWeightSet name=\"control_weights\">")
+        explicit = _weights(r, props.get("control_weights"), f'{trail}/<MocoWeightSet name="control_weights">')
         for name in explicit:
             if name not in names:
-                r.error(props["control_weights"], f"{trail}/<control_weights>/<MocoWeight name=\"{name}\">",
-                        f"unrecognized control (the model's: {', '.join(names)})")
+                r.error(
+                    props["control_weights"],
+                    f'{trail}/<control_weights>/<MocoWeight name="{name}">',
+                    f"unrecognized control (the model's: {', '.join(names)})",
+                )
         weights = {}
-        for pattern, w in _weights(r, props.get("control_weights_pattern"),
-                                   f"{trail}/<MocoWeightSet name=\"control_weights_pattern\">").items():
+        for pattern, w in _weights(
+            r, props.get("control_weights_pattern"), f'{trail}/<MocoWeightSet name="control_weights_pattern">'
+        ).items():
             weights.update({n: w for n in names if re.fullmatch(pattern, n)})
         weights.update({n: w for n, w in explicit.items() if n in names})
         flag("ignore_input_controls")  # (simjax has no Input controls)
@@ -616,12 +691,15 @@ def _goal(r: _Reader, node, problem):
                 pairs[prop].append((initial, final, negate))
         return Periodicity(tuple(pairs["state_pairs"]), tuple(pairs["control_pairs"]), mode, weight)
     if node.tag == "MocoAverageSpeedGoal":
-        speed = r.number(props["desired_average_speed"], f"{trail}/<desired_average_speed>") \
-            if "desired_average_speed" in props else 0.0
+        speed = (
+            r.number(props["desired_average_speed"], f"{trail}/<desired_average_speed>")
+            if "desired_average_speed" in props
+            else 0.0
+        )
         return AverageSpeed(speed, mode, weight)
     if node.tag == "MocoMarkerTrackingGoal":
         ref = props.get("markers_reference")
-        where = f"{trail}/<MarkersReference name=\"markers_reference\">"
+        where = f'{trail}/<MarkersReference name="markers_reference">'
         filepath, weights = None, {}
         for child in ref.children if ref is not None else ():
             if child.tag == "marker_file":
@@ -629,17 +707,22 @@ def _goal(r: _Reader, node, problem):
             elif _key(child) == "marker_weights":
                 for w in child.find("objects").children if child.find("objects") is not None else ():
                     value = w.find("weight")
-                    weights[w.attrib.get("name", "")] = \
+                    weights[w.attrib.get("name", "")] = (
                         r.number(value, f"{where}/<marker_weights>/{_label(w)}/<weight>") if value is not None else 1.0
+                    )
             elif child.tag == "default_weight":
                 if r.number(child, f"{where}/<default_weight>") != 1.0:
-                    r.error(child, f"{where}/<default_weight>", "only the default weight 1 is supported",
-                            child.text.strip())
+                    r.error(
+                        child, f"{where}/<default_weight>", "only the default weight 1 is supported", child.text.strip()
+                    )
             else:
                 r.error(child, f"{where}/{_label(child)}", "unknown property")
         if filepath is None or not filepath.text.strip():
-            r.error(ref if ref is not None else node, where, "the reference names no marker file (a table set in "
-                    "memory is not written to the study)")
+            r.error(
+                ref if ref is not None else node,
+                where,
+                "the reference names no marker file (a table set in memory is not written to the study)",
+            )
             return None
         reference = r.path(filepath.text.strip(), filepath, f"{where}/<marker_file>")
         if reference is None:
@@ -647,7 +730,7 @@ def _goal(r: _Reader, node, problem):
         return MarkerTracking(reference, weight, weights or None, flag("allow_unused_references"))
     if node.tag == "MocoStateTrackingGoal":
         ref = props.get("reference")
-        where = f"{trail}/<TableProcessor name=\"reference\">"
+        where = f'{trail}/<TableProcessor name="reference">'
         filepath = None
         for child in ref.children if ref is not None else ():
             if child.tag == "filepath":
@@ -655,19 +738,31 @@ def _goal(r: _Reader, node, problem):
             elif child.tag == "operators" and not child.children:
                 continue
             else:
-                r.error(child, f"{where}/<{child.tag}>", "not supported (table operators)" if child.tag ==
-                        "operators" else "unknown property")
+                r.error(
+                    child,
+                    f"{where}/<{child.tag}>",
+                    "not supported (table operators)" if child.tag == "operators" else "unknown property",
+                )
         if filepath is None or not filepath.text.strip():
-            r.error(ref if ref is not None else node, where, "the reference names no file (a table set in memory "
-                    "is not written to the study)")
+            r.error(
+                ref if ref is not None else node,
+                where,
+                "the reference names no file (a table set in memory is not written to the study)",
+            )
             return None
         reference = r.path(filepath.text.strip(), filepath, f"{where}/<filepath>")
         if reference is None:
             return None
-        weights = _weights(r, props.get("state_weights"), f"{trail}/<MocoWeightSet name=\"state_weights\">")
+        weights = _weights(r, props.get("state_weights"), f'{trail}/<MocoWeightSet name="state_weights">')
         pattern = text("pattern") or None
-        return StateTracking(reference, weight, weights or None, pattern, flag("allow_unused_references"),
-                             flag("scale_weights_with_range"))
+        return StateTracking(
+            reference,
+            weight,
+            weights or None,
+            pattern,
+            flag("allow_unused_references"),
+            flag("scale_weights_with_range"),
+        )
     if node.tag == "MocoContactTrackingGoal":
         return _contact_tracking(r, node, trail, props, weight)
     # MocoOutputGoal
@@ -689,8 +784,11 @@ def _contact_tracking(r: _Reader, node, trail: str, props: dict, weight: float):
     from .contact_tracking import ContactGroup, ContactTracking
 
     if "external_loads" in props and props["external_loads"].children:
-        r.error(props["external_loads"], f"{trail}/<external_loads>", "an ExternalLoads set in memory is not "
-                "supported (name its file in <external_loads_file>)")
+        r.error(
+            props["external_loads"],
+            f"{trail}/<external_loads>",
+            "an ExternalLoads set in memory is not supported (name its file in <external_loads_file>)",
+        )
         return None
     where = f"{trail}/<external_loads_file>"
     file = props["external_loads_file"].text.strip() if "external_loads_file" in props else ""
@@ -707,18 +805,30 @@ def _contact_tracking(r: _Reader, node, trail: str, props: dict, weight: float):
             continue
         gp = _known_props(r, g, gwhere, ("contact_force_paths", "external_force_name", "alternative_frame_paths"))
         words = {k: gp[k].text.split() if k in gp else [] for k in ("contact_force_paths", "alternative_frame_paths")}
-        groups.append(ContactGroup(tuple(words["contact_force_paths"]), gp["external_force_name"].text.strip()
-                                   if "external_force_name" in gp else "", tuple(words["alternative_frame_paths"])))
+        groups.append(
+            ContactGroup(
+                tuple(words["contact_force_paths"]),
+                gp["external_force_name"].text.strip() if "external_force_name" in gp else "",
+                tuple(words["alternative_frame_paths"]),
+            )
+        )
     projection = props["projection"].text.strip() if "projection" in props else "none"
     vector = None
     if "projection_vector" in props and props["projection_vector"].text.strip():
         try:
             vector = tuple(float(w) for w in props["projection_vector"].text.strip("()[] \n\t").split())
         except ValueError:
-            r.error(props["projection_vector"], f"{trail}/<projection_vector>", "expected 3 numbers",
-                    props["projection_vector"].text.strip())
-    normalize = r.flag(props["normalize_tracking_error"], f"{trail}/<normalize_tracking_error>") \
-        if "normalize_tracking_error" in props else False
+            r.error(
+                props["projection_vector"],
+                f"{trail}/<projection_vector>",
+                "expected 3 numbers",
+                props["projection_vector"].text.strip(),
+            )
+    normalize = (
+        r.flag(props["normalize_tracking_error"], f"{trail}/<normalize_tracking_error>")
+        if "normalize_tracking_error" in props
+        else False
+    )
     if loads is None:
         return None
     return ContactTracking(tuple(groups), loads, weight, projection or "none", vector, normalize)
@@ -744,21 +854,23 @@ def _parameter(r: _Reader, node, problem):
     bounds = r.object_bounds(props.get("MocoBounds"), f"{trail}/<MocoBounds>")
     paths = props["component_paths"].text.split() if "component_paths" in props else []
     name = props["property_name"].text.strip() if "property_name" in props else ""
-    element = r.integer(props["property_element"], f"{trail}/<property_element>") \
-        if "property_element" in props else -1
+    element = r.integer(props["property_element"], f"{trail}/<property_element>") if "property_element" in props else -1
     if bounds is None or not paths or not name:
         r.error(node, trail, "a parameter needs bounds, component_paths and a property_name")
         return problem
     try:
-        return problem.parameter(node.attrib.get("name", name), paths, name, bounds,
-                                 None if element < 0 else element)
+        return problem.parameter(node.attrib.get("name", name), paths, name, bounds, None if element < 0 else element)
     except ValueError as exc:
         r.error(node, trail, str(exc))
         return problem
 
 
-_PATH_CONSTRAINTS = ("MocoOutputBoundConstraint", "MocoControlBoundConstraint", "MocoStateBoundConstraint",
-                     "MocoFrameDistanceConstraint")
+_PATH_CONSTRAINTS = (
+    "MocoOutputBoundConstraint",
+    "MocoControlBoundConstraint",
+    "MocoStateBoundConstraint",
+    "MocoFrameDistanceConstraint",
+)
 
 
 def _bound_function(r: _Reader, props: dict, key: str, trail: str):
@@ -795,11 +907,13 @@ def _path_constraint(r: _Reader, node, problem):
         r.error(node, trail, f"a path constraint simjax does not support (supported: {', '.join(_PATH_CONSTRAINTS)})")
         return problem
     sides = ("lower_bound", "upper_bound", "equality_with_lower")
-    own = {"MocoOutputBoundConstraint": ("output_path", "second_output_path", "operation", "exponent",
-                                         "output_index") + sides,
-           "MocoControlBoundConstraint": ("control_paths",) + sides,
-           "MocoStateBoundConstraint": ("state_paths",) + sides,
-           "MocoFrameDistanceConstraint": ("frame_pairs", "projection", "projection_vector")}[node.tag]
+    own = {
+        "MocoOutputBoundConstraint": ("output_path", "second_output_path", "operation", "exponent", "output_index")
+        + sides,
+        "MocoControlBoundConstraint": ("control_paths",) + sides,
+        "MocoStateBoundConstraint": ("state_paths",) + sides,
+        "MocoFrameDistanceConstraint": ("frame_pairs", "projection", "projection_vector"),
+    }[node.tag]
     props = _known_props(r, node, trail, own + ("MocoConstraintInfo",))
     info = props.get("MocoConstraintInfo")
     if info is not None and info.children:
@@ -807,14 +921,20 @@ def _path_constraint(r: _Reader, node, problem):
     if node.tag == "MocoFrameDistanceConstraint":
         return _frame_distance(r, node, props, trail, problem)
     lower, upper = (_bound_function(r, props, key, trail) for key in ("lower_bound", "upper_bound"))
-    equality = r.flag(props["equality_with_lower"], f"{trail}/<equality_with_lower>") \
-        if "equality_with_lower" in props else False
+    equality = (
+        r.flag(props["equality_with_lower"], f"{trail}/<equality_with_lower>")
+        if "equality_with_lower" in props
+        else False
+    )
     if lower is None and upper is None:
         r.error(node, trail, "no bounds (Moco warns and leaves it free)")
         return problem
     if node.tag != "MocoOutputBoundConstraint":
-        key, cls = (("control_paths", pc.ControlBound) if node.tag == "MocoControlBoundConstraint"
-                    else ("state_paths", pc.StateBound))
+        key, cls = (
+            ("control_paths", pc.ControlBound)
+            if node.tag == "MocoControlBoundConstraint"
+            else ("state_paths", pc.StateBound)
+        )
         paths = tuple(props[key].text.split()) if key in props else ()
         if not paths:
             r.error(node, trail, f"no <{key}>")
@@ -845,10 +965,14 @@ def _frame_distance(r: _Reader, node, props: dict, trail: str, problem):
         if not all(frames):
             r.error(pair, where, "a frame pair needs <frame1_path> and <frame2_path>")
             continue
-        low = r.number(fields["minimum_distance"], f"{where}/<minimum_distance>") if "minimum_distance" in fields \
-            else 0.0
-        high = r.number(fields["maximum_distance"], f"{where}/<maximum_distance>") \
-            if "maximum_distance" in fields else np.inf
+        low = (
+            r.number(fields["minimum_distance"], f"{where}/<minimum_distance>") if "minimum_distance" in fields else 0.0
+        )
+        high = (
+            r.number(fields["maximum_distance"], f"{where}/<maximum_distance>")
+            if "maximum_distance" in fields
+            else np.inf
+        )
         pairs.append((frames[0], frames[1], low, high))
     if not pairs:
         r.error(node, trail, "no <frame_pairs>")
@@ -859,8 +983,12 @@ def _frame_distance(r: _Reader, node, props: dict, trail: str, problem):
         try:
             vector = tuple(float(x) for x in props["projection_vector"].text.split())
         except ValueError:
-            raise r.fail(props["projection_vector"], f"{trail}/<projection_vector>", "expected 3 numbers",
-                         props["projection_vector"].text.strip()) from None
+            raise r.fail(
+                props["projection_vector"],
+                f"{trail}/<projection_vector>",
+                "expected 3 numbers",
+                props["projection_vector"].text.strip(),
+            ) from None
     constraint = FrameDistance(tuple(pairs), projection, vector)
     try:
         constraint._checked(dataclasses.replace(problem, kinematics=None))
@@ -878,10 +1006,24 @@ def _phase(r: _Reader, node, version: str, strict: bool):
     props: dict[str, Any] = {}
     for child in node.children:
         props[_key(child)] = child
-    known = {"model", "time_initial_bounds", "time_final_bounds", "default_speed_bounds",
-             "bound_activation_from_excitation", "state_infos", "state_infos_pattern", "control_infos",
-             "control_infos_pattern", "input_control_infos", "input_control_infos_pattern", "parameters", "goals",
-             "path_constraints", "kinematic_constraint_bounds", "multiplier_bounds"}
+    known = {
+        "model",
+        "time_initial_bounds",
+        "time_final_bounds",
+        "default_speed_bounds",
+        "bound_activation_from_excitation",
+        "state_infos",
+        "state_infos_pattern",
+        "control_infos",
+        "control_infos_pattern",
+        "input_control_infos",
+        "input_control_infos_pattern",
+        "parameters",
+        "goals",
+        "path_constraints",
+        "kinematic_constraint_bounds",
+        "multiplier_bounds",
+    }
     for key, child in props.items():
         if key not in known:
             r.error(child, f"<MocoPhase>/{_label(child)}", "unknown property")
@@ -889,12 +1031,16 @@ def _phase(r: _Reader, node, version: str, strict: bool):
     model = _model(r, props.get("model"), version, strict)
     controllers = [p for p, c in model.walk() if isinstance(c, Controller)]
     if controllers:
-        r.error(props["model"], "<ModelProcessor>", "the model has controllers (" + ", ".join(controllers) + "): "
-                "Moco leaves the actuators they drive out of the problem's controls, simjax does not")
+        r.error(
+            props["model"],
+            "<ModelProcessor>",
+            "the model has controllers (" + ", ".join(controllers) + "): "
+            "Moco leaves the actuators they drive out of the problem's controls, simjax does not",
+        )
     system = model.build()
 
-    t0 = r.object_bounds(props.get("time_initial_bounds"), "<MocoInitialBounds name=\"time_initial_bounds\">")
-    tf = r.object_bounds(props.get("time_final_bounds"), "<MocoFinalBounds name=\"time_final_bounds\">")
+    t0 = r.object_bounds(props.get("time_initial_bounds"), '<MocoInitialBounds name="time_initial_bounds">')
+    tf = r.object_bounds(props.get("time_final_bounds"), '<MocoFinalBounds name="time_final_bounds">')
     problem = Problem(system, initial_time=t0, final_time=tf)
 
     for param in props["parameters"].children if "parameters" in props else ():
@@ -906,16 +1052,29 @@ def _phase(r: _Reader, node, version: str, strict: bool):
             r.ignore(props[key], f"<{key}>", "simjax models have no Input controls")
     for key in ("kinematic_constraint_bounds", "multiplier_bounds"):
         if key in props:
-            r.ignore(props[key], _label(props[key]), "kinematic constraints", props[key].find("bounds").text
-                     if props[key].find("bounds") is not None else None)
+            r.ignore(
+                props[key],
+                _label(props[key]),
+                "kinematic constraints",
+                props[key].find("bounds").text if props[key].find("bounds") is not None else None,
+            )
 
     states, controls = list(problem.state_names), list(problem.control_names)
-    state_infos = _resolve_infos(r, _infos(r, props.get("state_infos"), "<state_infos>"),
-                                 _infos(r, props.get("state_infos_pattern"), "<state_infos_pattern>"), states, "state")
-    control_infos = _resolve_infos(r, _infos(r, props.get("control_infos"), "<control_infos>"),
-                                   _infos(r, props.get("control_infos_pattern"), "<control_infos_pattern>"),
-                                   controls, "control")
-    speed = r.object_bounds(props.get("default_speed_bounds"), "<MocoBounds name=\"default_speed_bounds\">")
+    state_infos = _resolve_infos(
+        r,
+        _infos(r, props.get("state_infos"), "<state_infos>"),
+        _infos(r, props.get("state_infos_pattern"), "<state_infos_pattern>"),
+        states,
+        "state",
+    )
+    control_infos = _resolve_infos(
+        r,
+        _infos(r, props.get("control_infos"), "<control_infos>"),
+        _infos(r, props.get("control_infos_pattern"), "<control_infos_pattern>"),
+        controls,
+        "control",
+    )
+    speed = r.object_bounds(props.get("default_speed_bounds"), '<MocoBounds name="default_speed_bounds">')
     if speed is not None:
         tree = system.topology.tree
         for info in tree.coordinates.values():
@@ -926,8 +1085,12 @@ def _phase(r: _Reader, node, version: str, strict: bool):
     for name, (values, info_node) in control_infos.items():
         for end in ("initial_bounds", "final_bounds"):
             if values[end] is not None:
-                r.error(info_node, f"<control_infos>/{_label(info_node)}/<{end}>", "initial and final bounds on "
-                        "controls are not supported", " ".join(f"{v:g}" for v in values[end]))
+                r.error(
+                    info_node,
+                    f"<control_infos>/{_label(info_node)}/<{end}>",
+                    "initial and final bounds on controls are not supported",
+                    " ".join(f"{v:g}" for v in values[end]),
+                )
         problem = problem.bound(name, values["bounds"])
     for name, (values, _) in state_infos.items():
         problem = problem.bound(name, values["bounds"], initial=values["initial_bounds"], final=values["final_bounds"])
@@ -937,14 +1100,24 @@ def _phase(r: _Reader, node, version: str, strict: bool):
         for end in ("initial_bounds", "final_bounds"):
             b = values[end]
             if b is not None and (b[0] < lo or b[1] > hi):
-                raise r.fail(info_node, f"{_label(info_node)}/<{end}>", f"outside the bounds [{lo:g}, {hi:g}] of "
-                             f"{name} (Moco refuses this)", " ".join(f"{v:g}" for v in b))
+                raise r.fail(
+                    info_node,
+                    f"{_label(info_node)}/<{end}>",
+                    f"outside the bounds [{lo:g}, {hi:g}] of {name} (Moco refuses this)",
+                    " ".join(f"{v:g}" for v in b),
+                )
 
-    if "bound_activation_from_excitation" in props and \
-            not r.flag(props["bound_activation_from_excitation"], "<bound_activation_from_excitation>") and \
-            problem.activation_pairs():
-        r.error(props["bound_activation_from_excitation"], "<bound_activation_from_excitation>", "simjax always "
-                "bounds a muscle's activation by its excitation's bounds", "false")
+    if (
+        "bound_activation_from_excitation" in props
+        and not r.flag(props["bound_activation_from_excitation"], "<bound_activation_from_excitation>")
+        and problem.activation_pairs()
+    ):
+        r.error(
+            props["bound_activation_from_excitation"],
+            "<bound_activation_from_excitation>",
+            "simjax always bounds a muscle's activation by its excitation's bounds",
+            "false",
+        )
 
     names = []
     for goal_node in props["goals"].children if "goals" in props else ():
@@ -961,8 +1134,14 @@ def _phase(r: _Reader, node, version: str, strict: bool):
 def _solver(r: _Reader, node) -> dict:
     from . import ipm
 
-    out = {"mesh": 100, "scheme": "hermite-simpson", "interpolate_controls": True, "guess_file": None, "verbosity": 2,
-           "dynamics_mode": "explicit"}
+    out = {
+        "mesh": 100,
+        "scheme": "hermite-simpson",
+        "interpolate_controls": True,
+        "guess_file": None,
+        "verbosity": 2,
+        "dynamics_mode": "explicit",
+    }
     tol, constraint_tol, max_iter = -1.0, -1.0, -1
     node_children = [] if node is None else node.children
     if node is not None and node.tag != "MocoCasADiSolver":
@@ -1001,32 +1180,51 @@ def _solver(r: _Reader, node) -> dict:
             except ValueError:
                 bounds = None
             if bounds not in ((), ACCELERATION_BOUNDS):
-                r.error(child, where, f"simjax bounds the accelerations by Moco's default {ACCELERATION_BOUNDS} only",
-                        text)
+                r.error(
+                    child, where, f"simjax bounds the accelerations by Moco's default {ACCELERATION_BOUNDS} only", text
+                )
         elif tag == "implicit_auxiliary_derivative_bounds":
             try:
                 bounds = tuple(float(w) for w in text.strip("()[] ").split())
             except ValueError:
                 bounds = None
             if bounds not in ((), TENDON_DERIVATIVE_BOUNDS):
-                r.error(child, where, "simjax bounds the auxiliary derivatives by Moco's default "
-                        f"{TENDON_DERIVATIVE_BOUNDS} only", text)
-        elif tag in ("kinematic_constraint_method", "enforce_constraint_derivatives", "velocity_correction_bounds",
-                     "minimize_lagrange_multipliers", "minimize_state_projection_distance"):
+                r.error(
+                    child,
+                    where,
+                    f"simjax bounds the auxiliary derivatives by Moco's default {TENDON_DERIVATIVE_BOUNDS} only",
+                    text,
+                )
+        elif tag in (
+            "kinematic_constraint_method",
+            "enforce_constraint_derivatives",
+            "velocity_correction_bounds",
+            "minimize_lagrange_multipliers",
+            "minimize_state_projection_distance",
+        ):
             # (simjax enforces kinematic constraints by Moco's default method alone)
-            default = {"kinematic_constraint_method": "Posa2016", "enforce_constraint_derivatives": "true",
-                       "minimize_lagrange_multipliers": "false", "minimize_state_projection_distance": "false"}
+            default = {
+                "kinematic_constraint_method": "Posa2016",
+                "enforce_constraint_derivatives": "true",
+                "minimize_lagrange_multipliers": "false",
+                "minimize_state_projection_distance": "false",
+            }
             if tag == "velocity_correction_bounds":
                 try:
                     bounds = tuple(float(w) for w in text.strip("()[] ").split())
                 except ValueError:
                     bounds = None
                 if bounds not in ((), VELOCITY_CORRECTION_BOUNDS):
-                    r.error(child, where, "simjax bounds the velocity corrections by Moco's default "
-                            f"{VELOCITY_CORRECTION_BOUNDS} only", text)
+                    r.error(
+                        child,
+                        where,
+                        f"simjax bounds the velocity corrections by Moco's default {VELOCITY_CORRECTION_BOUNDS} only",
+                        text,
+                    )
             elif text and text.lower() != default[tag].lower():
-                r.error(child, where, f"simjax enforces kinematic constraints by Moco's default only ({default[tag]})",
-                        text)
+                r.error(
+                    child, where, f"simjax enforces kinematic constraints by Moco's default only ({default[tag]})", text
+                )
         elif tag in ("minimize_implicit_multibody_accelerations", "minimize_implicit_auxiliary_derivatives"):
             minimize[tag] = r.flag(child, where)
         elif tag in ("implicit_multibody_accelerations_weight", "implicit_auxiliary_derivatives_weight"):
@@ -1055,16 +1253,20 @@ def _solver(r: _Reader, node) -> dict:
             r.error(child, where, "unknown property", text if text else None)
     if mesh is not None:
         out["mesh"] = mesh
-    for key, flag in (("accelerations_weight", "minimize_implicit_multibody_accelerations"),
-                      ("auxiliary_derivatives_weight", "minimize_implicit_auxiliary_derivatives")):
+    for key, flag in (
+        ("accelerations_weight", "minimize_implicit_multibody_accelerations"),
+        ("auxiliary_derivatives_weight", "minimize_implicit_auxiliary_derivatives"),
+    ):
         weight = flag.replace("minimize_", "") + "_weight"
         out[key] = weights.get(weight, 1.0) if minimize.get(flag) else None
     for value, name in ((tol, "optim_convergence_tolerance"), (constraint_tol, "optim_constraint_tolerance")):
         if value != -1 and not value > 0:
             raise r.fail(node, f"<MocoCasADiSolver>/<{name}>", "expected -1 or a positive tolerance", value)
-    out["options"] = ipm.Options(tol=_IPOPT_TOL if tol == -1 else tol,
-                                 constraint_tol=_IPOPT_CONSTRAINT_TOL if constraint_tol == -1 else constraint_tol,
-                                 max_iter=_IPOPT_MAX_ITER if max_iter == -1 else max_iter)
+    out["options"] = ipm.Options(
+        tol=_IPOPT_TOL if tol == -1 else tol,
+        constraint_tol=_IPOPT_CONSTRAINT_TOL if constraint_tol == -1 else constraint_tol,
+        max_iter=_IPOPT_MAX_ITER if max_iter == -1 else max_iter,
+    )
     return out
 
 
@@ -1097,8 +1299,9 @@ def read_study(path: str | os.PathLike, strict: bool = True) -> Study:
     version = root.attrib.get("Version", "40600")
     if root.tag == "OpenSimDocument":
         if len(root.children) != 1 or root.children[0].tag != "MocoStudy":
-            raise StudyError(f"{file}: expected one <MocoStudy> in <OpenSimDocument>, found "
-                             f"{[c.tag for c in root.children]}")
+            raise StudyError(
+                f"{file}: expected one <MocoStudy> in <OpenSimDocument>, found {[c.tag for c in root.children]}"
+            )
         node = root.children[0]
     else:
         node = root
@@ -1133,16 +1336,32 @@ def read_study(path: str | os.PathLike, strict: bool = True) -> Study:
     ignored = tuple(e for _, e in sorted(r.ignored))
     if ignored:
         listing = "\n".join(f"  {e}" for e in ignored)
-        warnings.warn(StudyWarning(f"{file}: ignored {len(r.ignored)} setting(s) simjax does not support (they "
-                                   f"cannot change the answer):\n{listing}"), stacklevel=2)
+        warnings.warn(
+            StudyWarning(
+                f"{file}: ignored {len(r.ignored)} setting(s) simjax does not support (they "
+                f"cannot change the answer):\n{listing}"
+            ),
+            stacklevel=2,
+        )
     for note in r.notes:
         warnings.warn(StudyWarning(f"{file}: {note}"), stacklevel=2)
-    return Study(file=file, name=name, problem=problem, goal_names=goal_names, mesh=solver["mesh"],
-                 scheme=solver["scheme"], interpolate_controls=solver["interpolate_controls"],
-                 options=solver["options"], guess_file=solver["guess_file"], verbosity=solver["verbosity"],
-                 output=output, ignored=ignored, dynamics_mode=solver["dynamics_mode"],
-                 accelerations_weight=solver["accelerations_weight"],
-                 auxiliary_derivatives_weight=solver["auxiliary_derivatives_weight"])
+    return Study(
+        file=file,
+        name=name,
+        problem=problem,
+        goal_names=goal_names,
+        mesh=solver["mesh"],
+        scheme=solver["scheme"],
+        interpolate_controls=solver["interpolate_controls"],
+        options=solver["options"],
+        guess_file=solver["guess_file"],
+        verbosity=solver["verbosity"],
+        output=output,
+        ignored=ignored,
+        dynamics_mode=solver["dynamics_mode"],
+        accelerations_weight=solver["accelerations_weight"],
+        auxiliary_derivatives_weight=solver["auxiliary_derivatives_weight"],
+    )
 
 
 def solve_study(study: Study):
@@ -1158,16 +1377,29 @@ def solve_study(study: Study):
     from .files import guess_from_table
 
     if not jax.config.jax_enable_x64:
-        raise RuntimeError("solving a Moco study needs float64: call jax.config.update('jax_enable_x64', True) "
-                           "first (the simjax command line does)")
+        raise RuntimeError(
+            "solving a Moco study needs float64: call jax.config.update('jax_enable_x64', True) "
+            "first (the simjax command line does)"
+        )
     guess = None
     if study.guess_file is not None:
         if study.dynamics_mode != "explicit":
-            raise ValueError(f"{study.file}: a guess_file with multibody_dynamics_mode {study.dynamics_mode!r} is not "
-                             "supported yet (guesses are read for explicit dynamics)")
+            raise ValueError(
+                f"{study.file}: a guess_file with multibody_dynamics_mode {study.dynamics_mode!r} is not "
+                "supported yet (guesses are read for explicit dynamics)"
+            )
         guess = guess_from_table(study.problem, study.guess_file, study.mesh, study.scheme)
-    return solve(study.problem, study.mesh, study.scheme, study.options, guess, study.interpolate_controls,
-                 study.dynamics_mode, study.accelerations_weight, study.auxiliary_derivatives_weight)
+    return solve(
+        study.problem,
+        study.mesh,
+        study.scheme,
+        study.options,
+        guess,
+        study.interpolate_controls,
+        study.dynamics_mode,
+        study.accelerations_weight,
+        study.auxiliary_derivatives_weight,
+    )
 
 
 def run_study(path: str | os.PathLike, output: str | os.PathLike | None = None, strict: bool = True):
@@ -1195,13 +1427,19 @@ def run_study(path: str | os.PathLike, output: str | os.PathLike | None = None, 
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     # each cost goal's term, under its name (an endpoint constraint has none, as in Moco's file)
     costs = [(g, n) for g, n in zip(study.problem.goals, study.goal_names) if not hasattr(g, "initial_rows")]
-    write_trajectory(solution, out, dataclasses.replace(study.problem, goals=tuple(g for g, _ in costs)),
-                     goal_names=[n for _, n in costs])
+    write_trajectory(
+        solution,
+        out,
+        dataclasses.replace(study.problem, goals=tuple(g for g, _ in costs)),
+        goal_names=[n for _, n in costs],
+    )
     if study.verbosity >= 2:
         print_log(solution.nlp)
     if study.verbosity >= 1:
         status = int(solution.status)
-        print(f"{study.file}: {MOCO_STATUS.get(status, status)} after {int(solution.iterations)} iterations, "
-              f"objective {float(solution.objective):.10g}, final time {float(solution.time[-1]):.10g} s; "
-              f"solution written to {out}")
+        print(
+            f"{study.file}: {MOCO_STATUS.get(status, status)} after {int(solution.iterations)} iterations, "
+            f"objective {float(solution.objective):.10g}, final time {float(solution.time[-1]):.10g} s; "
+            f"solution written to {out}"
+        )
     return solution, out

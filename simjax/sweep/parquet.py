@@ -42,8 +42,10 @@ def prepare_folder(out_dir: str, fingerprint: str, n_cases: int, chunk_size: int
         with open(manifest, encoding="utf-8") as f:
             old = json.load(f)
         if old.get("fingerprint") != fingerprint:
-            raise ValueError(f"{out_dir!r} holds the results of another sweep (a different spec or case table): "
-                             "give an empty or new folder")
+            raise ValueError(
+                f"{out_dir!r} holds the results of another sweep (a different spec or case table): "
+                "give an empty or new folder"
+            )
     else:
         _atomic_write(manifest, json.dumps(record, indent=1).encode())
     for name in os.listdir(out_dir):
@@ -59,7 +61,7 @@ def finished_chunks(out_dir: str) -> set[int]:
     for name in os.listdir(out_dir):
         if name.startswith("chunk-") and name.endswith(".parquet"):
             try:
-                done.add(int(name[len("chunk-"):-len(".parquet")]))
+                done.add(int(name[len("chunk-") : -len(".parquet")]))
             except ValueError:
                 pass
     return done

@@ -107,8 +107,15 @@ def sweep(spec, out_dir: str, *, cases=None, devices=None, progress: bool = True
         if on_chunk is not None:
             on_chunk(k, path)
     _barrier("simjax.sweep: done")
-    return SweepSummary(out_dir=out_dir, n_cases=n, n_chunks=n_chunks, chunks_run=ran,
-                        chunks_skipped=n_chunks - len(todo), failed=failed, seconds=time.perf_counter() - started)
+    return SweepSummary(
+        out_dir=out_dir,
+        n_cases=n,
+        n_chunks=n_chunks,
+        chunks_run=ran,
+        chunks_skipped=n_chunks - len(todo),
+        failed=failed,
+        seconds=time.perf_counter() - started,
+    )
 
 
 def _barrier(name: str) -> None:
@@ -125,8 +132,11 @@ def _report(k, n_chunks, n, cases_done, first, cases_since, t_first, started) ->
     # (the rate leaves out the first chunk, which compiled the batch)
     rate = cases_since / (now - t_first) if cases_since else first / max(now - started, 1e-9)
     left = (n - cases_done) / rate if rate > 0 else float("inf")
-    print(f"sweep: chunk {k + 1}/{n_chunks} written, {cases_done}/{n} cases, {rate:.1f} cases/s, "
-          f"{_duration(left)} left", file=sys.stderr, flush=True)
+    print(
+        f"sweep: chunk {k + 1}/{n_chunks} written, {cases_done}/{n} cases, {rate:.1f} cases/s, {_duration(left)} left",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -176,15 +186,28 @@ class _Runner:
         for name, values in spec.states.items():
             field, i = self.where[name]
             arrays[field][:, i] = values[idx]
-        states = State(t=jnp.full(size, self.t0), q=jnp.asarray(arrays["q"]), u=jnp.asarray(arrays["u"]),
-                       z=jnp.asarray(arrays["z"]), d=jnp.asarray(arrays["d"]))
+        states = State(
+            t=jnp.full(size, self.t0),
+            q=jnp.asarray(arrays["q"]),
+            u=jnp.asarray(arrays["u"]),
+            z=jnp.asarray(arrays["z"]),
+            d=jnp.asarray(arrays["d"]),
+        )
         controls = None if self.controls is None else jnp.broadcast_to(self.controls, (size,) + self.controls.shape)
         props = {name: jnp.asarray(values[idx]) for name, values in spec.properties.items()}
-        traj = simulate_batch(spec.system, states, spec.t_final, controls, properties=props, devices=self.devices,
-                              throw=False, n_outputs=2, **spec.simulate)
+        traj = simulate_batch(
+            spec.system,
+            states,
+            spec.t_final,
+            controls,
+            properties=props,
+            devices=self.devices,
+            throw=False,
+            n_outputs=2,
+            **spec.simulate,
+        )
         # (every process of a multi-process run gets the whole chunk's results)
-        got = gather(dict(y_end=traj.y_end, t_end=traj.t_end, d=traj.d, result=traj.result,
-                          num_steps=traj.num_steps))
+        got = gather(dict(y_end=traj.y_end, t_end=traj.t_end, d=traj.d, result=traj.result, num_steps=traj.num_steps))
         y_end = got["y_end"]
         columns = {"case": spec.case[rows]}
         for name, values in spec.properties.items():
@@ -194,7 +217,7 @@ class _Runner:
         outs = {}
         if self.component_outputs:
             nq, nu = states.q.shape[-1], states.u.shape[-1]
-            final = State(t=got["t_end"], q=y_end[:, :nq], u=y_end[:, nq:nq + nu], z=y_end[:, nq + nu:], d=got["d"])
+            final = State(t=got["t_end"], q=y_end[:, :nq], u=y_end[:, nq : nq + nu], z=y_end[:, nq + nu :], d=got["d"])
             values = tuple(props.values())
             args = (values, final) if controls is None else (values, final, controls)
             outs = gather(map_batch(self._outputs_fn, *args, devices=self.devices))

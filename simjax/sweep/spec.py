@@ -149,12 +149,34 @@ def read_spec(spec, *, cases=None) -> SweepSpec:
     if controls is not None:
         controls = _controls(system, controls)
     properties, states, case = _columns(system, table)
-    fingerprint = _fingerprint(dict(model=os.path.abspath(model_path), t_final=t_final, outputs=outputs,
-                                    coordinates=coordinates, controls=None if controls is None else controls.tolist(),
-                                    chunk_size=chunk_size, simulate=sim), properties, states, case)
-    return SweepSpec(model_path=model_path, system=system, t_final=t_final, outputs=outputs, properties=properties,
-                     states=states, case=case, coordinates=coordinates, controls=controls, chunk_size=chunk_size,
-                     simulate=sim, fingerprint=fingerprint)
+    fingerprint = _fingerprint(
+        dict(
+            model=os.path.abspath(model_path),
+            t_final=t_final,
+            outputs=outputs,
+            coordinates=coordinates,
+            controls=None if controls is None else controls.tolist(),
+            chunk_size=chunk_size,
+            simulate=sim,
+        ),
+        properties,
+        states,
+        case,
+    )
+    return SweepSpec(
+        model_path=model_path,
+        system=system,
+        t_final=t_final,
+        outputs=outputs,
+        properties=properties,
+        states=states,
+        case=case,
+        coordinates=coordinates,
+        controls=controls,
+        chunk_size=chunk_size,
+        simulate=sim,
+        fingerprint=fingerprint,
+    )
 
 
 def _read_file(path: str) -> dict:
@@ -219,15 +241,18 @@ def _check_output(system, name: str) -> None:
         return
     path, sep, output = name.rpartition("|")
     if not sep:
-        raise SpecError(f"output {name!r}: not a state variable of the model, nor a component output "
-                        "('component path|output')")
+        raise SpecError(
+            f"output {name!r}: not a state variable of the model, nor a component output ('component path|output')"
+        )
     try:
         comp = system.find(path)
     except Exception:
         raise SpecError(f"output {name!r}: {path!r} names no component of the model") from None
     if output not in comp.output_specs():
-        raise SpecError(f"output {name!r}: {type(comp).__name__} {path!r} has no output {output!r}; it has "
-                        f"{sorted(comp.output_specs())}")
+        raise SpecError(
+            f"output {name!r}: {type(comp).__name__} {path!r} has no output {output!r}; it has "
+            f"{sorted(comp.output_specs())}"
+        )
 
 
 def _controls(system, controls) -> np.ndarray:
@@ -235,8 +260,10 @@ def _controls(system, controls) -> np.ndarray:
     try:
         value = np.broadcast_to(np.asarray(controls, float), (n,)).copy()
     except (TypeError, ValueError):
-        raise SpecError(f"'controls' must be a number or {n} numbers (one an actuator, "
-                        f"{list(system.actuator_names)}), got {controls!r}") from None
+        raise SpecError(
+            f"'controls' must be a number or {n} numbers (one an actuator, "
+            f"{list(system.actuator_names)}), got {controls!r}"
+        ) from None
     return value
 
 
@@ -266,8 +293,10 @@ def _columns(system, table):
         elif name in system.y_names:
             target = None
         else:
-            raise SpecError(f"column {name!r}: neither a model property ('component path|property') nor a state "
-                            f"variable of the model (e.g. {system.y_names[0]!r})")
+            raise SpecError(
+                f"column {name!r}: neither a model property ('component path|property') nor a state "
+                f"variable of the model (e.g. {system.y_names[0]!r})"
+            )
         if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
             raise SpecError(f"column {name!r}: must be numeric, but its type is {column.type}")
         if column.null_count:
@@ -281,8 +310,9 @@ def _columns(system, table):
         lo, hi = bounds or (None, None)
         bad = np.flatnonzero((values < lo if lo is not None else False) | (values > hi if hi is not None else False))
         if bad.size:
-            raise SpecError(f"column {name!r}: row {int(bad[0])} has {values[bad[0]]!r}, outside the property's "
-                            f"bounds [{lo}, {hi}]")
+            raise SpecError(
+                f"column {name!r}: row {int(bad[0])} has {values[bad[0]]!r}, outside the property's bounds [{lo}, {hi}]"
+            )
         properties[name] = values
     if case is None:
         case = np.arange(n, dtype=np.int64)

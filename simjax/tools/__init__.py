@@ -34,7 +34,25 @@ from .setup import Setup, SetupError, SetupWarning, read_setup, run
 from .optimization import solve_static_optimization, static_optimization, static_optimization_problem
 from .reactions import joint_reaction
 
-__all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "run", "inverse_kinematics", "inverse_dynamics",
-           "analyze", "scale", "static_optimization", "muscle_analysis", "body_kinematics", "point_kinematics",
-           "joint_reaction", "solve_inverse_kinematics", "marker_positions", "solve_static_optimization",
-           "static_optimization_problem", "scaled_system", "forward"]
+__all__ = [
+    "Setup",
+    "SetupError",
+    "SetupWarning",
+    "read_setup",
+    "run",
+    "inverse_kinematics",
+    "inverse_dynamics",
+    "analyze",
+    "scale",
+    "static_optimization",
+    "muscle_analysis",
+    "body_kinematics",
+    "point_kinematics",
+    "joint_reaction",
+    "solve_inverse_kinematics",
+    "marker_positions",
+    "solve_static_optimization",
+    "static_optimization_problem",
+    "scaled_system",
+    "forward",
+]

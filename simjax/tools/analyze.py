@@ -49,9 +49,20 @@ from . import motion
 from .external_loads import read_external_loads
 from .setup import Setup, SetupError, register_tool
 
-__all__ = ["analyze", "analysis_frames", "Frames", "register_analysis", "ANALYSES", "muscle_analysis",
-           "body_kinematics", "point_kinematics", "load_model_with_force_sets", "zero_controls", "find_frame",
-           "analysis_error"]
+__all__ = [
+    "analyze",
+    "analysis_frames",
+    "Frames",
+    "register_analysis",
+    "ANALYSES",
+    "muscle_analysis",
+    "body_kinematics",
+    "point_kinematics",
+    "load_model_with_force_sets",
+    "zero_controls",
+    "find_frame",
+    "analysis_error",
+]
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -78,15 +89,16 @@ class Frames:
     @property
     def times(self) -> np.ndarray:
         """The analysed frames' times (s)."""
-        return self.store_times[self.first:self.stop]
+        return self.store_times[self.first : self.stop]
 
 
 def _batch(state0, n):
     return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x)), state0)
 
 
-def analysis_frames(system, coordinates_table: TimeSeriesTable, lowpass_cutoff: float | None = None,
-                    time_range=None) -> Frames:
+def analysis_frames(
+    system, coordinates_table: TimeSeriesTable, lowpass_cutoff: float | None = None, time_range=None
+) -> Frames:
     """The states OpenSim's AnalyzeTool visits for a coordinates file (see the module).
 
     **Arguments:** ``system``; ``coordinates_table``: coordinates by name, as read
@@ -99,8 +111,10 @@ def analysis_frames(system, coordinates_table: TimeSeriesTable, lowpass_cutoff: 
     """
     times = np.asarray(coordinates_table.times, float)
     if time_range is not None and (time_range[1] < times[0] or time_range[0] > times[-1]):
-        raise ValueError(f"time range ({time_range[0]:g}, {time_range[1]:g}) s is outside the coordinates data "
-                         f"({times[0]:g} to {times[-1]:g} s)")
+        raise ValueError(
+            f"time range ({time_range[0]:g}, {time_range[1]:g}) s is outside the coordinates data "
+            f"({times[0]:g} to {times[-1]:g} s)"
+        )
     table = motion.filter_coordinates(system, coordinates_table, lowpass_cutoff)
     T = np.asarray(table.times, float)
     V = np.asarray(table.values, float)
@@ -109,12 +123,14 @@ def analysis_frames(system, coordinates_table: TimeSeriesTable, lowpass_cutoff: 
     q_idx, u_idx, cols = motion.coordinate_columns(system, table.labels)
     (qd,) = motion._evaluate_splines(T, V[:, cols], T, 5, (1,))
     n = len(T)
-    Q = jnp.broadcast_to(jnp.asarray(state0.q), (n, len(state0.q))).at[:, np.asarray(q_idx, int)].set(
-        jnp.asarray(V[:, cols], dtype))
+    Q = (
+        jnp.broadcast_to(jnp.asarray(state0.q), (n, len(state0.q)))
+        .at[:, np.asarray(q_idx, int)]
+        .set(jnp.asarray(V[:, cols], dtype))
+    )
     U = jnp.zeros((n, len(state0.u)), dtype).at[:, np.asarray(u_idx, int)].set(jnp.asarray(qd, dtype))
     first, stop = motion.frame_indices(T, time_range)
-    states = _batch(state0, stop - first).replace(t=jnp.asarray(T[first:stop], dtype), q=Q[first:stop],
-                                                  u=U[first:stop])
+    states = _batch(state0, stop - first).replace(t=jnp.asarray(T[first:stop], dtype), q=Q[first:stop], u=U[first:stop])
     return Frames(T, Q, U, first, stop, states)
 
 
@@ -161,12 +177,21 @@ def analysis_error(job: AnalysisJob, node, prop: str, value, message: str) -> Se
 
 #: OpenSim's MuscleAnalysis file quantity -> simjax muscle output
 _MUSCLE_QUANTITIES = {
-    "Length": "length", "FiberLength": "fiber_length", "NormalizedFiberLength": "normalized_fiber_length",
-    "TendonLength": "tendon_length", "PennationAngle": "pennation_angle", "FiberVelocity": "fiber_velocity",
-    "NormFiberVelocity": "normalized_fiber_velocity", "PennationAngularVelocity": "pennation_angular_velocity",
-    "TendonForce": "tendon_force", "FiberForce": "fiber_force", "ActiveFiberForce": "active_fiber_force",
-    "PassiveFiberForce": "passive_fiber_force", "FiberActivePower": "fiber_active_power",
-    "FiberPassivePower": "fiber_passive_power", "TendonPower": "tendon_power",
+    "Length": "length",
+    "FiberLength": "fiber_length",
+    "NormalizedFiberLength": "normalized_fiber_length",
+    "TendonLength": "tendon_length",
+    "PennationAngle": "pennation_angle",
+    "FiberVelocity": "fiber_velocity",
+    "NormFiberVelocity": "normalized_fiber_velocity",
+    "PennationAngularVelocity": "pennation_angular_velocity",
+    "TendonForce": "tendon_force",
+    "FiberForce": "fiber_force",
+    "ActiveFiberForce": "active_fiber_force",
+    "PassiveFiberForce": "passive_fiber_force",
+    "FiberActivePower": "fiber_active_power",
+    "FiberPassivePower": "fiber_passive_power",
+    "TendonPower": "tendon_power",
 }
 _EXTRA = ("cos_pennation_angle", "lengthening_speed")
 
@@ -223,8 +248,10 @@ def _muscle_analysis(job: AnalysisJob, node) -> dict:
     else:
         missing = [w for w in words if w not in by_name]
         if missing:
-            raise SetupError(f"MuscleAnalysis {node.name!r}: <muscle_list> names {missing}, not muscles of the "
-                             f"model (muscles: {sorted(by_name)})")
+            raise SetupError(
+                f"MuscleAnalysis {node.name!r}: <muscle_list> names {missing}, not muscles of the "
+                f"model (muscles: {sorted(by_name)})"
+            )
         muscles = [by_name[w] for w in words]
     coord_by_name = {p.rsplit("/", 1)[-1]: p for p in system.coordinate_paths}
     cwords = _text(node, "moment_arm_coordinate_list", "all").split()
@@ -351,9 +378,11 @@ def _body_kinematics_analysis(job: AnalysisJob, node) -> dict:
     res = body_kinematics(system, job.frames.states, bodies, deg)
     t = job.frames.times
     meta = {"inDegrees": "yes" if deg else "no"}
-    return {"pos_global": TimeSeriesTable(t, res["pos_global"], res["labels"], dict(meta, header="Positions")),
-            "vel_global": TimeSeriesTable(t, res["vel_global"], res["labels"], dict(meta, header="Velocities")),
-            "acc_global": TimeSeriesTable(t, res["acc_global"], res["labels"], dict(meta, header="Accelerations"))}
+    return {
+        "pos_global": TimeSeriesTable(t, res["pos_global"], res["labels"], dict(meta, header="Positions")),
+        "vel_global": TimeSeriesTable(t, res["vel_global"], res["labels"], dict(meta, header="Velocities")),
+        "acc_global": TimeSeriesTable(t, res["acc_global"], res["labels"], dict(meta, header="Accelerations")),
+    }
 
 
 register_analysis("BodyKinematics", _body_kinematics_analysis)
@@ -404,8 +433,13 @@ def _point_kinematics_analysis(job: AnalysisJob, node) -> dict:
     if rel.lower() == "none":
         rel = None
     elif find_frame(system, rel) is None:
-        raise analysis_error(job, node, "relative_to_body_name", rel,
-                             "no PhysicalFrame of the model has this path or name (or 'none' for Ground)")
+        raise analysis_error(
+            job,
+            node,
+            "relative_to_body_name",
+            rel,
+            "no PhysicalFrame of the model has this path or name (or 'none' for Ground)",
+        )
     text = _text(node, "point", "0 0 0")
     try:
         point = np.asarray([float(x) for x in text.split()])
@@ -418,8 +452,10 @@ def _point_kinematics_analysis(job: AnalysisJob, node) -> dict:
     t = job.frames.times
     # OpenSim 4.6 labels these columns state_0..2 (its point_X labels never reach the files)
     labels = ["state_0", "state_1", "state_2"]
-    return {f"{name}_{k}": TimeSeriesTable(t, res[k], labels, {"header": header, "inDegrees": "no"})
-            for k, header in (("pos", "PointPosition"), ("vel", "PointVelocity"), ("acc", "PointAcceleration"))}
+    return {
+        f"{name}_{k}": TimeSeriesTable(t, res[k], labels, {"header": header, "inDegrees": "no"})
+        for k, header in (("pos", "PointPosition"), ("vel", "PointVelocity"), ("acc", "PointAcceleration"))
+    }
 
 
 register_analysis("PointKinematics", _point_kinematics_analysis)
@@ -493,8 +529,9 @@ def _analysis_node(name: str, spec) -> Node:
     else:
         tag, props = spec
     if tag not in ANALYSES:
-        raise ValueError(f"analysis {name!r}: {tag!r} is not an analysis simjax runs; supported: "
-                         f"{', '.join(sorted(ANALYSES))}")
+        raise ValueError(
+            f"analysis {name!r}: {tag!r} is not an analysis simjax runs; supported: {', '.join(sorted(ANALYSES))}"
+        )
 
     def text(v):
         if isinstance(v, bool):
@@ -518,8 +555,15 @@ def _analyze(system, table, nodes, cutoff, time_range, setup=None) -> dict:
     return out
 
 
-def analyze(system, coordinates_table: TimeSeriesTable, analyses: dict, *, external_loads=None,
-            lowpass_cutoff: float | None = None, time_range=None) -> dict:
+def analyze(
+    system,
+    coordinates_table: TimeSeriesTable,
+    analyses: dict,
+    *,
+    external_loads=None,
+    lowpass_cutoff: float | None = None,
+    time_range=None,
+) -> dict:
     """OpenSim's AnalyzeTool on a coordinates table: every analysis over its frames, in
     one compiled program per analysis.
 
@@ -580,8 +624,10 @@ def _run(setup: Setup) -> dict:
     items = [c for c in (objects.children if objects is not None else [])]
     for c in items:
         if c.tag not in ANALYSES:
-            raise SetupError(f"{setup.file}: <AnalysisSet> holds <{c.tag} name={c.name!r}>, an analysis simjax "
-                             f"does not run; supported: {', '.join(sorted(ANALYSES))}")
+            raise SetupError(
+                f"{setup.file}: <AnalysisSet> holds <{c.tag} name={c.name!r}>, an analysis simjax "
+                f"does not run; supported: {', '.join(sorted(ANALYSES))}"
+            )
     if not items:
         raise setup.error("AnalysisSet", "", "no analyses have been set")
     coords_path = setup.path("coordinates_file", must_exist=True)
@@ -595,13 +641,23 @@ def _run(setup: Setup) -> dict:
     force_files = [os.path.normpath(os.path.join(setup.folder, w)) for w in setup.words("force_set_files")]
     replace = setup.flag("replace_force_set", False)
     results = setup.path("results_directory") or setup.folder
-    for prop in ("output_precision", "solve_for_equilibrium_for_auxiliary_states", "speeds_file",
-                 "maximum_number_of_integrator_steps", "maximum_integrator_step_size",
-                 "minimum_integrator_step_size", "integrator_error_tolerance", "ControllerSet", "controls_file"):
+    for prop in (
+        "output_precision",
+        "solve_for_equilibrium_for_auxiliary_states",
+        "speeds_file",
+        "maximum_number_of_integrator_steps",
+        "maximum_integrator_step_size",
+        "minimum_integrator_step_size",
+        "integrator_error_tolerance",
+        "ControllerSet",
+        "controls_file",
+    ):
         setup.text(prop)
     if setup.flag("solve_for_equilibrium_for_auxiliary_states", False):
-        setup.warn("<solve_for_equilibrium_for_auxiliary_states> true is not supported (muscle states keep their "
-                   "default values)")
+        setup.warn(
+            "<solve_for_equilibrium_for_auxiliary_states> true is not supported (muscle states keep their "
+            "default values)"
+        )
     if setup.text("speeds_file"):
         setup.warn("<speeds_file> is not supported: the speeds are the coordinates' spline derivatives")
 
@@ -616,16 +672,18 @@ def _run(setup: Setup) -> dict:
         for p in system.coordinate_paths:
             names[p + "/value"] = p.rsplit("/", 1)[-1]
         keep = [i for i, lab in enumerate(table.labels) if lab in names]
-        table = TimeSeriesTable(table.times, np.asarray(table.values)[:, keep],
-                                [names[table.labels[i]] for i in keep], {"inDegrees": "no"})
+        table = TimeSeriesTable(
+            table.times, np.asarray(table.values)[:, keep], [names[table.labels[i]] for i in keep], {"inDegrees": "no"}
+        )
         cutoff = -1.0
     else:
         table = motion.read_coordinates(coords_path)
     times = np.asarray(table.times)
     rng = (times[0] if ti is None else ti, times[-1] if tf is None else tf)
     if rng[1] < times[0] or rng[0] > times[-1] or rng[0] > rng[1]:
-        raise setup.error("initial_time", f"{rng[0]:g} to {rng[1]:g}",
-                          f"outside the data ({times[0]:g} to {times[-1]:g} s)")
+        raise setup.error(
+            "initial_time", f"{rng[0]:g} to {rng[1]:g}", f"outside the data ({times[0]:g} to {times[-1]:g} s)"
+        )
     if loads_path is not None:
         for f in read_external_loads(loads_path, time_window=_loads_window(times, rng)):
             model = model.add(f)

@@ -180,8 +180,9 @@ def _joint_report(system, joints):
     else:
         missing = [j for j in joints if j not in by_name]
         if missing:
-            raise ValueError(f"joints_to_report_body_forces: no joint named {missing} in the model "
-                             f"(joints: {sorted(by_name)})")
+            raise ValueError(
+                f"joints_to_report_body_forces: no joint named {missing} in the model (joints: {sorted(by_name)})"
+            )
         chosen = [by_name[j] for j in joints]
     tree = system.topology.tree
     labels, frames, speeds = [], [], []
@@ -198,8 +199,16 @@ def _joint_report(system, joints):
     return labels, tuple(frames), tuple(speeds)
 
 
-def inverse_dynamics(system, coordinates_table: TimeSeriesTable, *, external_loads=None, forces_to_exclude=(),
-                     lowpass_cutoff: float | None = None, time_range=None, joints_to_report_body_forces=None):
+def inverse_dynamics(
+    system,
+    coordinates_table: TimeSeriesTable,
+    *,
+    external_loads=None,
+    forces_to_exclude=(),
+    lowpass_cutoff: float | None = None,
+    time_range=None,
+    joints_to_report_body_forces=None,
+):
     """OpenSim's InverseDynamicsTool on a coordinates table.
 
     **Arguments:**
@@ -229,8 +238,9 @@ def inverse_dynamics(system, coordinates_table: TimeSeriesTable, *, external_loa
     if time_range is not None:
         lo, hi = float(time_range[0]), float(time_range[1])
         if hi < times[0] or lo > times[-1] or lo > hi:
-            raise ValueError(f"time_range ({lo:g}, {hi:g}) s is outside the coordinates data "
-                             f"({times[0]:g} to {times[-1]:g} s)")
+            raise ValueError(
+                f"time_range ({lo:g}, {hi:g}) s is outside the coordinates data ({times[0]:g} to {times[-1]:g} s)"
+            )
     table = motion.filter_coordinates(system, coordinates_table, lowpass_cutoff)
     first, stop = motion.frame_indices(table.times, time_range)
     at = np.asarray(table.times[first:stop])
@@ -263,16 +273,24 @@ def inverse_dynamics(system, coordinates_table: TimeSeriesTable, *, external_loa
     tau = _frames(system, state0, jnp.asarray(at, dtype), Q, U, A)
     order = [system.topology.tree.coordinates[p].u for p in system.coordinate_paths]
     values = np.asarray(tau)[:, order]
-    forces = TimeSeriesTable(at, values, generalized_force_labels(system),
-                             {"header": "Inverse Dynamics Generalized Forces", "inDegrees": "no"})
+    forces = TimeSeriesTable(
+        at,
+        values,
+        generalized_force_labels(system),
+        {"header": "Inverse Dynamics Generalized Forces", "inDegrees": "no"},
+    )
     if joints_to_report_body_forces is None:
         return forces
     labels, frames, speeds = _joint_report(system, list(joints_to_report_body_forces))
-    body = _body_forces(kinematic_system, kinematic_system.default_state(), jnp.asarray(at, dtype), Q, U, tau, frames,
-                        speeds)
-    return forces, TimeSeriesTable(at, np.asarray(body).reshape(len(at), len(labels)), labels,
-                                   {"header": "Inverse Dynamics Body Forces at Specified Joints",
-                                    "inDegrees": "no"})
+    body = _body_forces(
+        kinematic_system, kinematic_system.default_state(), jnp.asarray(at, dtype), Q, U, tau, frames, speeds
+    )
+    return forces, TimeSeriesTable(
+        at,
+        np.asarray(body).reshape(len(at), len(labels)),
+        labels,
+        {"header": "Inverse Dynamics Body Forces at Specified Joints", "inDegrees": "no"},
+    )
 
 
 def _run(setup: Setup) -> dict:
@@ -296,8 +314,10 @@ def _run(setup: Setup) -> dict:
     if coords_path is None:
         raise setup.error("coordinates_file", "", "no coordinates file given")
     if not os.path.exists(coords_path):
-        raise FileNotFoundError(f"{setup.file}: <coordinates_file> names {setup.text('coordinates_file')!r}, "
-                                f"resolved from the setup's folder to {coords_path!r}, which does not exist")
+        raise FileNotFoundError(
+            f"{setup.file}: <coordinates_file> names {setup.text('coordinates_file')!r}, "
+            f"resolved from the setup's folder to {coords_path!r}, which does not exist"
+        )
     loads_path = setup.path("external_loads_file", must_exist=True)
     cutoff = setup.number("lowpass_cutoff_frequency_for_coordinates", -1.0)
     exclude = setup.words("forces_to_exclude")
@@ -310,7 +330,8 @@ def _run(setup: Setup) -> dict:
         body_out = os.path.join(setup.path("results_directory") or setup.folder, "body_forces_at_joints.sto")
     setup.text("results_directory")
     out = setup.output_path("output_gen_force_file") or os.path.join(
-        setup.path("results_directory") or setup.folder, "inverse_dynamics.sto")
+        setup.path("results_directory") or setup.folder, "inverse_dynamics.sto"
+    )
 
     model = load_osim(model_path)
     model, missing = exclude_forces(model, exclude)
@@ -320,11 +341,19 @@ def _run(setup: Setup) -> dict:
     table = motion.read_coordinates(coords_path)
     times = np.asarray(table.times)
     if rng is not None and (rng[1] < times[0] or rng[0] > times[-1]):
-        raise setup.error("time_range", setup.text("time_range"),
-                          f"outside the data of {coords_path} ({times[0]:g} to {times[-1]:g} s)")
-    result = inverse_dynamics(system, table, external_loads=loads_path, lowpass_cutoff=cutoff,
-                              time_range=None if rng is None else tuple(rng),
-                              joints_to_report_body_forces=joints or None)
+        raise setup.error(
+            "time_range",
+            setup.text("time_range"),
+            f"outside the data of {coords_path} ({times[0]:g} to {times[-1]:g} s)",
+        )
+    result = inverse_dynamics(
+        system,
+        table,
+        external_loads=loads_path,
+        lowpass_cutoff=cutoff,
+        time_range=None if rng is None else tuple(rng),
+        joints_to_report_body_forces=joints or None,
+    )
     setup.report_unused()
     os.makedirs(os.path.dirname(out), exist_ok=True)
     written = {"output_gen_force_file": out}

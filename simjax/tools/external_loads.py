@@ -73,22 +73,32 @@ def read_external_force_specs(path: str | os.PathLike, data=None):
             raise SetupError(f"{path}: <ExternalLoads> has no <datafile>")
         source = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), datafile))
         if not os.path.exists(source):
-            raise FileNotFoundError(f"{path}: <datafile> names {datafile!r}, resolved from the file's folder to "
-                                    f"{source!r}, which does not exist")
+            raise FileNotFoundError(
+                f"{path}: <datafile> names {datafile!r}, resolved from the file's folder to "
+                f"{source!r}, which does not exist"
+            )
         data = read_table(source)
     objects = node.find("objects")
     specs = []
-    for f in (objects.children if objects is not None else []):
+    for f in objects.children if objects is not None else []:
         if f.tag != "ExternalForce":
             continue
-        disabled = _text(f, "isDisabled", "false").lower() == "true" or \
-            _text(f, "appliesForce", "true").lower() == "false"
-        specs.append(dict(name=f.name or "ExternalForce", applied_to_body=_text(f, "applied_to_body"),
-                          force_expressed_in_body=_text(f, "force_expressed_in_body", "ground"),
-                          point_expressed_in_body=_text(f, "point_expressed_in_body", "ground"),
-                          force_identifier=_text(f, "force_identifier"), point_identifier=_text(f, "point_identifier"),
-                          torque_identifier=_text(f, "torque_identifier"),
-                          data_source_name=_text(f, "data_source_name"), enabled=not disabled))
+        disabled = (
+            _text(f, "isDisabled", "false").lower() == "true" or _text(f, "appliesForce", "true").lower() == "false"
+        )
+        specs.append(
+            dict(
+                name=f.name or "ExternalForce",
+                applied_to_body=_text(f, "applied_to_body"),
+                force_expressed_in_body=_text(f, "force_expressed_in_body", "ground"),
+                point_expressed_in_body=_text(f, "point_expressed_in_body", "ground"),
+                force_identifier=_text(f, "force_identifier"),
+                point_identifier=_text(f, "point_identifier"),
+                torque_identifier=_text(f, "torque_identifier"),
+                data_source_name=_text(f, "data_source_name"),
+                enabled=not disabled,
+            )
+        )
     return data, source, specs
 
 
@@ -117,8 +127,9 @@ def read_external_loads(path: str | os.PathLike, data=None, time_window=None) ->
         first = max(int(np.searchsorted(t, time_window[0], side="right")) - 1 - WINDOW_MARGIN, 0)
         stop = min(int(np.searchsorted(t, time_window[1], side="left")) + 1 + WINDOW_MARGIN, len(t))
         if stop - first < len(t):
-            data = TimeSeriesTable(t[first:stop], np.asarray(data.values)[first:stop], list(data.labels),
-                                   dict(data.metadata))
+            data = TimeSeriesTable(
+                t[first:stop], np.asarray(data.values)[first:stop], list(data.labels), dict(data.metadata)
+            )
     labels = list(data.labels)
     forces = []
     for spec in specs:
@@ -129,14 +140,24 @@ def read_external_loads(path: str | os.PathLike, data=None, time_window=None) ->
             if ident:
                 hits = [lab for lab in labels if lab.startswith(ident)]
                 if len(hits) != 3:
-                    raise SetupError(f"{path}: ExternalForce {name!r}: <{prop}> {ident!r} has "
-                                     f"{len(hits) or 'no'} column(s) {hits if hits else ''} in the data file "
-                                     f"{source!r} (3 columns starting with it are needed)")
+                    raise SetupError(
+                        f"{path}: ExternalForce {name!r}: <{prop}> {ident!r} has "
+                        f"{len(hits) or 'no'} column(s) {hits if hits else ''} in the data file "
+                        f"{source!r} (3 columns starting with it are needed)"
+                    )
             ids[prop] = ident
-        forces.append(ExternalForce(
-            name, spec["applied_to_body"], data=data, force_expressed_in_body=spec["force_expressed_in_body"],
-            point_expressed_in_body=spec["point_expressed_in_body"], data_source_name=spec["data_source_name"],
-            applies_force=spec["enabled"], **ids))
+        forces.append(
+            ExternalForce(
+                name,
+                spec["applied_to_body"],
+                data=data,
+                force_expressed_in_body=spec["force_expressed_in_body"],
+                point_expressed_in_body=spec["point_expressed_in_body"],
+                data_source_name=spec["data_source_name"],
+                applies_force=spec["enabled"],
+                **ids,
+            )
+        )
     return forces
 
 

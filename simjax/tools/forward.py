@@ -66,8 +66,14 @@ from .analyze import ANALYSES, AnalysisJob, Frames, load_model_with_force_sets
 from .external_loads import read_external_loads
 from .setup import Setup, SetupError, register_tool
 
-__all__ = ["forward", "ControlLinear", "read_control_set", "control_set_controller", "initial_state_from_table",
-           "print_storage"]
+__all__ = [
+    "forward",
+    "ControlLinear",
+    "read_control_set",
+    "control_set_controller",
+    "initial_state_from_table",
+    "print_storage",
+]
 
 _UNASSIGNED = ("", "Unassigned", "unassigned", "null", "NULL")
 
@@ -95,7 +101,7 @@ class ControlLinear:
     def actuator(self) -> str:
         """The actuator's name (``name`` without a trailing ``.excitation``)."""
         ext = ".excitation"
-        return self.name[:-len(ext)] if self.name.endswith(ext) and len(self.name) > len(ext) else self.name
+        return self.name[: -len(ext)] if self.name.endswith(ext) and len(self.name) > len(ext) else self.name
 
     def function(self) -> _ControlFunction:
         """The control as a simjax ``Function`` of time with OpenSim's conventions."""
@@ -152,8 +158,9 @@ class _ControlFunction(Function):
         return _ControlFunction(breaks, coefs, left, right, k)
 
     def to_pp(self) -> PiecewisePolynomial:
-        return PiecewisePolynomial(self.breaks, self.coefs, self.left, self.right, num_breaks=self.num_breaks,
-                                   search=SEARCH_RIGHT)
+        return PiecewisePolynomial(
+            self.breaks, self.coefs, self.left, self.right, num_breaks=self.num_breaks, search=SEARCH_RIGHT
+        )
 
 
 def _text(node, tag, default=""):
@@ -165,8 +172,7 @@ def _text(node, tag, default=""):
 def _flag(node, tag, default, path):
     text = _text(node, tag, "true" if default else "false").lower()
     if text not in ("true", "false"):
-        raise SetupError(f"{path}: <{node.tag} name={node.name!r}> property <{tag}> = {text!r}: expected true or "
-                         "false")
+        raise SetupError(f"{path}: <{node.tag} name={node.name!r}> property <{tag}> = {text!r}: expected true or false")
     return text == "true"
 
 
@@ -193,27 +199,40 @@ def _xml_controls(path: str) -> list[ControlLinear]:
         raise SetupError(f"{path}: no <ControlSet> element (a controls file is a ControlSet .xml or a .sto)")
     objects = node.find("objects")
     out = []
-    for c in (objects.children if objects is not None else []):
+    for c in objects.children if objects is not None else []:
         name = c.name or ""
         if c.tag == "ControlConstant":
             value = _number(c, "value", path, 0.0)
             out.append(ControlLinear(name, np.zeros(1), np.asarray([value])))
             continue
         if c.tag != "ControlLinear":
-            raise SetupError(f"{path}: <{c.tag} name={name!r}> is not a control simjax reads (ControlLinear, "
-                             "ControlConstant)")
+            raise SetupError(
+                f"{path}: <{c.tag} name={name!r}> is not a control simjax reads (ControlLinear, ControlConstant)"
+            )
         nodes = c.find("x_nodes")
-        pts = [(_number(x, "t", path), _number(x, "value", path))
-               for x in (nodes.children if nodes is not None else []) if x.tag == "ControlLinearNode"]
+        pts = [
+            (_number(x, "t", path), _number(x, "value", path))
+            for x in (nodes.children if nodes is not None else [])
+            if x.tag == "ControlLinearNode"
+        ]
         if not pts:
-            raise SetupError(f"{path}: <ControlLinear name={name!r}> has no <x_nodes> (OpenSim would give the "
-                             "actuator NaN controls)")
+            raise SetupError(
+                f"{path}: <ControlLinear name={name!r}> has no <x_nodes> (OpenSim would give the actuator NaN controls)"
+            )
         t = np.asarray([p[0] for p in pts])
         if np.any(np.diff(t) <= 0):
-            raise SetupError(f"{path}: <ControlLinear name={name!r}>: the times of its <x_nodes> must increase, got "
-                             f"{t.tolist()}")
-        out.append(ControlLinear(name, t, np.asarray([p[1] for p in pts]), _flag(c, "use_steps", False, path),
-                                 _flag(c, "extrapolate", True, path)))
+            raise SetupError(
+                f"{path}: <ControlLinear name={name!r}>: the times of its <x_nodes> must increase, got {t.tolist()}"
+            )
+        out.append(
+            ControlLinear(
+                name,
+                t,
+                np.asarray([p[1] for p in pts]),
+                _flag(c, "use_steps", False, path),
+                _flag(c, "extrapolate", True, path),
+            )
+        )
     return out
 
 
@@ -252,8 +271,9 @@ def read_control_set(source) -> list[ControlLinear]:
     return _xml_controls(path)
 
 
-def control_set_controller(system, controls, name: str = "ControlSetController",
-                           source: str = "the controls") -> PrescribedController:
+def control_set_controller(
+    system, controls, name: str = "ControlSetController", source: str = "the controls"
+) -> PrescribedController:
     """A ``PrescribedController`` that applies a ControlSet as OpenSim's
     ``ControlSetController`` does.
 
@@ -277,8 +297,10 @@ def control_set_controller(system, controls, name: str = "ControlSetController",
         by_name.setdefault(p.rsplit("/", 1)[-1], p)
     missing = [c.name for c in controls if c.actuator not in by_name and c.name not in paths]
     if missing:
-        raise SetupError(f"{source}: control(s) {missing} name no actuator of model {system.model.name!r} "
-                         f"(actuators: {sorted(by_name)})")
+        raise SetupError(
+            f"{source}: control(s) {missing} name no actuator of model {system.model.name!r} "
+            f"(actuators: {sorted(by_name)})"
+        )
     controller = PrescribedController(name)
     done = set()
     for c in controls:
@@ -301,7 +323,7 @@ def _state_label_index(labels: list[str], desired: str) -> int:
         return index[desired]
     short = desired
     while "/" in short:
-        short = short[short.index("/") + 1:]
+        short = short[short.index("/") + 1 :]
         if short in index:
             return index[short]
     prefix, _, last = desired.rpartition("/")
@@ -316,8 +338,9 @@ def _state_label_index(labels: list[str], desired: str) -> int:
     return index.get(cand, -1)
 
 
-def initial_state_from_table(system, table: TimeSeriesTable, time: float | None = None,
-                             source: str = "the states table") -> State:
+def initial_state_from_table(
+    system, table: TimeSeriesTable, time: float | None = None, source: str = "the states table"
+) -> State:
     """The initial state OpenSim's ForwardTool takes from a states file.
 
     **Arguments:** ``system``; ``table``: states by OpenSim's names (radians);
@@ -338,12 +361,15 @@ def initial_state_from_table(system, table: TimeSeriesTable, time: float | None 
     if len(times) == 0:
         raise ValueError(f"{source} has no rows")
     if table.in_degrees:
-        raise ValueError(f"{source} is in degrees (inDegrees=yes); OpenSim's ForwardTool needs states in radians "
-                         "and meters")
+        raise ValueError(
+            f"{source} is in degrees (inDegrees=yes); OpenSim's ForwardTool needs states in radians and meters"
+        )
     t = times[0] if time is None else float(time)
     if t < times[0]:
-        raise ValueError(f"the initial time {t:g} s precedes the first row of {source} ({times[0]:g} s); OpenSim "
-                         f"would start at {times[0]:g} s instead")
+        raise ValueError(
+            f"the initial time {t:g} s precedes the first row of {source} ({times[0]:g} s); OpenSim "
+            f"would start at {times[0]:g} s instead"
+        )
     row = max(int(np.searchsorted(times, t, side="right")) - 1, 0)
     values = np.asarray(table.values, float)[row]
     labels = list(table.labels)
@@ -356,8 +382,9 @@ def initial_state_from_table(system, table: TimeSeriesTable, time: float | None 
             if j >= 0:
                 arrays[f][i] = values[j]
     dtype = state.q.dtype
-    return state.replace(q=jnp.asarray(arrays["q"], dtype), u=jnp.asarray(arrays["u"], dtype),
-                         z=jnp.asarray(arrays["z"], dtype))
+    return state.replace(
+        q=jnp.asarray(arrays["q"], dtype), u=jnp.asarray(arrays["u"], dtype), z=jnp.asarray(arrays["z"], dtype)
+    )
 
 
 # -- the simulation ----------------------------------------------------------------------------
@@ -370,13 +397,30 @@ def _controls_of(system, states):
 
 def _states_batch(t, q, u, z, d) -> State:
     n = len(t)
-    return State(t=jnp.asarray(t), q=jnp.asarray(q), u=jnp.asarray(u), z=jnp.asarray(z),
-                 d=jnp.broadcast_to(jnp.asarray(d), (n,) + jnp.shape(d)))
+    return State(
+        t=jnp.asarray(t),
+        q=jnp.asarray(q),
+        u=jnp.asarray(u),
+        z=jnp.asarray(z),
+        d=jnp.broadcast_to(jnp.asarray(d), (n,) + jnp.shape(d)),
+    )
 
 
-def forward(system, t0: float, t1: float, controls=None, *, initial_state=None, external_loads=None,
-            accuracy: float = 1e-5, max_steps: int = 20000, max_step_size: float | None = 1.0,
-            solve_for_equilibrium: bool = False, name: str = "ForwardTool", throw: bool = True) -> dict:
+def forward(
+    system,
+    t0: float,
+    t1: float,
+    controls=None,
+    *,
+    initial_state=None,
+    external_loads=None,
+    accuracy: float = 1e-5,
+    max_steps: int = 20000,
+    max_step_size: float | None = 1.0,
+    solve_for_equilibrium: bool = False,
+    name: str = "ForwardTool",
+    throw: bool = True,
+) -> dict:
     """OpenSim's Forward tool: integrate the model from ``t0`` to ``t1``, recording the
     state at every integrator step.
 
@@ -445,8 +489,18 @@ def forward(system, t0: float, t1: float, controls=None, *, initial_state=None, 
         raise ValueError(f"the final time ({t1:g} s) must be after the initial time ({t0:g} s)")
     if solve_for_equilibrium:
         state = equilibrate_muscles(system, state)
-    traj = simulate(system, state, float(t1), controls, solver="rkm", accuracy=accuracy, save_steps=True,
-                    max_steps=int(max_steps), max_step_size=max_step_size, throw=False)
+    traj = simulate(
+        system,
+        state,
+        float(t1),
+        controls,
+        solver="rkm",
+        accuracy=accuracy,
+        save_steps=True,
+        max_steps=int(max_steps),
+        max_step_size=max_step_size,
+        throw=False,
+    )
     result = int(traj.result)
     ok = np.isfinite(np.asarray(traj.t))
     t = np.r_[t0, np.asarray(traj.t)[ok]]
@@ -466,13 +520,22 @@ def forward(system, t0: float, t1: float, controls=None, *, initial_state=None, 
         c = np.asarray(jax.vmap(lambda s: jnp.broadcast_to(controls(s.t, s), (n_act,)))(states))
     else:
         c = np.broadcast_to(np.asarray(controls, float), (len(t), n_act))
-    controls_table = TimeSeriesTable(t, c.reshape(len(t), -1), list(system.actuator_names),
-                                     {"header": "controls", "inDegrees": "no"})
+    controls_table = TimeSeriesTable(
+        t, c.reshape(len(t), -1), list(system.actuator_names), {"header": "controls", "inDegrees": "no"}
+    )
     if result != 0 and throw:
-        raise RuntimeError(f"forward: the integration from {t0:g} s stopped at {t[-1]:g} s before {t1:g} s (result "
-                           f"code {result}: {_reason(result, max_steps)})")
-    return {"states": states_table, "controls": controls_table, "trajectory": traj, "result": result,
-            "system": system, "frames": states}
+        raise RuntimeError(
+            f"forward: the integration from {t0:g} s stopped at {t[-1]:g} s before {t1:g} s (result "
+            f"code {result}: {_reason(result, max_steps)})"
+        )
+    return {
+        "states": states_table,
+        "controls": controls_table,
+        "trajectory": traj,
+        "result": result,
+        "system": system,
+        "frames": states,
+    }
 
 
 def _reason(result: int, max_steps: int) -> str:
@@ -487,7 +550,8 @@ def _reason(result: int, max_steps: int) -> str:
 
 def _is_control_set(controls) -> bool:
     return isinstance(controls, (str, os.PathLike, TimeSeriesTable)) or (
-        isinstance(controls, (list, tuple)) and controls and all(isinstance(c, ControlLinear) for c in controls))
+        isinstance(controls, (list, tuple)) and controls and all(isinstance(c, ControlLinear) for c in controls)
+    )
 
 
 def _unique_name(model, base: str) -> str:
@@ -506,16 +570,20 @@ def _states_table(system, states: State, name: str) -> TimeSeriesTable:
     for f, ns in (("q", system.q_names), ("u", system.u_names), ("z", system.z_names)):
         for i, n in enumerate(ns):
             where[n] = (f, i)
-    values = np.stack([arrays[where[lab][0]][:, where[lab][1]] for lab in labels], axis=1) if labels else \
-        np.zeros((len(states.t), 0))
+    values = (
+        np.stack([arrays[where[lab][0]][:, where[lab][1]] for lab in labels], axis=1)
+        if labels
+        else np.zeros((len(states.t), 0))
+    )
     return TimeSeriesTable(np.asarray(states.t, float), values, list(labels), {"header": name, "inDegrees": "no"})
 
 
 # -- OpenSim's Storage files -------------------------------------------------------------------
 
 
-def print_storage(path, table: TimeSeriesTable, name: str, precision: int = 8, in_degrees: bool = False,
-                  simm_header: bool = False) -> None:
+def print_storage(
+    path, table: TimeSeriesTable, name: str, precision: int = 8, in_degrees: bool = False, simm_header: bool = False
+) -> None:
     """Write a table as OpenSim's ``Storage::print`` does: the name line,
     ``version=1``, ``nRows``, ``nColumns`` (time included), ``inDegrees``, with
     ``simm_header`` the SIMM motion header (``_states_degrees.mot``), ``endheader``,
@@ -528,12 +596,18 @@ def print_storage(path, table: TimeSeriesTable, name: str, precision: int = 8, i
     times = np.asarray(table.times, float)
     values = np.asarray(table.values, float).reshape(len(times), -1)
     ncol = values.shape[1] + 1
-    lines = [name, "version=1", f"nRows={len(times)}", f"nColumns={ncol}",
-             f"inDegrees={'yes' if in_degrees else 'no'}"]
+    lines = [name, "version=1", f"nRows={len(times)}", f"nColumns={ncol}", f"inDegrees={'yes' if in_degrees else 'no'}"]
     if simm_header:
         first, last = (times[0], times[-1]) if len(times) else (0.0, 0.0)
-        lines += ["", "# SIMM Motion File Header:", f"name {name}", f"datacolumns {ncol}", f"datarows {len(times)}",
-                  "otherdata 1", f"range {first:f} {last:f}"]
+        lines += [
+            "",
+            "# SIMM Motion File Header:",
+            f"name {name}",
+            f"datacolumns {ncol}",
+            f"datarows {len(times)}",
+            "otherdata 1",
+            f"range {first:f} {last:f}",
+        ]
     lines.append("endheader")
     lines.append("\t".join(["time", *table.labels]))
     p = max(int(precision), 0)
@@ -553,8 +627,9 @@ def _in_degrees(system, table: TimeSeriesTable) -> TimeSeriesTable:
     for j, lab in enumerate(table.labels):
         if lab in rot:
             values[:, j] *= 180.0 / math.pi
-    return TimeSeriesTable(table.times, values, list(table.labels), {"header": table.metadata.get("header", ""),
-                                                                      "inDegrees": "yes"})
+    return TimeSeriesTable(
+        table.times, values, list(table.labels), {"header": table.metadata.get("header", ""), "inDegrees": "yes"}
+    )
 
 
 # -- the tool ---------------------------------------------------------------------------------
@@ -566,10 +641,12 @@ def _controls_files(setup: Setup) -> list[str]:
     out = []
     cset = setup.element("ControllerSet")
     objects = cset.find("objects") if cset is not None else None
-    for c in (objects.children if objects is not None else []):
+    for c in objects.children if objects is not None else []:
         if c.tag != "ControlSetController":
-            raise SetupError(f"{setup.file}: <ControllerSet> holds <{c.tag} name={c.name!r}>, a controller the "
-                             "Forward tool of simjax does not run (supported: ControlSetController)")
+            raise SetupError(
+                f"{setup.file}: <ControllerSet> holds <{c.tag} name={c.name!r}>, a controller the "
+                "Forward tool of simjax does not run (supported: ControlSetController)"
+            )
         if _text(c, "enabled", "true").lower() == "false":
             continue
         f = _text(c, "controls_file")
@@ -581,8 +658,10 @@ def _controls_files(setup: Setup) -> list[str]:
     for prop, f in out:
         path = os.path.normpath(os.path.join(setup.folder, f))
         if not os.path.exists(path):
-            raise SetupError(f"{setup.file}: <{setup.tool}> property <{prop}> = {f!r}: resolved from the setup's "
-                             f"folder to {path!r}, which does not exist")
+            raise SetupError(
+                f"{setup.file}: <{setup.tool}> property <{prop}> = {f!r}: resolved from the setup's "
+                f"folder to {path!r}, which does not exist"
+            )
         resolved.append((prop, f, path))
     return resolved
 
@@ -602,8 +681,9 @@ def _run_analyses(setup: Setup, system, frames: Frames, items) -> dict:
         if rows.size == 0:
             continue
         sub = jax.tree.map(lambda a: a[rows], frames.states)
-        job = AnalysisJob(system, Frames(times[rows], frames.store_q[rows], frames.store_u[rows], 0, rows.size,
-                                         sub), setup)
+        job = AnalysisJob(
+            system, Frames(times[rows], frames.store_q[rows], frames.store_u[rows], 0, rows.size, sub), setup
+        )
         for quantity, tab in ANALYSES[node.tag](job, node).items():
             out[f"{node.name}_{quantity}"] = tab
     return out
@@ -649,12 +729,16 @@ def _run(setup: Setup) -> dict:
     controls = _controls_files(setup)
     states_path = setup.path("states_file")
     if states_path is not None and not os.path.exists(states_path):
-        raise setup.error("states_file", setup.text("states_file"), f"resolved to {states_path!r}, which does not "
-                          "exist")
+        raise setup.error(
+            "states_file", setup.text("states_file"), f"resolved to {states_path!r}, which does not exist"
+        )
     loads_path = setup.path("external_loads_file")
     if loads_path is not None and not os.path.exists(loads_path):
-        raise setup.error("external_loads_file", setup.text("external_loads_file"),
-                          f"resolved to {loads_path!r}, which does not exist")
+        raise setup.error(
+            "external_loads_file",
+            setup.text("external_loads_file"),
+            f"resolved to {loads_path!r}, which does not exist",
+        )
     analyses_node = setup.element("AnalysisSet")
     objects = analyses_node.find("objects") if analyses_node is not None else None
     items = list(objects.children) if objects is not None else []
@@ -662,8 +746,10 @@ def _run(setup: Setup) -> dict:
         from . import optimization, reactions  # noqa: F401  (they register their analyses)
     for c in items:
         if c.tag not in ANALYSES:
-            raise SetupError(f"{setup.file}: <AnalysisSet> holds <{c.tag} name={c.name!r}>, an analysis simjax "
-                             f"does not run; supported: {', '.join(sorted(ANALYSES))}")
+            raise SetupError(
+                f"{setup.file}: <AnalysisSet> holds <{c.tag} name={c.name!r}>, an analysis simjax "
+                f"does not run; supported: {', '.join(sorted(ANALYSES))}"
+            )
     results = setup.path("results_directory") or setup.folder
     name = setup.name
 
@@ -675,8 +761,9 @@ def _run(setup: Setup) -> dict:
     for k, (prop, text, path) in enumerate(controls):
         where = f"{setup.file}: <{setup.tool}> property <{prop}> = {text!r}"
         try:
-            ctrl = control_set_controller(system, read_control_set(path),
-                                          _unique_name(model, "ControlSetController"), where)
+            ctrl = control_set_controller(
+                system, read_control_set(path), _unique_name(model, "ControlSetController"), where
+            )
         except SetupError as e:
             msg = str(e)
             raise SetupError(msg if msg.startswith(where) else f"{where}: {msg}") from None
@@ -691,20 +778,31 @@ def _run(setup: Setup) -> dict:
         try:
             state = initial_state_from_table(system, table, t0, states_path)
         except ValueError as e:
-            raise setup.error("states_file", setup.text("states_file"),
-                              f"{e} (<initial_time> = {t0:g})") from None
+            raise setup.error("states_file", setup.text("states_file"), f"{e} (<initial_time> = {t0:g})") from None
     else:
         state = system.default_state(t0)
     if not t1 > float(state.t):
         raise setup.error("final_time", t1, f"must be after the initial time ({float(state.t):g} s)")
-    res = forward(system, float(state.t), t1, initial_state=state, accuracy=accuracy, max_steps=max_steps,
-                  max_step_size=max_dt, solve_for_equilibrium=equilibrate, name=name, throw=False)
+    res = forward(
+        system,
+        float(state.t),
+        t1,
+        initial_state=state,
+        accuracy=accuracy,
+        max_steps=max_steps,
+        max_step_size=max_dt,
+        solve_for_equilibrium=equilibrate,
+        name=name,
+        throw=False,
+    )
     system = res["system"]
     os.makedirs(results, exist_ok=True)
     written = {}
-    for key, tab, header, deg, simm in (("controls", res["controls"], "controls", False, False),
-                                        ("states", res["states"], name, False, False),
-                                        ("states_degrees", _in_degrees(system, res["states"]), name, True, True)):
+    for key, tab, header, deg, simm in (
+        ("controls", res["controls"], "controls", False, False),
+        ("states", res["states"], name, False, False),
+        ("states_degrees", _in_degrees(system, res["states"]), name, True, True),
+    ):
         ext = ".mot" if key == "states_degrees" else ".sto"
         path = os.path.join(results, f"{name}_{key}{ext}")
         print_storage(path, tab, header, precision, deg, simm)
@@ -719,10 +817,12 @@ def _run(setup: Setup) -> dict:
     setup.report_unused(ignored=("replace_force_set",))
     if res["result"] != 0:
         t_end = float(res["states"].times[-1]) if len(res["states"].times) else float(state.t)
-        raise setup.error("maximum_number_of_integrator_steps" if res["result"] == 1 else "final_time",
-                          max_steps if res["result"] == 1 else t1,
-                          f"the integration stopped at {t_end:g} s: {_reason(res['result'], max_steps)} (the results "
-                          f"up to there are written to {results!r})")
+        raise setup.error(
+            "maximum_number_of_integrator_steps" if res["result"] == 1 else "final_time",
+            max_steps if res["result"] == 1 else t1,
+            f"the integration stopped at {t_end:g} s: {_reason(res['result'], max_steps)} (the results "
+            f"up to there are written to {results!r})",
+        )
     return written
 
 

@@ -72,8 +72,7 @@ def _scaled_inertia(inertia, f, mass_factor):
     return jnp.stack([out[0, 0], out[1, 1], out[2, 2], out[0, 1], out[0, 2], out[1, 2]])
 
 
-def scaled_system(system, factors: Mapping, *, preserve_mass_distribution: bool = False,
-                  muscle_lengths: bool = True):
+def scaled_system(system, factors: Mapping, *, preserve_mass_distribution: bool = False, muscle_lengths: bool = True):
     """The system scaled by segment scale factors (OpenSim's ``Model::scale``), as a
     pure function of ``system`` and the factors: ``jax.grad`` with respect to a factor
     goes through every property it scales.
@@ -137,8 +136,9 @@ def scaled_system(system, factors: Mapping, *, preserve_mass_distribution: bool 
             scale(lambda m, p=path: m.find(p).mass_center, jnp.asarray(comp.mass_center, dtype) * k)
             if not preserve_mass_distribution:
                 scale(lambda m, p=path: m.find(p).mass, jnp.asarray(comp.mass, dtype) * mass_factor)
-            scale(lambda m, p=path: m.find(p).inertia,
-                  _scaled_inertia(jnp.asarray(comp.inertia, dtype), k, mass_factor))
+            scale(
+                lambda m, p=path: m.find(p).inertia, _scaled_inertia(jnp.asarray(comp.inertia, dtype), k, mass_factor)
+            )
         elif isinstance(comp, PhysicalOffsetFrame):
             k = f.get(_base_frame(model, comp.parent, path))
             if k is not None:
@@ -158,13 +158,17 @@ def scaled_system(system, factors: Mapping, *, preserve_mass_distribution: bool 
             k = f[_base_frame(model, comp.parent_frame, path)]
             axis = jnp.abs(jnp.asarray(comp.spatial_transform.axes[i].axis, dtype))
             factor = jnp.dot(axis, k)
-            scale(lambda m, p=path, i=i: m.find(p).spatial_transform.axes[i].function.scale,
-                  jnp.asarray(comp.spatial_transform.axes[i].function.scale, dtype) * factor)
+            scale(
+                lambda m, p=path, i=i: m.find(p).spatial_transform.axes[i].function.scale,
+                jnp.asarray(comp.spatial_transform.axes[i].function.scale, dtype) * factor,
+            )
         else:
             k = f[_base_frame(model, comp.parent_frame, path)]
             fn = getattr(comp, f"{'xyz'[i]}_location")
-            scale(lambda m, p=path, n=f"{'xyz'[i]}_location": getattr(m.find(p), n).scale,
-                  jnp.asarray(fn.scale, dtype) * k[i])
+            scale(
+                lambda m, p=path, n=f"{'xyz'[i]}_location": getattr(m.find(p), n).scale,
+                jnp.asarray(fn.scale, dtype) * k[i],
+            )
     if not nodes:
         return system
     scaled = eqx.tree_at(lambda s: [node(s.model) for node in nodes], system, values)

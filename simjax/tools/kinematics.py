@@ -59,12 +59,32 @@ from ..mechanics.joints import ROTATIONAL
 from ..state import State
 from . import setup as _setup
 
-__all__ = ["IKInfo", "IKResult", "IKWarning", "coordinates_in_degrees", "inverse_kinematics", "marker_positions",
-           "solve_inverse_kinematics", "write_storage"]
+__all__ = [
+    "IKInfo",
+    "IKResult",
+    "IKWarning",
+    "coordinates_in_degrees",
+    "inverse_kinematics",
+    "marker_positions",
+    "solve_inverse_kinematics",
+    "write_storage",
+]
 
 #: length units a marker file may declare, in meters
-_UNITS = {"m": 1.0, "meters": 1.0, "mm": 1e-3, "millimeters": 1e-3, "cm": 1e-2, "centimeters": 1e-2,
-          "dm": 0.1, "km": 1e3, "in": 0.0254, "inches": 0.0254, "ft": 0.3048, "feet": 0.3048}
+_UNITS = {
+    "m": 1.0,
+    "meters": 1.0,
+    "mm": 1e-3,
+    "millimeters": 1e-3,
+    "cm": 1e-2,
+    "centimeters": 1e-2,
+    "dm": 0.1,
+    "km": 1e3,
+    "in": 0.0254,
+    "inches": 0.0254,
+    "ft": 0.3048,
+    "feet": 0.3048,
+}
 
 
 class IKWarning(UserWarning):
@@ -108,15 +128,15 @@ class IKResult:
 class _Static:
     """Static description of the problem (hashable)."""
 
-    frames: tuple          # marker parent-frame paths
-    marker_paths: tuple    # model marker paths
-    coord_q: tuple         # q index of each coordinate task
-    coord_u: tuple         # its u index
-    movable: tuple         # (nu,) bool: speeds IK may move
-    bound_u: tuple         # u indices of clamped coordinates
-    bound_q: tuple         # their q indices
-    fixed_q: tuple         # q indices of locked/prescribed coordinates
-    constrained: bool      # enforce constraints as equalities
+    frames: tuple  # marker parent-frame paths
+    marker_paths: tuple  # model marker paths
+    coord_q: tuple  # q index of each coordinate task
+    coord_u: tuple  # its u index
+    movable: tuple  # (nu,) bool: speeds IK may move
+    bound_u: tuple  # u indices of clamped coordinates
+    bound_q: tuple  # their q indices
+    fixed_q: tuple  # q indices of locked/prescribed coordinates
+    constrained: bool  # enforce constraints as equalities
     has_constraints: bool
     max_steps: int
     max_passes: int
@@ -178,7 +198,7 @@ def _problem(system, st: _Static, base, locations, cw, params):
         ctx = _context(system, base.replace(q=q), params)
         R, p = ctx.frames_in_ground(st.frames)
         x = jnp.einsum("kij,kj->ki", R, locations) + p
-        S = ctx.pos.S                                          # (nu, 6): (w, v at Ground's origin)
+        S = ctx.pos.S  # (nu, 6): (w, v at Ground's origin)
         J = jnp.asarray(anc, q.dtype)[:, None, :] * S.T[None]  # (M, 6, nu)
         Jx = J[:, 3:] - jnp.einsum("kij,kjn->kin", jax.vmap(skew)(x), J[:, :3])
         sw = jnp.sqrt(w)
@@ -263,8 +283,7 @@ def _restore(system, st, evaluate, q, data, var, lo_q, hi_q, ctol, c_shape, iter
         return jnp.where(done, q, q_next), f, c, G, k + 1, done
 
     m, nu = c_shape[0], tree.nu
-    init = (q, jnp.zeros((), dtype), jnp.zeros(m, dtype), jnp.zeros((m, nu), dtype), jnp.asarray(0),
-            jnp.asarray(False))
+    init = (q, jnp.zeros((), dtype), jnp.zeros(m, dtype), jnp.zeros((m, nu), dtype), jnp.asarray(0), jnp.asarray(False))
     q, f, c, G, _, _ = jax.lax.while_loop(lambda carry: ~carry[-1], body, init)
     return q, f, c, G
 
@@ -422,10 +441,20 @@ class IKInfo(NamedTuple):
     passes: Any
 
 
-def solve_inverse_kinematics(system, markers, positions, weights=None, *, coordinate_tasks: dict | None = None,
-                             constraint_weight: float = math.inf, initial_state: State | None = None,
-                             tol: float = 1e-10, max_steps: int = 100, max_passes: int | None = None,
-                             return_info: bool = False):
+def solve_inverse_kinematics(
+    system,
+    markers,
+    positions,
+    weights=None,
+    *,
+    coordinate_tasks: dict | None = None,
+    constraint_weight: float = math.inf,
+    initial_state: State | None = None,
+    tol: float = 1e-10,
+    max_steps: int = 100,
+    max_passes: int | None = None,
+    return_info: bool = False,
+):
     """Inverse kinematics of one trial as a pure JAX function of the system and the data.
 
     The same problem and solver as ``inverse_kinematics`` (see the module), on arrays.
@@ -508,9 +537,21 @@ def marker_positions(system, markers, q, state: State | None = None):
 @eqx.filter_jit
 @full_precision
 def _marker_positions(system, paths, q, base):
-    st = _Static(frames=tuple(system.topology.connections[(p, "parent_frame")] for p in paths), marker_paths=paths,
-                 coord_q=(), coord_u=(), movable=(), bound_u=(), bound_q=(), fixed_q=(), constrained=True,
-                 has_constraints=False, max_steps=0, max_passes=0, pass_tol=0.0)
+    st = _Static(
+        frames=tuple(system.topology.connections[(p, "parent_frame")] for p in paths),
+        marker_paths=paths,
+        coord_q=(),
+        coord_u=(),
+        movable=(),
+        bound_u=(),
+        bound_q=(),
+        fixed_q=(),
+        constrained=True,
+        has_constraints=False,
+        max_steps=0,
+        max_passes=0,
+        pass_tol=0.0,
+    )
     locations = _marker_locations(system, st)
     flat = q.reshape(-1, q.shape[-1])
     x = jax.vmap(lambda qq: _marker_points(system, st, base, qq, locations))(flat)
@@ -631,13 +672,25 @@ def _frame_range(times: np.ndarray, time_range, source: str) -> tuple[int, int]:
     lo = max(float(time_range[0]), float(times[0]))
     hi = min(float(time_range[1]), float(times[-1]))
     if hi < lo:
-        raise ValueError(f"time_range {float(time_range[0]):g} to {float(time_range[1]):g} s is outside the data of "
-                         f"{source} ({times[0]:g} to {times[-1]:g} s)")
+        raise ValueError(
+            f"time_range {float(time_range[0]):g} to {float(time_range[1]):g} s is outside the data of "
+            f"{source} ({times[0]:g} to {times[-1]:g} s)"
+        )
     return _nearest_row(times, lo), _nearest_row(times, hi) + 1
 
 
-def _prepare(system, paths, n_frames: int, coordinate_tasks, constraint_weight, base: State, tol, max_steps,
-             max_passes, stacklevel: int = 3):
+def _prepare(
+    system,
+    paths,
+    n_frames: int,
+    coordinate_tasks,
+    constraint_weight,
+    base: State,
+    tol,
+    max_steps,
+    max_passes,
+    stacklevel: int = 3,
+):
     """The static problem (``_Static``) and its traced data, shared by both entry points.
 
     **Arguments:** ``paths``: model marker paths; ``coordinate_tasks``: ``{coordinate:
@@ -660,8 +713,10 @@ def _prepare(system, paths, n_frames: int, coordinate_tasks, constraint_weight, 
         if info.u in locked or comp.prescribed:
             continue  # OpenSim: locked coordinates are held, their task dropped
         if comp.is_free_to_satisfy_constraints:
-            warnings.warn(IKWarning(f"coordinate {name!r} is free to satisfy constraints: its task is ignored"),
-                          stacklevel=stacklevel)
+            warnings.warn(
+                IKWarning(f"coordinate {name!r} is free to satisfy constraints: its task is ignored"),
+                stacklevel=stacklevel,
+            )
             continue
         if info.q < 0:
             raise ValueError(f"coordinate task {name!r}: the rotations of a quaternion joint cannot be tracked")
@@ -669,8 +724,9 @@ def _prepare(system, paths, n_frames: int, coordinate_tasks, constraint_weight, 
         if v.ndim == 0:
             v = jnp.full(n_frames, v)
         elif v.shape != (n_frames,):
-            raise ValueError(f"coordinate task {name!r}: values of shape {v.shape}, expected ({n_frames},), one "
-                             "per frame")
+            raise ValueError(
+                f"coordinate task {name!r}: values of shape {v.shape}, expected ({n_frames},), one per frame"
+            )
         coord_q.append(info.q)
         coord_u.append(info.u)
         cvals.append(v)
@@ -702,26 +758,53 @@ def _prepare(system, paths, n_frames: int, coordinate_tasks, constraint_weight, 
             ranges.append(jnp.asarray(comp.range, dtype))
     lo = jnp.stack([r[0] for r in ranges]) if ranges else jnp.zeros(0, dtype)
     hi = jnp.stack([r[1] for r in ranges]) if ranges else jnp.zeros(0, dtype)
-    st = _Static(frames=tuple(topo.connections[(p, "parent_frame")] for p in paths), marker_paths=tuple(paths),
-                 coord_q=tuple(coord_q), coord_u=tuple(coord_u), movable=tuple(bool(b) for b in movable),
-                 bound_u=tuple(bound_u), bound_q=tuple(bound_q), fixed_q=tuple(fixed_q),
-                 constrained=bool(np.isinf(constraint_weight)),
-                 has_constraints=bool(_n_constraint_rows(system, base)), max_steps=int(max_steps),
-                 max_passes=int(n_frames + 1 if max_passes is None else max_passes),
-                 pass_tol=float(1e3 * max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0)))
+    st = _Static(
+        frames=tuple(topo.connections[(p, "parent_frame")] for p in paths),
+        marker_paths=tuple(paths),
+        coord_q=tuple(coord_q),
+        coord_u=tuple(coord_u),
+        movable=tuple(bool(b) for b in movable),
+        bound_u=tuple(bound_u),
+        bound_q=tuple(bound_q),
+        fixed_q=tuple(fixed_q),
+        constrained=bool(np.isinf(constraint_weight)),
+        has_constraints=bool(_n_constraint_rows(system, base)),
+        max_steps=int(max_steps),
+        max_passes=int(n_frames + 1 if max_passes is None else max_passes),
+        pass_tol=float(1e3 * max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0)),
+    )
     q_start = jnp.asarray(base.q)
     if bound_q:  # the start inside the bounds
         q_start = q_start.at[np.asarray(bound_q)].set(jnp.clip(q_start[np.asarray(bound_q)], lo, hi))
-    data = {"cvals": cvals, "cweights": cweights, "lo": lo, "hi": hi, "q_start": q_start,
-            "cw": jnp.asarray(constraint_weight if np.isfinite(constraint_weight) else 0.0, dtype),
-            "tol": jnp.asarray(max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0), dtype)}
+    data = {
+        "cvals": cvals,
+        "cweights": cweights,
+        "lo": lo,
+        "hi": hi,
+        "q_start": q_start,
+        "cw": jnp.asarray(constraint_weight if np.isfinite(constraint_weight) else 0.0, dtype),
+        "tol": jnp.asarray(max(float(tol), 1e-6 if dtype == jnp.float32 else 0.0), dtype),
+    }
     return st, data
 
 
 def _run_solve(system, st, base, obs, weights, data):
     """``_solve`` on the prepared problem, without derivatives."""
-    args = _no_gradient((system, base, data["q_start"], obs, weights, data["cvals"], data["cweights"], data["lo"],
-                         data["hi"], data["cw"], data["tol"]))
+    args = _no_gradient(
+        (
+            system,
+            base,
+            data["q_start"],
+            obs,
+            weights,
+            data["cvals"],
+            data["cweights"],
+            data["lo"],
+            data["hi"],
+            data["cw"],
+            data["tol"],
+        )
+    )
     system, base, rest = args[0], args[1], args[2:]
     return _solve(system, st, base, *rest)
 
@@ -755,10 +838,19 @@ def _marker_paths(system, markers) -> tuple:
     return tuple(out)
 
 
-def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict | None = None,
-                       coordinate_tasks: dict | None = None, constraint_weight: float = math.inf,
-                       time_range=None, initial_state: State | None = None, tol: float = 1e-10,
-                       max_steps: int = 100, max_passes: int | None = None) -> IKResult:
+def inverse_kinematics(
+    system,
+    markers: TimeSeriesTable,
+    *,
+    marker_weights: dict | None = None,
+    coordinate_tasks: dict | None = None,
+    constraint_weight: float = math.inf,
+    time_range=None,
+    initial_state: State | None = None,
+    tol: float = 1e-10,
+    max_steps: int = 100,
+    max_passes: int | None = None,
+) -> IKResult:
     """OpenSim's inverse kinematics over every frame of a marker table, in one batched solve.
 
     **Arguments:**
@@ -809,8 +901,9 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
         if marker_weights is not None and label not in marker_weights:
             continue
         if label not in model_markers:
-            warnings.warn(IKWarning(f"marker {label!r} is in the marker data but not in the model: ignored"),
-                          stacklevel=2)
+            warnings.warn(
+                IKWarning(f"marker {label!r} is in the marker data but not in the model: ignored"), stacklevel=2
+            )
             continue
         names.append(label)
         weights.append(1.0 if marker_weights is None else float(marker_weights[label]))
@@ -819,8 +912,9 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
     if marker_weights is not None:
         for label in marker_weights:
             if not markers.has_column(label):
-                warnings.warn(IKWarning(f"marker {label!r} has a task but is not in the marker data: ignored"),
-                              stacklevel=2)
+                warnings.warn(
+                    IKWarning(f"marker {label!r} has a task but is not in the marker data: ignored"), stacklevel=2
+                )
     obs = data[:, cols, :] if cols else np.zeros((len(times), 0, 3))
     w = np.asarray(weights, float)
     present = np.all(np.isfinite(obs), axis=-1) & (w[None, :] > 0)
@@ -832,8 +926,10 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
         if value is not None and np.ndim(value) != 0:
             value = np.asarray(value, float)
             if value.shape != (len(times_all),):
-                raise ValueError(f"coordinate task {name!r}: values of shape {value.shape}, expected "
-                                 f"({len(times_all)},), one per marker-table row")
+                raise ValueError(
+                    f"coordinate task {name!r}: values of shape {value.shape}, expected "
+                    f"({len(times_all)},), one per marker-table row"
+                )
             value = value[first:stop]
         tasks[name] = (weight, value)
     base = initial_state if initial_state is not None else system.default_state()
@@ -842,12 +938,16 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
     empty = (wsum <= 0) & (not np.any(np.asarray(prob["cweights"]) > 0))
     if np.any(empty):
         bad = times[empty]
-        raise ValueError(f"inverse kinematics: every tracked marker is missing at {len(bad)} frame(s), "
-                         f"t = {', '.join(f'{t:g}' for t in bad[:5])}{' ...' if len(bad) > 5 else ''} s; "
-                         "nothing to solve for there (remove those frames or add coordinate tasks)")
+        raise ValueError(
+            f"inverse kinematics: every tracked marker is missing at {len(bad)} frame(s), "
+            f"t = {', '.join(f'{t:g}' for t in bad[:5])}{' ...' if len(bad) > 5 else ''} s; "
+            "nothing to solve for there (remove those frames or add coordinate tasks)"
+        )
     if not names and not st.coord_q:
-        raise ValueError("inverse kinematics: no marker is in the model, the tasks and the data together, and "
-                         "there is no coordinate task")
+        raise ValueError(
+            "inverse kinematics: no marker is in the model, the tasks and the data together, and "
+            "there is no coordinate task"
+        )
     wn = np.where(present, w[None, :], 0.0) / np.where(wsum > 0, wsum, 1.0)[:, None]
     obs0 = np.where(present[..., None], obs, 0.0)
     dtype = base.q.dtype
@@ -859,18 +959,32 @@ def inverse_kinematics(system, markers: TimeSeriesTable, *, marker_weights: dict
     nm = len(names)
     rms = np.sqrt(total / nm) if nm else np.zeros_like(total)
     mx = np.sqrt(sq.max(axis=1)) if nm else np.zeros_like(total)
-    errors = TimeSeriesTable(times, np.stack([total, rms, mx], axis=1),
-                             ["total_squared_error", "marker_error_RMS", "marker_error_max"],
-                             metadata={"inDegrees": "no"})
+    errors = TimeSeriesTable(
+        times,
+        np.stack([total, rms, mx], axis=1),
+        ["total_squared_error", "marker_error_RMS", "marker_error_max"],
+        metadata={"inDegrees": "no"},
+    )
     locations = TimeSeriesTable(times, x, names, metadata={"Units": "m"})
 
     cpaths = [p for p in topo.coordinate_paths if p in tree.coordinates]
     cols_q = [tree.coordinates[p].q for p in cpaths]
-    values = np.stack([q[:, i] if i >= 0 else np.full(len(times), np.nan) for i in cols_q], axis=1) \
-        if cpaths else np.zeros((len(times), 0))
+    values = (
+        np.stack([q[:, i] if i >= 0 else np.full(len(times), np.nan) for i in cols_q], axis=1)
+        if cpaths
+        else np.zeros((len(times), 0))
+    )
     coords = TimeSeriesTable(times, values, [p.rsplit("/", 1)[-1] for p in cpaths], metadata={"inDegrees": "no"})
-    return IKResult(coordinates=coords, marker_errors=errors, marker_locations=locations, q=q,
-                    squared_errors=sq, marker_names=tuple(names), converged=ok, passes=passes)
+    return IKResult(
+        coordinates=coords,
+        marker_errors=errors,
+        marker_locations=locations,
+        q=q,
+        squared_errors=sq,
+        marker_names=tuple(names),
+        converged=ok,
+        passes=passes,
+    )
 
 
 def _n_constraint_rows(system, base):
@@ -901,8 +1015,13 @@ def write_storage(path, name: str, times, values, labels, in_degrees: bool = Fal
     """
     times = np.asarray(times, float)
     values = np.asarray(values, float).reshape(len(times), -1)
-    lines = [name, "version=1", f"nRows={len(times)}", f"nColumns={values.shape[1] + 1}",
-             f"inDegrees={'yes' if in_degrees else 'no'}"]
+    lines = [
+        name,
+        "version=1",
+        f"nRows={len(times)}",
+        f"nColumns={values.shape[1] + 1}",
+        f"inDegrees={'yes' if in_degrees else 'no'}",
+    ]
     if description:
         lines.append(description)
     lines.append("endheader")
@@ -914,9 +1033,11 @@ def write_storage(path, name: str, times, values, labels, in_degrees: bool = Fal
         fh.write("\n".join(lines) + "\n")
 
 
-_KINEMATICS_NOTE = ("\nUnits are S.I. units (second, meters, Newtons, ...)\n"
-                    "If the header above contains a line with 'inDegrees', this indicates whether rotational "
-                    "values are in degrees (yes) or radians (no).\n")
+_KINEMATICS_NOTE = (
+    "\nUnits are S.I. units (second, meters, Newtons, ...)\n"
+    "If the header above contains a line with 'inDegrees', this indicates whether rotational "
+    "values are in degrees (yes) or radians (no).\n"
+)
 
 
 def coordinates_in_degrees(system, table: TimeSeriesTable) -> np.ndarray:
@@ -939,7 +1060,7 @@ def _tasks(setup):
     if node is None:
         return None, {}
     objects = node.find("objects")
-    for task in (objects.children if objects is not None else []):
+    for task in objects.children if objects is not None else []:
         name = task.attrib.get("name", "")
 
         def prop(tag, default=""):
@@ -1004,8 +1125,9 @@ def _run(setup) -> dict:
             coordinate_tasks[name] = (weight, value)
         elif kind == "from_file":
             if coord_table is None or not coord_table.has_column(name):
-                raise setup.error("coordinate_file", setup.text("coordinate_file"),
-                                  f"value for coordinate {name!r} not found")
+                raise setup.error(
+                    "coordinate_file", setup.text("coordinate_file"), f"value for coordinate {name!r} not found"
+                )
             from ..functions import GCVSpline
 
             y = np.asarray(coord_table.column(name), float)
@@ -1019,26 +1141,45 @@ def _run(setup) -> dict:
     setup.used.add("accuracy")  # simjax converges to its own, tighter tolerance
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IKWarning)  # reported above, through the setup
-        result = inverse_kinematics(system, markers, marker_weights=marker_w, coordinate_tasks=coordinate_tasks,
-                                    constraint_weight=cw, time_range=rng)
+        result = inverse_kinematics(
+            system,
+            markers,
+            marker_weights=marker_w,
+            coordinate_tasks=coordinate_tasks,
+            constraint_weight=cw,
+            time_range=rng,
+        )
     out = {}
     times = result.coordinates.times
     motion = setup.path("output_motion_file")
     if motion:
-        write_storage(motion, "Coordinates", times, coordinates_in_degrees(system, result.coordinates),
-                      result.coordinates.labels, in_degrees=True, description=_KINEMATICS_NOTE)
+        write_storage(
+            motion,
+            "Coordinates",
+            times,
+            coordinates_in_degrees(system, result.coordinates),
+            result.coordinates.labels,
+            in_degrees=True,
+            description=_KINEMATICS_NOTE,
+        )
         out["motion"] = motion
     results_dir = setup.path("results_directory") or setup.folder
     if setup.flag("report_errors", True):
         path = os.path.join(results_dir, f"{setup.name}_ik_marker_errors.sto")
-        write_storage(path, "Model Marker Errors from IK", times, result.marker_errors.values,
-                      result.marker_errors.labels)
+        write_storage(
+            path, "Model Marker Errors from IK", times, result.marker_errors.values, result.marker_errors.labels
+        )
         out["marker_errors"] = path
     if setup.flag("report_marker_locations", False):
         path = os.path.join(results_dir, f"{setup.name}_ik_model_marker_locations.sto")
         labels = [f"{n}{s}" for n in result.marker_names for s in ("_tx", "_ty", "_tz")]
-        write_storage(path, "Model Marker Locations from IK", times,
-                      result.marker_locations.values.reshape(len(times), -1), labels)
+        write_storage(
+            path,
+            "Model Marker Locations from IK",
+            times,
+            result.marker_locations.values.reshape(len(times), -1),
+            labels,
+        )
         out["marker_locations"] = path
     setup.report_unused(ignored=("input_directory", "accuracy"))
     return out

@@ -35,12 +35,24 @@ from ..functions import GCVSpline, _natural_spline_pp
 from ..io.tables import TimeSeriesTable, read_table
 from ..mechanics.joints import ROTATIONAL
 
-__all__ = ["read_coordinates", "in_degrees", "pad", "lowpass_iir", "filter_lowpass", "resample", "filter_coordinates",
-           "spline_kinematics", "frame_indices", "rotational_mask", "motion_types", "coordinate_columns"]
+__all__ = [
+    "read_coordinates",
+    "in_degrees",
+    "pad",
+    "lowpass_iir",
+    "filter_lowpass",
+    "resample",
+    "filter_coordinates",
+    "spline_kinematics",
+    "frame_indices",
+    "rotational_mask",
+    "motion_types",
+    "coordinate_columns",
+]
 
 #: ``SimTK::Eps`` (double machine epsilon)
 _EPS = float(np.finfo(float).eps)
-_SIGNIFICANT = _EPS ** 0.875  # SimTK::SignificantReal
+_SIGNIFICANT = _EPS**0.875  # SimTK::SignificantReal
 
 
 def read_coordinates(path: str | os.PathLike) -> TimeSeriesTable:
@@ -79,11 +91,12 @@ def pad(times, values, n: int):
 
     def one(x):
         before = 2.0 * x[0] - x[n:0:-1]
-        after = 2.0 * x[-1] - x[-2:-2 - n:-1]
+        after = 2.0 * x[-1] - x[-2 : -2 - n : -1]
         return np.concatenate([before, x, after])
 
-    return one(t), np.stack([one(v[:, j]) for j in range(v.shape[1])], axis=1) if v.shape[1] else \
-        np.zeros((len(t) + 2 * n, 0))
+    return one(t), np.stack([one(v[:, j]) for j in range(v.shape[1])], axis=1) if v.shape[1] else np.zeros(
+        (len(t) + 2 * n, 0)
+    )
 
 
 def _butterworth(T: float, fc: float):
@@ -96,16 +109,27 @@ def _butterworth(T: float, fc: float):
     wa3 = wa * wa * wa
     denom = (wa + 1) * (wa * wa + wa + 1.0)
     a = (wa3 / denom, 3 * wa3 / denom, 3 * wa3 / denom, wa3 / denom)
-    b = (1.0, (3 * wa3 + 2 * wa2 - 2 * wa - 3) / denom, (3 * wa3 - 2 * wa2 - 2 * wa + 3) / denom,
-         (wa - 1) * (wa2 - wa + 1) / denom)
+    b = (
+        1.0,
+        (3 * wa3 + 2 * wa2 - 2 * wa - 3) / denom,
+        (3 * wa3 - 2 * wa2 - 2 * wa + 3) / denom,
+        (wa - 1) * (wa2 - wa + 1) / denom,
+    )
     return a, b
 
 
 def _iir_pass(a, b, sig):
     out = sig.copy()
     for i in range(3, len(sig)):
-        out[i] = (a[0] * sig[i] + a[1] * sig[i - 1] + a[2] * sig[i - 2] + a[3] * sig[i - 3]
-                  - b[1] * out[i - 1] - b[2] * out[i - 2] - b[3] * out[i - 3])
+        out[i] = (
+            a[0] * sig[i]
+            + a[1] * sig[i - 1]
+            + a[2] * sig[i - 2]
+            + a[3] * sig[i - 3]
+            - b[1] * out[i - 1]
+            - b[2] * out[i - 2]
+            - b[3] * out[i - 3]
+        )
     return out
 
 
@@ -270,8 +294,7 @@ def _spline_values(x, Y, at, half_order: int, orders: tuple):
 
     def column(y):
         pp = _natural_spline_pp(x, y, half_order)
-        return tuple(jax.vmap(pp)(at) if k == 0 else jax.vmap(lambda s: pp.derivative(s, k))(at)
-                     for k in orders)
+        return tuple(jax.vmap(pp)(at) if k == 0 else jax.vmap(lambda s: pp.derivative(s, k))(at) for k in orders)
 
     return tuple(v.T for v in jax.vmap(column, in_axes=1)(Y))
 
@@ -279,8 +302,9 @@ def _spline_values(x, Y, at, half_order: int, orders: tuple):
 def _evaluate_splines(times, values, at, degree, orders):
     half = min(max((int(degree) + 1) // 2, 1), 4)
     GCVSpline.from_degree(degree, times, values[:, 0])  # OpenSim's checks on the sites, once
-    return _spline_values(jnp.asarray(times, float), jnp.asarray(values, float), jnp.asarray(at, float), half,
-                          tuple(orders))
+    return _spline_values(
+        jnp.asarray(times, float), jnp.asarray(values, float), jnp.asarray(at, float), half, tuple(orders)
+    )
 
 
 def spline_kinematics(table: TimeSeriesTable, at, degree: int = 5):

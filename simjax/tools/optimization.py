@@ -200,8 +200,15 @@ def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int 
     if iterations is None:
         iterations = _default_iterations(exponent)
     # (at top level nothing can ask for derivatives)
-    return _solve(jnp.asarray(A), jnp.asarray(b), jnp.asarray(lower), jnp.asarray(upper), float(exponent),
-                  int(iterations), not _at_top_level())
+    return _solve(
+        jnp.asarray(A),
+        jnp.asarray(b),
+        jnp.asarray(lower),
+        jnp.asarray(upper),
+        float(exponent),
+        int(iterations),
+        not _at_top_level(),
+    )
 
 
 def _default_iterations(exponent: float) -> int:
@@ -264,8 +271,9 @@ def _leaf_sources(derived, system) -> np.ndarray:
     """For each leaf of ``derived``, a system built from an edit of ``system``'s model:
     the index of the leaf of ``system`` it is (the same name and the same object: an
     edit keeps what it does not change), or -1."""
-    index = {name: (i, leaf) for i, (name, leaf) in
-             enumerate(zip(_leaf_names(system), jax.tree_util.tree_leaves(system)))}
+    index = {
+        name: (i, leaf) for i, (name, leaf) in enumerate(zip(_leaf_names(system), jax.tree_util.tree_leaves(system)))
+    }
     sources = []
     for name, leaf in zip(_leaf_names(derived), jax.tree_util.tree_leaves(derived)):
         i, source = index.get(name, (-1, None))
@@ -353,8 +361,7 @@ def _problem_of(system, states, udot, physiology):
     off_paths = off.actuator_paths
     kept = [i for i, p in enumerate(paths) if p in off_paths]
     off_cols = (np.asarray(kept, int), np.asarray([off_paths.index(paths[i]) for i in kept], int))
-    return _problem(system, off, rigid, states, jnp.asarray(udot), bool(physiology), muscles, kinds,
-                    mus_cols, off_cols)
+    return _problem(system, off, rigid, states, jnp.asarray(udot), bool(physiology), muscles, kinds, mus_cols, off_cols)
 
 
 def _muscle_kinds(model, muscles) -> tuple:
@@ -367,9 +374,12 @@ def _muscle_kinds(model, muscles) -> tuple:
         comp = model.find(p)
         kind = next((k for k, cls in _KINDS if isinstance(comp, cls)), None)
         if kind is None:
-            raise ModelError(p, f"static optimization with use_muscle_physiology needs OpenSim's "
-                             f"calcInextensibleTendonActiveFiberForce of a {type(comp).__name__}, which is not "
-                             f"implemented (set use_muscle_physiology false to use max_isometric_force)")
+            raise ModelError(
+                p,
+                f"static optimization with use_muscle_physiology needs OpenSim's "
+                f"calcInextensibleTendonActiveFiberForce of a {type(comp).__name__}, which is not "
+                f"implemented (set use_muscle_physiology false to use max_isometric_force)",
+            )
         kinds.setdefault(kind, []).append(i)
     return tuple((k, tuple(v)) for k, v in kinds.items())
 
@@ -383,32 +393,56 @@ def _props(model, paths, *names):
 def _millard_strength(ctx, paths):
     # calcActiveFiberForceAlongTendon takes the pennation angle at the normalized fiber
     # length (OpenSim 4.6)
-    fiso, ofl, penn, max_penn = _props(ctx.system.model, paths, "max_isometric_force", "optimal_fiber_length",
-                                       "pennation_angle_at_optimal", "maximum_pennation_angle")
+    fiso, ofl, penn, max_penn = _props(
+        ctx.system.model,
+        paths,
+        "max_isometric_force",
+        "optimal_fiber_length",
+        "pennation_angle_at_optimal",
+        "maximum_pennation_angle",
+    )
     lceN = ctx.group_outputs(paths, "normalized_fiber_length")
     cos = jnp.cos(FixedWidthPennation(ofl, penn, max_penn).angle(lceN))
-    return fiso * (ctx.group_outputs(paths, "active_force_length_multiplier")
-                   * ctx.group_outputs(paths, "force_velocity_multiplier") * cos)
+    return fiso * (
+        ctx.group_outputs(paths, "active_force_length_multiplier")
+        * ctx.group_outputs(paths, "force_velocity_multiplier")
+        * cos
+    )
 
 
 def _degroote_strength(ctx, paths):
     (fiso,) = _props(ctx.system.model, paths, "max_isometric_force")
-    return fiso * ctx.group_outputs(paths, "active_force_length_multiplier") * ctx.group_outputs(
-        paths, "force_velocity_multiplier")
+    return (
+        fiso
+        * ctx.group_outputs(paths, "active_force_length_multiplier")
+        * ctx.group_outputs(paths, "force_velocity_multiplier")
+    )
 
 
 def _rigid_tendon_strength(ctx, paths):
     (fiso,) = _props(ctx.system.model, paths, "max_isometric_force")
-    return fiso * (ctx.group_outputs(paths, "active_force_length_multiplier")
-                   * ctx.group_outputs(paths, "force_velocity_multiplier")
-                   * ctx.group_outputs(paths, "cos_pennation_angle"))
+    return fiso * (
+        ctx.group_outputs(paths, "active_force_length_multiplier")
+        * ctx.group_outputs(paths, "force_velocity_multiplier")
+        * ctx.group_outputs(paths, "cos_pennation_angle")
+    )
 
 
 def _thelen_strength(ctx, paths):
     fiso, ofl, tsl, vmax, penn, max_penn, kshape, af, flen, threshold = _props(
-        ctx.system.model, paths, "max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
-        "max_contraction_velocity", "pennation_angle_at_optimal", "maximum_pennation_angle", "KshapeActive", "Af",
-        "Flen", "fv_linear_extrap_threshold")
+        ctx.system.model,
+        paths,
+        "max_isometric_force",
+        "optimal_fiber_length",
+        "tendon_slack_length",
+        "max_contraction_velocity",
+        "pennation_angle_at_optimal",
+        "maximum_pennation_angle",
+        "KshapeActive",
+        "Af",
+        "Flen",
+        "fv_linear_extrap_threshold",
+    )
     rows = path_rows(ctx.system, paths)
     pen = FixedWidthPennation(ofl, penn, max_penn)
     lce = pen.fiber_length(path_lengths(ctx)[rows], tsl)
@@ -433,8 +467,9 @@ def _schutte_strength(ctx, paths):
             if found is not None:
                 z = z.at[found[0]].set(found[1].astype(z.dtype))
     tendon = Context(system, state.replace(z=z)).group_outputs(paths, "tendon_force")
-    ofl, vmax, penn = _props(system.model, paths, "optimal_fiber_length", "max_contraction_velocity",
-                             "pennation_angle_at_optimal")
+    ofl, vmax, penn = _props(
+        system.model, paths, "optimal_fiber_length", "max_contraction_velocity", "pennation_angle_at_optimal"
+    )
     # the deprecated base's force-velocity curve at the normalized shortening speed
     v = -jnp.cos(penn) * path_speeds(ctx)[path_rows(system, paths)] / (vmax * ofl)
     return tendon * (1.8 - 1.8 / (1.0 + jnp.exp((0.04 - v) / 0.18)))
@@ -459,11 +494,20 @@ def _moment_arms(ctx, paths):
 
 
 #: OpenSim's calcInextensibleTendonActiveFiberForce per muscle class
-_STRENGTHS = {"millard": _millard_strength, "degroote": _degroote_strength, "thelen": _thelen_strength,
-              "schutte": _schutte_strength, "rigid_tendon": _rigid_tendon_strength}
-_KINDS = (("millard", Millard2012EquilibriumMuscle), ("degroote", DeGrooteFregly2016Muscle),
-          ("thelen", Thelen2003Muscle), ("schutte", Schutte1993Muscle_Deprecated),
-          ("rigid_tendon", RigidTendonMuscle))
+_STRENGTHS = {
+    "millard": _millard_strength,
+    "degroote": _degroote_strength,
+    "thelen": _thelen_strength,
+    "schutte": _schutte_strength,
+    "rigid_tendon": _rigid_tendon_strength,
+}
+_KINDS = (
+    ("millard", Millard2012EquilibriumMuscle),
+    ("degroote", DeGrooteFregly2016Muscle),
+    ("thelen", Thelen2003Muscle),
+    ("schutte", Schutte1993Muscle_Deprecated),
+    ("rigid_tendon", RigidTendonMuscle),
+)
 #: the classes whose strength reads a rigid-tendon copy of the muscle
 _RIGID_COPY = (Millard2012EquilibriumMuscle, DeGrooteFregly2016Muscle)
 
@@ -485,9 +529,13 @@ def _problem(system, off, rigid, states, udot, physiology, muscles, kinds, mus_c
     # muscle it keeps, not applied, included): its forces are linear in them, rnea(c) =
     # base - J c whatever c
     n_off = len(off.actuator_names)
-    c0 = jax.lax.stop_gradient(jnp.clip(jnp.zeros(n_off, dtype),
-                                        jnp.zeros(n_off, dtype).at[off_cols[1]].set(lower[off_cols[0]]),
-                                        jnp.zeros(n_off, dtype).at[off_cols[1]].set(upper[off_cols[0]])))
+    c0 = jax.lax.stop_gradient(
+        jnp.clip(
+            jnp.zeros(n_off, dtype),
+            jnp.zeros(n_off, dtype).at[off_cols[1]].set(lower[off_cols[0]]),
+            jnp.zeros(n_off, dtype).at[off_cols[1]].set(upper[off_cols[0]]),
+        )
+    )
     off_state, rigid_state = off.default_state(), rigid.default_state()
 
     def one(state, udot):
@@ -512,10 +560,18 @@ def _problem(system, off, rigid, states, udot, physiology, muscles, kinds, mus_c
     return A, b, F, lower, upper
 
 
-def static_optimization(system, coordinates_table: TimeSeriesTable | None = None, *, frames: Frames | None = None,
-                        external_loads=None, lowpass_cutoff: float | None = None, time_range=None,
-                        activation_exponent: float = 2.0, use_muscle_physiology: bool = True,
-                        iterations: int | None = None):
+def static_optimization(
+    system,
+    coordinates_table: TimeSeriesTable | None = None,
+    *,
+    frames: Frames | None = None,
+    external_loads=None,
+    lowpass_cutoff: float | None = None,
+    time_range=None,
+    activation_exponent: float = 2.0,
+    use_muscle_physiology: bool = True,
+    iterations: int | None = None,
+):
     """OpenSim's StaticOptimization (as run by the AnalyzeTool) on a coordinates table.
 
     **Arguments:**
@@ -600,12 +656,15 @@ def _analysis(job: AnalysisJob, node) -> dict:
         raise SetupError(f"StaticOptimization {node.name!r}: use_model_force_set false is not supported")
     # (optimizer_convergence_criterion, optimizer_max_iterations: the solver converges to
     # machine precision, tighter than OpenSim's IPOPT)
-    acts, forces, viol = static_optimization(job.system, frames=job.frames, activation_exponent=exponent,
-                                             use_muscle_physiology=physiology)
+    acts, forces, viol = static_optimization(
+        job.system, frames=job.frames, activation_exponent=exponent, use_muscle_physiology=physiology
+    )
     bad = np.nonzero(viol > 1e-6 * max(1.0, float(np.max(np.abs(np.asarray(forces.values))))))[0]
     if bad.size and job.setup is not None:
-        job.setup.warn(f"StaticOptimization: the optimizer could not meet the constraints at time(s) "
-                       f"{', '.join(f'{t:g}' for t in forces.times[bad])}")
+        job.setup.warn(
+            f"StaticOptimization: the optimizer could not meet the constraints at time(s) "
+            f"{', '.join(f'{t:g}' for t in forces.times[bad])}"
+        )
     # OpenSim's ForceReporter also records the model's other forces (external loads)
     system = job.system
     ext = [p for p in system.model.paths(ExternalForce)]
@@ -623,8 +682,12 @@ def _analysis(job: AnalysisJob, node) -> dict:
             body = comp.applied_to_body.rsplit("/", 1)[-1]
             nm = p.rsplit("/", 1)[-1]
             labels += [f"{body}_{nm}_{s}" for s in ("Fx", "Fy", "Fz", "px", "py", "pz", "Tx", "Ty", "Tz")]
-        forces = TimeSeriesTable(forces.times, np.concatenate([np.asarray(forces.values), rec], 1),
-                                 list(forces.labels) + labels, dict(forces.metadata))
+        forces = TimeSeriesTable(
+            forces.times,
+            np.concatenate([np.asarray(forces.values), rec], 1),
+            list(forces.labels) + labels,
+            dict(forces.metadata),
+        )
     return {"activation": acts, "force": forces}
 
 

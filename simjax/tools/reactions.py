@@ -110,12 +110,16 @@ def _reactions(system, joints, apply_on, express_in, error) -> _Reactions:
     for jp, side, where in zip(chosen, sides, wheres):
         name = jp.rsplit("/", 1)[-1]
         if jp not in tree.joint_paths:
-            raise error("joint_names", name, "the joint closes a kinematic loop (a constraint in simjax): its "
-                        "reaction is not supported")
+            raise error(
+                "joint_names",
+                name,
+                "the joint closes a kinematic loop (a constraint in simjax): its reaction is not supported",
+            )
         m = tree.joint_paths.index(jp)
         if tree.reversed[m]:
-            raise error("joint_names", name, "the joint is reversed in the multibody tree: its reaction is not "
-                        "supported")
+            raise error(
+                "joint_names", name, "the joint is reversed in the multibody tree: its reaction is not supported"
+            )
         parent, child = topo.connections[(jp, "parent_frame")], topo.connections[(jp, "child_frame")]
         if side.lower() not in ("child", "parent"):
             raise error("apply_on_bodies", side, "expected 'child' or 'parent'")
@@ -135,14 +139,19 @@ def _reactions(system, joints, apply_on, express_in, error) -> _Reactions:
         point_row.append(tree.frame_rows[at])
         sign.append(1.0 if on_child else -1.0)
         frame_row.append(tree.frame_rows[frame])
-    return _Reactions(labels, np.asarray(mob, int), np.asarray(point_row, int), np.asarray(sign),
-                      np.asarray(frame_row, int))
+    return _Reactions(
+        labels, np.asarray(mob, int), np.asarray(point_row, int), np.asarray(sign), np.asarray(frame_row, int)
+    )
 
 
 def _check_supported(system):
     topo = system.topology
-    on_bodies = [p for g in topo.role_groups("constraints") if not issubclass(g.cls, CoordinateCouplerConstraint)
-                 for p in g.paths]
+    on_bodies = [
+        p
+        for g in topo.role_groups("constraints")
+        if not issubclass(g.cls, CoordinateCouplerConstraint)
+        for p in g.paths
+    ]
     if on_bodies or topo.tree.loop_welds:
         what = ", ".join(on_bodies) or "the welds that close kinematic loops"
         raise ValueError(f"joint reactions: the model's constraints on bodies ({what}) are not supported")
@@ -254,10 +263,15 @@ def _from_actuation(system, off, states, off_state, off_controls, actuation):
     def one(state, a):
         ctx = Context(system, state)  # the actuators' paths and frames
         body, mob = _actuator_forces(ctx, a)
-        octx = Context(off, off_state.replace(t=state.t, q=state.q, u=state.u), off_controls,
-                       mobility_forces=generalized_forces(ctx.tree, ctx.pos, body) + mob)
-        F = mobilizer_reactions(octx.tree, octx.params, octx.pos, octx.vel, octx.acc.udot, octx.applied[0] + body,
-                                octx.inertias)
+        octx = Context(
+            off,
+            off_state.replace(t=state.t, q=state.q, u=state.u),
+            off_controls,
+            mobility_forces=generalized_forces(ctx.tree, ctx.pos, body) + mob,
+        )
+        F = mobilizer_reactions(
+            octx.tree, octx.params, octx.pos, octx.vel, octx.acc.udot, octx.applied[0] + body, octx.inertias
+        )
         return (F,) + tuple(_frame_poses(ctx))
 
     return jax.vmap(one)(states, actuation)
@@ -283,8 +297,9 @@ def _compute(system, states, forces, spec: _Reactions, off=None) -> np.ndarray:
     else:
         off = _without_actuators(system) if off is None else off
         dtype = jnp.asarray(states.q).dtype
-        F, R, p = _from_actuation(system, off, states, off.default_state(), zero_controls(off),
-                                  jnp.asarray(forces, dtype))
+        F, R, p = _from_actuation(
+            system, off, states, off.default_state(), zero_controls(off), jnp.asarray(forces, dtype)
+        )
     return _loads(F, R, p, spec)
 
 
@@ -317,6 +332,7 @@ def joint_reaction(system, states, forces=None, joints=None, apply_on="child", e
     **Raises:** ``ValueError`` naming an unknown joint or frame, a bad ``apply_on``,
     a forces table that lacks an actuator, or an unsupported model (see the module).
     """
+
     def error(prop, value, message):
         arg = {"joint_names": "joints", "apply_on_bodies": "apply_on", "express_in_frame": "express_in"}[prop]
         return ValueError(f"joint_reaction: {arg} {value!r}: {message}")
@@ -332,8 +348,10 @@ def joint_reaction(system, states, forces=None, joints=None, apply_on="child", e
     elif forces is not None:
         forces = np.asarray(forces, float)
         if forces.shape != (n, len(system.actuator_names)):
-            raise ValueError(f"joint_reaction: forces of shape {forces.shape}, expected ({n}, "
-                             f"{len(system.actuator_names)}) in the order {system.actuator_names}")
+            raise ValueError(
+                f"joint_reaction: forces of shape {forces.shape}, expected ({n}, "
+                f"{len(system.actuator_names)}) in the order {system.actuator_names}"
+            )
     return {"ReactionLoads": _compute(system, states, forces, spec), "labels": spec.labels}
 
 
@@ -361,8 +379,10 @@ def _analysis(job: AnalysisJob, node) -> dict:
         table = read_table(path)
         missing = [a for a in system.actuator_names if a not in table.labels]
         if missing:
-            warn(f"the forces file {name!r} lacks the actuators {missing}: the actuators' forces are computed from "
-                 "the states (as OpenSim)")
+            warn(
+                f"the forces file {name!r} lacks the actuators {missing}: the actuators' forces are computed from "
+                "the states (as OpenSim)"
+            )
         else:
             forces = actuator_forces_at(table, system.actuator_names, job.frames.times)
     off = None
@@ -371,8 +391,11 @@ def _analysis(job: AnalysisJob, node) -> dict:
             job.shared["system without actuators"] = _without_actuators(system)
         off = job.shared["system without actuators"]
     values = _compute(system, job.frames.states, forces, spec, off)
-    return {"ReactionLoads": TimeSeriesTable(job.frames.times, values, spec.labels,
-                                             {"header": "Joint Reaction Loads", "inDegrees": "no"})}
+    return {
+        "ReactionLoads": TimeSeriesTable(
+            job.frames.times, values, spec.labels, {"header": "Joint Reaction Loads", "inDegrees": "no"}
+        )
+    }
 
 
 register_analysis("JointReaction", _analysis)

@@ -51,12 +51,23 @@ from ..mechanics.joints import CustomJoint
 from ..model import Model, resolve_path
 from . import setup as _setup
 
-__all__ = ["Measurement", "PlacedMarkers", "place_markers", "scale", "scale_factors", "scale_model",
-           "move_markers", "read_marker_set", "update_marker_set", "write_marker_set", "write_scale_set"]
+__all__ = [
+    "Measurement",
+    "PlacedMarkers",
+    "place_markers",
+    "scale",
+    "scale_factors",
+    "scale_model",
+    "move_markers",
+    "read_marker_set",
+    "update_marker_set",
+    "write_marker_set",
+    "write_scale_set",
+]
 
 #: SimTK::Eps and SimTK::SignificantReal (double)
 _EPS = float(np.finfo(float).eps)
-_SIGNIFICANT = _EPS ** 0.875
+_SIGNIFICANT = _EPS**0.875
 
 _UNITS = {"m": 1.0, "meters": 1.0, "mm": 1e-3, "millimeters": 1e-3, "cm": 1e-2, "centimeters": 1e-2}
 
@@ -79,6 +90,7 @@ class Measurement:
 # --------------------------------------------------------------------------------
 # model helpers
 # --------------------------------------------------------------------------------
+
 
 def _model_of(model_or_system) -> Model:
     return model_or_system if isinstance(model_or_system, Model) else model_or_system.model
@@ -155,6 +167,7 @@ def _default_geometry(model: Model, q=None):
 # scale factors (ModelScaler)
 # --------------------------------------------------------------------------------
 
+
 def _marker_data(markers, units: str | None = None):
     """``(times, {name: (n, 3) in m})`` from a Vec3 TimeSeriesTable (with ``Units``
     metadata) or ``(times, {name: array})``."""
@@ -193,10 +206,15 @@ def _frame_range(times: np.ndarray, t0: float, t1: float) -> tuple[int, int]:
     return start, end
 
 
-def scale_factors(model_or_system, markers=None, measurements: Sequence[Measurement] = (),
-                  scale_set: Mapping[str, Sequence[float]] | None = None,
-                  scaling_order: Sequence[str] = ("measurements",), time_range=(-np.inf, np.inf),
-                  warn=None) -> dict[str, np.ndarray]:
+def scale_factors(
+    model_or_system,
+    markers=None,
+    measurements: Sequence[Measurement] = (),
+    scale_set: Mapping[str, Sequence[float]] | None = None,
+    scaling_order: Sequence[str] = ("measurements",),
+    time_range=(-np.inf, np.inf),
+    warn=None,
+) -> dict[str, np.ndarray]:
     """OpenSim's ``ModelScaler`` scale factors.
 
     **Arguments:**
@@ -252,8 +270,7 @@ def scale_factors(model_or_system, markers=None, measurements: Sequence[Measurem
                 if body in factors:
                     factors[body] = np.asarray(f, float).copy()
         else:
-            raise ValueError(f"unrecognized scaling_order entry {step!r} (expecting 'measurements' or "
-                             f"'manualScale')")
+            raise ValueError(f"unrecognized scaling_order entry {step!r} (expecting 'measurements' or 'manualScale')")
     return factors
 
 
@@ -281,7 +298,7 @@ def _measurement_factor(m: Measurement, model_markers, poses, data, start, end, 
         # b's location in a's frame (OpenSim's findLocationInFrame)
         pb_in_a = Ra.T @ (Rb @ np.asarray(mb.location, float) + tb - ta)
         model_length = float(np.linalg.norm(np.asarray(ma.location, float) - pb_in_a))
-        d = data[b][start:end + 1] - data[a][start:end + 1]
+        d = data[b][start : end + 1] - data[a][start : end + 1]
         exp_length = float(np.sum(np.linalg.norm(d, axis=1)) / (end - start + 1))
         if np.isnan(model_length) or np.isnan(exp_length):
             return np.nan
@@ -292,6 +309,7 @@ def _measurement_factor(m: Measurement, model_markers, poses, data, start, end, 
 # --------------------------------------------------------------------------------
 # Model::scale
 # --------------------------------------------------------------------------------
+
 
 def _numerically_equal(a: float, b: float) -> bool:
     scale = max(abs(a), abs(b))
@@ -353,8 +371,11 @@ def _scaled_functions(model: Model, factors) -> list[tuple[str, str, int]]:
                 continue
             for i in range(3, 6):
                 fn = comp.spatial_transform.axes[i].function
-                if fn is None or (isinstance(fn, LinearFunction) and float(fn.coefficients[0]) == 1.0
-                                  and float(fn.coefficients[1]) == 0.0):
+                if fn is None or (
+                    isinstance(fn, LinearFunction)
+                    and float(fn.coefficients[0]) == 1.0
+                    and float(fn.coefficients[1]) == 0.0
+                ):
                     continue
                 out.append((path, "axis", i))
         elif isinstance(comp, MovingPathPoint):
@@ -385,8 +406,9 @@ def _prewrap(model: Model, factors=None) -> Model:
             name = f"{'xyz'[i]}_location"
             fn = getattr(comp, name)
             if not isinstance(fn, MultiplierFunction):
-                model = model.update(path, lambda c, n=name, fn=fn: c.replace(
-                    **{n: MultiplierFunction(function=fn, scale=1.0)}))
+                model = model.update(
+                    path, lambda c, n=name, fn=fn: c.replace(**{n: MultiplierFunction(function=fn, scale=1.0)})
+                )
     return model
 
 
@@ -407,8 +429,12 @@ def _path_scaled(comp) -> tuple[str, ...]:
     return ()
 
 
-def scale_model(model_or_system, factors: Mapping[str, Sequence[float]], preserve_mass_distribution: bool = False,
-                mass: float = -1.0) -> Model:
+def scale_model(
+    model_or_system,
+    factors: Mapping[str, Sequence[float]],
+    preserve_mass_distribution: bool = False,
+    mass: float = -1.0,
+) -> Model:
     """OpenSim's ``Model::scale``: a new model scaled by ``factors``.
 
     **Arguments:**
@@ -456,8 +482,11 @@ def scale_model(model_or_system, factors: Mapping[str, Sequence[float]], preserv
                     fn = ax.function
                     if fn is None:
                         continue
-                    if isinstance(fn, LinearFunction) and float(fn.coefficients[0]) == 1.0 \
-                            and float(fn.coefficients[1]) == 0.0:
+                    if (
+                        isinstance(fn, LinearFunction)
+                        and float(fn.coefficients[0]) == 1.0
+                        and float(fn.coefficients[1]) == 0.0
+                    ):
                         continue
                     k = float(np.abs(np.asarray(ax.axis, float)) @ f)
                     axes[i] = eqx.tree_at(lambda a: a.function, ax, _multiplied(fn, k))
@@ -484,8 +513,9 @@ def scale_model(model_or_system, factors: Mapping[str, Sequence[float]], preserv
         if total > 0.0:
             k = mass / total
             for path, body in [(p, c) for p, c in model.walk() if isinstance(c, Body)]:
-                model = model.update(path, lambda c, k=k: c.replace(mass=float(c.mass) * k,
-                                                                     inertia=np.asarray(c.inertia, float) * k))
+                model = model.update(
+                    path, lambda c, k=k: c.replace(mass=float(c.mass) * k, inertia=np.asarray(c.inertia, float) * k)
+                )
 
     # muscles and other path forces: by the change of their path length
     after = _default_geometry(model)[1] if before else {}
@@ -494,8 +524,9 @@ def scale_model(model_or_system, factors: Mapping[str, Sequence[float]], preserv
         names = _path_scaled(comp)
         if names and l0 > 0.0:
             k = after[owner] / l0
-            model = model.update(owner, lambda c, k=k, names=names: c.replace(
-                **{n: float(getattr(c, n)) * k for n in names}))
+            model = model.update(
+                owner, lambda c, k=k, names=names: c.replace(**{n: float(getattr(c, n)) * k for n in names})
+            )
     return model
 
 
@@ -540,10 +571,19 @@ def _scale_other(model: Model, path: str, comp, factors) -> dict:
     return {}
 
 
-def scale(model_or_system, markers=None, *, measurements: Sequence[Measurement] = (),
-          scale_set: Mapping[str, Sequence[float]] | None = None, scaling_order: Sequence[str] = ("measurements",),
-          time_range=(-np.inf, np.inf), preserve_mass_distribution: bool = False, mass: float = -1.0,
-          return_factors: bool = False, warn=None):
+def scale(
+    model_or_system,
+    markers=None,
+    *,
+    measurements: Sequence[Measurement] = (),
+    scale_set: Mapping[str, Sequence[float]] | None = None,
+    scaling_order: Sequence[str] = ("measurements",),
+    time_range=(-np.inf, np.inf),
+    preserve_mass_distribution: bool = False,
+    mass: float = -1.0,
+    return_factors: bool = False,
+    warn=None,
+):
     """OpenSim's ``ModelScaler``: scale factors from a static trial and manual
     factors, then the model scaled by them.
 
@@ -565,6 +605,7 @@ def scale(model_or_system, markers=None, *, measurements: Sequence[Measurement] 
 # MarkerPlacer
 # --------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class PlacedMarkers:
     """What ``place_markers`` returns.
@@ -580,9 +621,16 @@ class PlacedMarkers:
     ik: object
 
 
-def place_markers(model_or_system, markers: TimeSeriesTable, *, marker_weights: Mapping[str, float] | None = None,
-                  coordinate_tasks: Mapping | None = None, time_range=(-np.inf, np.inf),
-                  move_model_markers: bool = True, warn=None) -> PlacedMarkers:
+def place_markers(
+    model_or_system,
+    markers: TimeSeriesTable,
+    *,
+    marker_weights: Mapping[str, float] | None = None,
+    coordinate_tasks: Mapping | None = None,
+    time_range=(-np.inf, np.inf),
+    move_model_markers: bool = True,
+    warn=None,
+) -> PlacedMarkers:
     """OpenSim's ``MarkerPlacer``: inverse kinematics on the static pose, then the
     model's markers moved onto the experimental ones.
 
@@ -619,7 +667,7 @@ def place_markers(model_or_system, markers: TimeSeriesTable, *, marker_weights: 
     start, end = _frame_range(times, t0, t1)
     pose = {}
     for k, v in data.items():
-        rows = v[start:end + 1]
+        rows = v[start : end + 1]
         ok = ~np.isnan(rows).any(axis=1)
         pose[k] = rows[ok].sum(0) / ok.sum() if ok.any() else np.full(3, np.nan)
 
@@ -631,8 +679,12 @@ def place_markers(model_or_system, markers: TimeSeriesTable, *, marker_weights: 
     labels = list(data)
     table = TimeSeriesTable([t0], np.stack([avg_row[k] for k in labels])[None], labels, {"Units": "m"})
     system = model.build()
-    ik = inverse_kinematics(system, table, marker_weights=None if marker_weights is None else dict(marker_weights),
-                            coordinate_tasks=dict(coordinate_tasks or {}))
+    ik = inverse_kinematics(
+        system,
+        table,
+        marker_weights=None if marker_weights is None else dict(marker_weights),
+        coordinate_tasks=dict(coordinate_tasks or {}),
+    )
     q = np.asarray(ik.q[0])
     if move_model_markers:
         model = move_markers(model, q, pose, warn)
@@ -655,8 +707,10 @@ def move_markers(model: Model, q, locations: Mapping[str, np.ndarray], warn=None
             continue
         x = np.asarray(locations[name], float)
         if np.isnan(x).any():
-            warn(f"Marker {name} does not have valid coordinates in the marker data. It will not be moved "
-                 f"to match location in marker file.")
+            warn(
+                f"Marker {name} does not have valid coordinates in the marker data. It will not be moved "
+                f"to match location in marker file."
+            )
             continue
         R, p = poses[_abs(mk.parent_frame, path)]
         model = model.update(path, lambda c, loc=R.T @ (x - p): c.replace(location=loc))
@@ -667,14 +721,21 @@ def write_marker_set(model: Model, path: str | os.PathLike) -> None:
     """Write the model's markers as an OpenSim ``MarkerSet`` file."""
     from ..io.osim.registry import format_numbers
 
-    lines = ['<?xml version="1.0" encoding="UTF-8" ?>', '<OpenSimDocument Version="40600">',
-             '\t<MarkerSet name="markerset">', '\t\t<objects>']
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8" ?>',
+        '<OpenSimDocument Version="40600">',
+        '\t<MarkerSet name="markerset">',
+        "\t\t<objects>",
+    ]
     for name, (_, mk) in _model_markers(model).items():
-        lines += [f'\t\t\t<Marker name="{name}">',
-                  f'\t\t\t\t<socket_parent_frame>{mk.parent_frame}</socket_parent_frame>',
-                  f'\t\t\t\t<location>{format_numbers(np.asarray(mk.location, float))}</location>',
-                  f'\t\t\t\t<fixed>{"true" if mk.fixed else "false"}</fixed>', '\t\t\t</Marker>']
-    lines += ['\t\t</objects>', '\t\t<groups />', '\t</MarkerSet>', '</OpenSimDocument>', '']
+        lines += [
+            f'\t\t\t<Marker name="{name}">',
+            f"\t\t\t\t<socket_parent_frame>{mk.parent_frame}</socket_parent_frame>",
+            f"\t\t\t\t<location>{format_numbers(np.asarray(mk.location, float))}</location>",
+            f"\t\t\t\t<fixed>{'true' if mk.fixed else 'false'}</fixed>",
+            "\t\t\t</Marker>",
+        ]
+    lines += ["\t\t</objects>", "\t\t<groups />", "\t</MarkerSet>", "</OpenSimDocument>", ""]
     with open(path, "w") as fh:
         fh.write("\n".join(lines))
 
@@ -682,8 +743,9 @@ def write_marker_set(model: Model, path: str | os.PathLike) -> None:
 def _ik_tasks(mp: _setup.Setup):
     """``(marker weights or None, coordinate tasks)`` of a MarkerPlacer's IKTaskSet."""
     weights, coords = {}, {}
-    for task in _objects(mp.element("IKTaskSet"), "IKMarkerTask") + _objects(mp.element("IKTaskSet"),
-                                                                             "IKCoordinateTask"):
+    for task in _objects(mp.element("IKTaskSet"), "IKMarkerTask") + _objects(
+        mp.element("IKTaskSet"), "IKCoordinateTask"
+    ):
         apply = task.find("apply")
         if apply is not None and apply.text.strip().lower() == "false":
             continue
@@ -701,14 +763,17 @@ def _ik_tasks(mp: _setup.Setup):
             elif kind == "default_value":
                 coords[name] = (weight, None)
             else:
-                mp.warn(f"IKCoordinateTask {name!r}: value_type {kind!r} is not supported by simjax's "
-                        f"MarkerPlacer; task ignored")
+                mp.warn(
+                    f"IKCoordinateTask {name!r}: value_type {kind!r} is not supported by simjax's "
+                    f"MarkerPlacer; task ignored"
+                )
     return (weights or None), coords
 
 
 # --------------------------------------------------------------------------------
 # marker sets and scale sets (files)
 # --------------------------------------------------------------------------------
+
 
 def read_marker_set(path: str | os.PathLike) -> list[Marker]:
     """The markers of an OpenSim ``MarkerSet`` file.
@@ -729,9 +794,14 @@ def read_marker_set(path: str | os.PathLike) -> list[Marker]:
             ref = frame.text.strip() if frame is not None else "/ground"
             if ref and not ref.startswith("/") and "/" not in ref:
                 ref = "/ground" if ref == "ground" else f"/bodyset/{ref}"
-            out.append(Marker(node.attrib["name"], ref,
-                              [float(w) for w in loc.text.split()] if loc is not None else (0.0, 0.0, 0.0),
-                              fixed=fixed is not None and fixed.text.strip().lower() == "true"))
+            out.append(
+                Marker(
+                    node.attrib["name"],
+                    ref,
+                    [float(w) for w in loc.text.split()] if loc is not None else (0.0, 0.0, 0.0),
+                    fixed=fixed is not None and fixed.text.strip().lower() == "true",
+                )
+            )
             return
         for c in node.children:
             rec(c)
@@ -747,8 +817,9 @@ def update_marker_set(model: Model, markers: Sequence[Marker]) -> Model:
     for mk in markers:
         if mk.name in existing:
             path = existing[mk.name][0]
-            model = model.update(path, lambda c, mk=mk: c.replace(parent_frame=mk.parent_frame,
-                                                                  location=mk.location, fixed=mk.fixed))
+            model = model.update(
+                path, lambda c, mk=mk: c.replace(parent_frame=mk.parent_frame, location=mk.location, fixed=mk.fixed)
+            )
         else:
             model = model.add(mk)
     return model
@@ -758,12 +829,21 @@ def write_scale_set(factors: Mapping[str, Sequence[float]], path: str | os.PathL
     """Write ``{segment: factors}`` as an OpenSim ``ScaleSet`` file."""
     from ..io.osim.registry import format_numbers
 
-    lines = ['<?xml version="1.0" encoding="UTF-8" ?>', '<OpenSimDocument Version="40600">',
-             '\t<ScaleSet>', '\t\t<objects>']
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8" ?>',
+        '<OpenSimDocument Version="40600">',
+        "\t<ScaleSet>",
+        "\t\t<objects>",
+    ]
     for name, f in factors.items():
-        lines += ['\t\t\t<Scale>', f'\t\t\t\t<scales> {format_numbers(np.asarray(f, float))}</scales>',
-                  f'\t\t\t\t<segment>{name}</segment>', '\t\t\t\t<apply>true</apply>', '\t\t\t</Scale>']
-    lines += ['\t\t</objects>', '\t\t<groups />', '\t</ScaleSet>', '</OpenSimDocument>', '']
+        lines += [
+            "\t\t\t<Scale>",
+            f"\t\t\t\t<scales> {format_numbers(np.asarray(f, float))}</scales>",
+            f"\t\t\t\t<segment>{name}</segment>",
+            "\t\t\t\t<apply>true</apply>",
+            "\t\t\t</Scale>",
+        ]
+    lines += ["\t\t</objects>", "\t\t<groups />", "\t</ScaleSet>", "</OpenSimDocument>", ""]
     with open(path, "w") as fh:
         fh.write("\n".join(lines))
 
@@ -771,6 +851,7 @@ def write_scale_set(factors: Mapping[str, Sequence[float]], path: str | os.PathL
 # --------------------------------------------------------------------------------
 # the setup runner
 # --------------------------------------------------------------------------------
+
 
 def _sub(setup: _setup.Setup, tag: str) -> _setup.Setup | None:
     node = setup.element(tag)
@@ -794,8 +875,11 @@ def _measurements(node) -> list[Measurement]:
             for bs in _objects(n.find("BodyScaleSet"), "BodyScale"):
                 axes = bs.find("axes")
                 bodies[bs.attrib.get("name", "")] = axes.text if axes is not None else ""
-            out.append(Measurement(n.attrib.get("name", ""), pairs, bodies,
-                                   apply is None or apply.text.strip().lower() != "false"))
+            out.append(
+                Measurement(
+                    n.attrib.get("name", ""), pairs, bodies, apply is None or apply.text.strip().lower() != "false"
+                )
+            )
             return
         for c in n.children:
             rec(c)
@@ -856,8 +940,7 @@ def _run(setup: _setup.Setup) -> dict:
         order = ms.words("scaling_order") or ["measurements"]
         measurements = _measurements(ms.element("MeasurementSet"))
         manual = _scale_set(ms.element("ScaleSet"))
-        marker_file = ms.path("marker_file", must_exist=any(m.apply for m in measurements) and
-                              "measurements" in order)
+        marker_file = ms.path("marker_file", must_exist=any(m.apply for m in measurements) and "measurements" in order)
         markers = read_table(marker_file) if marker_file else None
         rng = ms.numbers("time_range")
         if rng is None or rng.size < 2:
@@ -865,10 +948,18 @@ def _run(setup: _setup.Setup) -> dict:
                 raise ms.error("time_range", ms.text("time_range"), "time_range is unspecified")
             rng = np.array([-np.inf, np.inf])
         try:
-            model, factors = scale(model, markers, measurements=measurements, scale_set=manual,
-                                   scaling_order=order, time_range=rng[:2],
-                                   preserve_mass_distribution=ms.flag("preserve_mass_distribution", False),
-                                   mass=mass, return_factors=True, warn=ms.warn)
+            model, factors = scale(
+                model,
+                markers,
+                measurements=measurements,
+                scale_set=manual,
+                scaling_order=order,
+                time_range=rng[:2],
+                preserve_mass_distribution=ms.flag("preserve_mass_distribution", False),
+                mass=mass,
+                return_factors=True,
+                warn=ms.warn,
+            )
         except ValueError as e:
             raise ms.error("scaling_order", " ".join(order), str(e)) from None
         out_model = ms.path("output_model_file")
@@ -908,9 +999,15 @@ def _place(mp: _setup.Setup, model: Model) -> dict:
         mp.warn("<coordinate_file> is not supported by simjax's MarkerPlacer (ignored)")
     weights, coords = _ik_tasks(mp)
     mp.element("max_marker_movement")  # only OpenSim's log uses it
-    placed = place_markers(model, read_table(marker_file), marker_weights=weights, coordinate_tasks=coords,
-                           time_range=rng[:2], move_model_markers=mp.flag("move_model_markers", True),
-                           warn=mp.warn)
+    placed = place_markers(
+        model,
+        read_table(marker_file),
+        marker_weights=weights,
+        coordinate_tasks=coords,
+        time_range=rng[:2],
+        move_model_markers=mp.flag("move_model_markers", True),
+        warn=mp.warn,
+    )
     out = mp.path("output_model_file")
     if out:
         save_osim(placed.model, out)
@@ -923,9 +1020,11 @@ def _place(mp: _setup.Setup, model: Model) -> dict:
     if out:
         system = placed.model.build()
         state = system.default_state()
-        state = eqx.tree_at(lambda st: (st.t, st.q), state,
-                            (jax.numpy.asarray(placed.time, state.t.dtype),
-                             jax.numpy.asarray(placed.q, state.q.dtype)))
+        state = eqx.tree_at(
+            lambda st: (st.t, st.q),
+            state,
+            (jax.numpy.asarray(placed.time, state.t.dtype), jax.numpy.asarray(placed.q, state.q.dtype)),
+        )
         write_states(system, state, out, name="static pose")
         written["motion"] = out
     mp.report_unused()

@@ -125,8 +125,10 @@ class Setup:
             return None
         resolved = os.path.normpath(os.path.join(self.folder, text))
         if must_exist and not os.path.exists(resolved):
-            raise FileNotFoundError(f"{self.file}: <{prop}> names {text!r}, resolved from the setup's folder to "
-                                    f"{resolved!r}, which does not exist")
+            raise FileNotFoundError(
+                f"{self.file}: <{prop}> names {text!r}, resolved from the setup's folder to "
+                f"{resolved!r}, which does not exist"
+            )
         return resolved
 
     def output_path(self, file_prop: str, directory_prop: str = "results_directory") -> str | None:
@@ -153,11 +155,14 @@ class Setup:
 
         **Returns:** the names listed.
         """
-        unused = [c.tag for c in self.node.children
-                  if c.tag not in self.used and c.tag not in ignored and self.has(c.tag)]
+        unused = [
+            c.tag for c in self.node.children if c.tag not in self.used and c.tag not in ignored and self.has(c.tag)
+        ]
         if unused:
-            self.warn(f"<{self.tool}>: {len(unused)} propert{'y' if len(unused) == 1 else 'ies'} simjax does not "
-                      f"support (ignored): {', '.join(unused)}")
+            self.warn(
+                f"<{self.tool}>: {len(unused)} propert{'y' if len(unused) == 1 else 'ies'} simjax does not "
+                f"support (ignored): {', '.join(unused)}"
+            )
         return unused
 
 
@@ -182,8 +187,9 @@ def read_setup(path: str | os.PathLike) -> Setup:
         node = root
     else:
         if len(root.children) != 1:
-            raise SetupError(f"{path}: expected one tool element in <OpenSimDocument>, found "
-                             f"{[c.tag for c in root.children]}")
+            raise SetupError(
+                f"{path}: expected one tool element in <OpenSimDocument>, found {[c.tag for c in root.children]}"
+            )
         node = root.children[0]
     return Setup(path, node.tag, node.attrib.get("name", ""), node)
 
@@ -214,8 +220,9 @@ def run(setup_path: str | os.PathLike) -> dict:
     setup = read_setup(setup_path)
     runner = TOOLS.get(setup.tool)
     if runner is None:
-        raise SetupError(f"{setup.file}: <{setup.tool}> is not a tool simjax runs; supported: "
-                         f"{', '.join(sorted(TOOLS))}")
+        raise SetupError(
+            f"{setup.file}: <{setup.tool}> is not a tool simjax runs; supported: {', '.join(sorted(TOOLS))}"
+        )
     return runner(setup)
 
 
@@ -236,6 +243,7 @@ def time_range(setup: Setup, times: np.ndarray, source: str) -> tuple[int, int]:
     eps = 1e-9 * max(1.0, abs(hi))
     keep = np.nonzero((times >= lo - eps) & (times <= hi + eps))[0]
     if keep.size == 0:
-        raise setup.error("time_range", setup.text("time_range"),
-                          f"outside the data of {source} ({times[0]:g} to {times[-1]:g} s)")
+        raise setup.error(
+            "time_range", setup.text("time_range"), f"outside the data of {source} ({times[0]:g} to {times[-1]:g} s)"
+        )
     return int(keep[0]), int(keep[-1]) + 1

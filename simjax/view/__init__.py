@@ -32,11 +32,37 @@ from .scene import LAYERS, Scene, SceneFrames, activation_colors, build_scene
 from .shapes import TriangleMesh
 from .video import write_animation
 
-__all__ = ["STAND_IN_COLOR", "STAND_IN_RADIUS", "ViewWarning", "Visual", "collect_visuals", "align_frames",
-           "html_document", "notebook_html", "scene_payload", "write_html", "GEOMETRY_DIR", "MeshReadError",
-           "decimate", "find_mesh_file", "mesh_search_dirs", "read_mesh", "MotionError", "marker_trajectories",
-           "motion_states", "resample_states", "LAYERS", "Scene", "SceneFrames", "activation_colors", "build_scene",
-           "TriangleMesh", "write_animation", "Viewer", "load_scene"]
+__all__ = [
+    "STAND_IN_COLOR",
+    "STAND_IN_RADIUS",
+    "ViewWarning",
+    "Visual",
+    "collect_visuals",
+    "align_frames",
+    "html_document",
+    "notebook_html",
+    "scene_payload",
+    "write_html",
+    "GEOMETRY_DIR",
+    "MeshReadError",
+    "decimate",
+    "find_mesh_file",
+    "mesh_search_dirs",
+    "read_mesh",
+    "MotionError",
+    "marker_trajectories",
+    "motion_states",
+    "resample_states",
+    "LAYERS",
+    "Scene",
+    "SceneFrames",
+    "activation_colors",
+    "build_scene",
+    "TriangleMesh",
+    "write_animation",
+    "Viewer",
+    "load_scene",
+]
 
 
 def __getattr__(name: str):

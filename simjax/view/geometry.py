@@ -133,9 +133,12 @@ class _Collector:
         elif kind == "Brick":
             mesh = shapes.brick(_floats(el, "half_lengths", [0.1, 0.1, 0.1], 3)).scaled(scale)
         elif kind == "Cone":
-            mesh = shapes.cone(_floats(el, "base_radius", 1.0), _floats(el, "height", 1.0),
-                               _floats(el, "origin", [0.0, 0.0, 0.0], 3),
-                               _floats(el, "direction", [0.0, 1.0, 0.0], 3)).scaled(scale)
+            mesh = shapes.cone(
+                _floats(el, "base_radius", 1.0),
+                _floats(el, "height", 1.0),
+                _floats(el, "origin", [0.0, 0.0, 0.0], 3),
+                _floats(el, "direction", [0.0, 1.0, 0.0], 3),
+            ).scaled(scale)
         elif kind == "FrameGeometry":
             mesh, vcolors = shapes.axes(1.0, _floats(el, "display_radius", 0.004) / max(float(scale.max()), 1e-9))
             mesh = mesh.scaled(scale)
@@ -143,8 +146,22 @@ class _Collector:
         else:
             self.unsupported.setdefault(kind, []).append(gpath)
             return
-        self.visuals.append(Visual(gpath, kind, layer, frame, mesh, np.eye(3), np.zeros(3), tuple(color),
-                                   float(opacity), source, stand_in, vcolors))
+        self.visuals.append(
+            Visual(
+                gpath,
+                kind,
+                layer,
+                frame,
+                mesh,
+                np.eye(3),
+                np.zeros(3),
+                tuple(color),
+                float(opacity),
+                source,
+                stand_in,
+                vcolors,
+            )
+        )
 
     def frame_content(self, path: str, comp) -> None:
         for tag, text in getattr(comp, "extras", ()):
@@ -160,11 +177,16 @@ class _Collector:
 
     def report(self) -> None:
         for name, users in self.missing.items():
-            warnings.warn(f"{self.where}: mesh file {name!r} not found (searched {', '.join(self.search_dirs)}); "
-                          f"{', '.join(users)} drawn as a stand-in sphere", ViewWarning, stacklevel=4)
+            warnings.warn(
+                f"{self.where}: mesh file {name!r} not found (searched {', '.join(self.search_dirs)}); "
+                f"{', '.join(users)} drawn as a stand-in sphere",
+                ViewWarning,
+                stacklevel=4,
+            )
         for kind, users in self.unsupported.items():
-            warnings.warn(f"{self.where}: geometry of type {kind!r} ({', '.join(users)}) is not drawn",
-                          ViewWarning, stacklevel=4)
+            warnings.warn(
+                f"{self.where}: geometry of type {kind!r} ({', '.join(users)}) is not drawn", ViewWarning, stacklevel=4
+            )
 
 
 def _pose(angles, translation) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +201,8 @@ def _wrap_visual(path: str, comp) -> Visual | None:
     if isinstance(comp, WrapCylinder):
         # OpenSim's wrap cylinder lies along its z axis; the shape's is y
         mesh = shapes.cylinder(float(comp.radius), 0.5 * float(comp.length)).transformed(
-            np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]]), np.zeros(3))
+            np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]]), np.zeros(3)
+        )
     elif isinstance(comp, WrapSphere):
         mesh = shapes.sphere(float(comp.radius))
     elif isinstance(comp, WrapEllipsoid):

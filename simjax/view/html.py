@@ -56,12 +56,28 @@ def align_frames(frames: SceneFrames, times) -> SceneFrames:
     right = np.clip(pos, 0, len(src) - 1)
     pick = np.where(np.abs(src[left] - times) <= np.abs(src[right] - times), left, right)
     fields = {}
-    for f in ("frame_R", "frame_p", "visual_R", "visual_p", "markers", "path_points", "path_count", "path_value",
-              "force_points", "force_vectors"):
+    for f in (
+        "frame_R",
+        "frame_p",
+        "visual_R",
+        "visual_p",
+        "markers",
+        "path_points",
+        "path_count",
+        "path_value",
+        "force_points",
+        "force_vectors",
+    ):
         fields[f] = getattr(frames, f)[pick]
     ex = frames.experimental[pick] if frames.experimental is not None else None
-    return SceneFrames(name=frames.name, times=times, value_name=frames.value_name,
-                       experimental_names=frames.experimental_names, experimental=ex, **fields)
+    return SceneFrames(
+        name=frames.name,
+        times=times,
+        value_name=frames.value_name,
+        experimental_names=frames.experimental_names,
+        experimental=ex,
+        **fields,
+    )
 
 
 def _camera(scene: Scene, frames: SceneFrames) -> dict:
@@ -70,8 +86,10 @@ def _camera(scene: Scene, frames: SceneFrames) -> dict:
         if vis.layer == "bodies" and vis.mesh.n_vertices:
             lo, hi = vis.mesh.vertices.min(0), vis.mesh.vertices.max(0)
             corners = np.array([[a, b, c] for a in (lo[0], hi[0]) for b in (lo[1], hi[1]) for c in (lo[2], hi[2])])
-            pts.append(np.einsum("nij,kj->nki", frames.visual_R[:, v], corners).reshape(-1, 3)
-                       + np.repeat(frames.visual_p[:, v], 8, axis=0))
+            pts.append(
+                np.einsum("nij,kj->nki", frames.visual_R[:, v], corners).reshape(-1, 3)
+                + np.repeat(frames.visual_p[:, v], 8, axis=0)
+            )
     pts = np.concatenate(pts)
     pts = pts[np.all(np.isfinite(pts), axis=1)]
     if not len(pts):
@@ -100,8 +118,14 @@ def shown_layers_and_tracks(scene, tracks, layers, caller: str):
     return shown, (first,) + tuple(align_frames(t, first.times) for t in tracks[1:])
 
 
-def scene_payload(scene: Scene, *tracks: SceneFrames, layers: dict | None = None, follow: str | None = None,
-                  force_scale: float = 0.001, title: str | None = None) -> dict:
+def scene_payload(
+    scene: Scene,
+    *tracks: SceneFrames,
+    layers: dict | None = None,
+    follow: str | None = None,
+    force_scale: float = 0.001,
+    title: str | None = None,
+) -> dict:
     """The data the HTML player draws (JSON-ready; arrays as base64).
 
     **Arguments:** ``scene``; ``tracks``: one or more ``SceneFrames``, the first the
@@ -120,19 +144,30 @@ def scene_payload(scene: Scene, *tracks: SceneFrames, layers: dict | None = None
     follow_default = -1
     if follow is not None:
         if follow not in follow_paths:
-            raise ValueError(f"cannot follow {follow!r}: not a frame of the scene; the frames are "
-                             f"{', '.join(follow_paths)}")
+            raise ValueError(
+                f"cannot follow {follow!r}: not a frame of the scene; the frames are {', '.join(follow_paths)}"
+            )
         follow_default = follow_paths.index(follow)
     follow_index = np.asarray([scene.frame_paths.index(p) for p in follow_paths], int)
     meshes, visuals = [], []
     for vis in scene.visuals:
-        visuals.append({"path": vis.path, "layer": vis.layer, "mesh": len(meshes), "color": list(vis.color),
-                        "opacity": vis.opacity, "stand_in": vis.stand_in})
+        visuals.append(
+            {
+                "path": vis.path,
+                "layer": vis.layer,
+                "mesh": len(meshes),
+                "color": list(vis.color),
+                "opacity": vis.opacity,
+                "stand_in": vis.stand_in,
+            }
+        )
         meshes.append(_mesh_entry(vis.mesh, vis.vertex_colors))
     unit = {"sphere": len(meshes), "cylinder": len(meshes) + 1, "arrow": len(meshes) + 2}
-    meshes += [_mesh_entry(shapes.sphere(1.0, 12)),
-               _mesh_entry(shapes._capped_tube((1.0, 1.0), (0.0, 1.0), 12)),
-               _mesh_entry(shapes.arrow(1.0, 0.008, 0.02, 0.2))]
+    meshes += [
+        _mesh_entry(shapes.sphere(1.0, 12)),
+        _mesh_entry(shapes._capped_tube((1.0, 1.0), (0.0, 1.0), 12)),
+        _mesh_entry(shapes.arrow(1.0, 0.008, 0.02, 0.2)),
+    ]
     n = len(first.times)
     L = first.path_points.shape[2]
     out_tracks = []
@@ -140,26 +175,56 @@ def scene_payload(scene: Scene, *tracks: SceneFrames, layers: dict | None = None
         poses = np.concatenate([t.visual_R.reshape(n, -1, 9), t.visual_p.reshape(n, -1, 3)], -1)
         rgb = activation_colors(t.path_value, scene.path_colors, t.value_name)
         ex = t.experimental if t.experimental is not None else np.zeros((n, 0, 3))
-        out_tracks.append({
-            "name": t.name, "ghost": k > 0, "color": list(TRACK_COLORS[k % len(TRACK_COLORS)]),
-            "poses": _b64(poses, "<f4"), "markers": _b64(t.markers, "<f4"), "paths": _b64(t.path_points, "<f4"),
-            "path_count": _b64(t.path_count, "<u2"), "path_rgb": _b64(np.round(255 * rgb), "u1"),
-            "force_points": _b64(t.force_points, "<f4"), "force_vectors": _b64(t.force_vectors, "<f4"),
-            "experimental": _b64(ex, "<f4"), "follow": _b64(t.frame_p[:, follow_index], "<f4"),
-            "frame_p": _b64(t.frame_p, "<f4")})
+        out_tracks.append(
+            {
+                "name": t.name,
+                "ghost": k > 0,
+                "color": list(TRACK_COLORS[k % len(TRACK_COLORS)]),
+                "poses": _b64(poses, "<f4"),
+                "markers": _b64(t.markers, "<f4"),
+                "paths": _b64(t.path_points, "<f4"),
+                "path_count": _b64(t.path_count, "<u2"),
+                "path_rgb": _b64(np.round(255 * rgb), "u1"),
+                "force_points": _b64(t.force_points, "<f4"),
+                "force_vectors": _b64(t.force_vectors, "<f4"),
+                "experimental": _b64(ex, "<f4"),
+                "follow": _b64(t.frame_p[:, follow_index], "<f4"),
+                "frame_p": _b64(t.frame_p, "<f4"),
+            }
+        )
     camera = _camera(scene, first)
     floor_y = 0.0
     return {
-        "title": title or scene.title, "times": [float(x) for x in first.times], "background": list(_BACKGROUND),
-        "camera": camera, "layers": shown, "meshes": meshes, "visuals": visuals, "unit": unit,
-        "n_markers": int(first.markers.shape[1]), "marker_names": [m[0] for m in scene.markers],
-        "n_paths": int(first.path_points.shape[1]), "path_width": int(L), "path_names": list(scene.paths),
-        "value_name": first.value_name, "n_forces": int(first.force_points.shape[1]), "force_names": list(scene.forces),
+        "title": title or scene.title,
+        "times": [float(x) for x in first.times],
+        "background": list(_BACKGROUND),
+        "camera": camera,
+        "layers": shown,
+        "meshes": meshes,
+        "visuals": visuals,
+        "unit": unit,
+        "n_markers": int(first.markers.shape[1]),
+        "marker_names": [m[0] for m in scene.markers],
+        "n_paths": int(first.path_points.shape[1]),
+        "path_width": int(L),
+        "path_names": list(scene.paths),
+        "value_name": first.value_name,
+        "n_forces": int(first.force_points.shape[1]),
+        "force_names": list(scene.forces),
         "n_experimental": int(first.experimental.shape[1]) if first.experimental is not None else 0,
-        "experimental_names": list(first.experimental_names), "follow": follow_paths, "follow_default": follow_default,
-        "tracks": out_tracks, "n_frame_paths": len(scene.frame_paths), "sticks": scene.sticks.tolist(),
-        "stick_radius": 0.01, "marker_radius": 0.01, "path_radius": 0.004, "force_scale": float(force_scale),
-        "marker_color": [1.0, 0.4, 0.7], "experimental_color": [0.2, 0.6, 1.0], "force_color": [1.0, 0.85, 0.1],
+        "experimental_names": list(first.experimental_names),
+        "follow": follow_paths,
+        "follow_default": follow_default,
+        "tracks": out_tracks,
+        "n_frame_paths": len(scene.frame_paths),
+        "sticks": scene.sticks.tolist(),
+        "stick_radius": 0.01,
+        "marker_radius": 0.01,
+        "path_radius": 0.004,
+        "force_scale": float(force_scale),
+        "marker_color": [1.0, 0.4, 0.7],
+        "experimental_color": [0.2, 0.6, 1.0],
+        "force_color": [1.0, 0.85, 0.1],
         "floor": {"y": floor_y, "size": float(max(4.0, 2 * camera["dist"])), "lines": 20, "width": 0.002},
     }
 
@@ -242,5 +307,7 @@ def notebook_html(scene: Scene, *tracks: SceneFrames, height: int = 480, **optio
     from IPython.display import HTML
 
     page = html_lib.escape(html_document(scene, *tracks, **options), quote=True)
-    return HTML(f'<iframe srcdoc="{page}" style="width:100%;height:{int(height)}px;border:1px solid #444" '
-                f'sandbox="allow-scripts"></iframe>')
+    return HTML(
+        f'<iframe srcdoc="{page}" style="width:100%;height:{int(height)}px;border:1px solid #444" '
+        f'sandbox="allow-scripts"></iframe>'
+    )

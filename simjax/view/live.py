@@ -63,9 +63,17 @@ class Viewer:
     an unknown layer or ``follow``.
     """
 
-    def __init__(self, scene: Scene, *tracks: SceneFrames, host: str = "127.0.0.1", port: int | None = None,
-                 layers: dict | None = None, follow: str | None = None, force_scale: float = 0.001,
-                 play: bool = False):
+    def __init__(
+        self,
+        scene: Scene,
+        *tracks: SceneFrames,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        layers: dict | None = None,
+        follow: str | None = None,
+        force_scale: float = 0.001,
+        play: bool = False,
+    ):
         try:
             import viser
         except ImportError as e:  # pragma: no cover - depends on the environment
@@ -78,8 +86,9 @@ class Viewer:
                 raise ValueError(f"unknown layer {k!r}; the layers are {', '.join(self.layers)}")
             self.layers[k] = bool(v)
         if follow is not None and follow not in scene.frame_paths:
-            raise ValueError(f"cannot follow {follow!r}: not a frame of the scene; the frames are "
-                             f"{', '.join(scene.frame_paths)}")
+            raise ValueError(
+                f"cannot follow {follow!r}: not a frame of the scene; the frames are {', '.join(scene.frame_paths)}"
+            )
         first = tracks[0]
         self.scene = scene
         self.tracks = (first,) + tuple(align_frames(t, first.times) for t in tracks[1:])
@@ -104,44 +113,77 @@ class Viewer:
     def _build(self) -> None:
         s = self.server.scene
         s.set_up_direction("+y")
-        self.floor = s.add_grid("/floor", width=6.0, height=6.0, plane="xz", cell_size=0.25, section_size=1.0,
-                                visible=self.layers["floor"])
+        self.floor = s.add_grid(
+            "/floor", width=6.0, height=6.0, plane="xz", cell_size=0.25, section_size=1.0, visible=self.layers["floor"]
+        )
         self.nodes: list[dict] = []
         for k, t in enumerate(self.tracks):
             ghost = k > 0
             tint = np.asarray(TRACK_COLORS[k % len(TRACK_COLORS)])
-            nodes = {"visuals": [], "markers": None, "experimental": None, "muscles": None, "forces": None,
-                     "skeleton": None}
+            nodes = {
+                "visuals": [],
+                "markers": None,
+                "experimental": None,
+                "muscles": None,
+                "forces": None,
+                "skeleton": None,
+            }
             if len(self.scene.sticks):
-                nodes["skeleton"] = s.add_line_segments(f"/track{k}/skeleton", self._sticks(k, 0),
-                                                        (217, 204, 178), thickness=0.02,
-                                                        visible=self.layers["skeleton"])
+                nodes["skeleton"] = s.add_line_segments(
+                    f"/track{k}/skeleton",
+                    self._sticks(k, 0),
+                    (217, 204, 178),
+                    thickness=0.02,
+                    visible=self.layers["skeleton"],
+                )
             for v, vis in enumerate(self.scene.visuals):
                 color = 0.5 * np.asarray(vis.color) + 0.5 * tint if ghost else np.asarray(vis.color)
                 opacity = vis.opacity * (0.4 if ghost else 1.0)
-                h = s.add_mesh_simple(f"/track{k}/{vis.layer}/{v}", vis.mesh.vertices.astype(np.float32),
-                                      vis.mesh.faces.astype(np.uint32), color=tuple(_rgb255(color).tolist()),
-                                      opacity=None if opacity >= 0.999 else float(opacity), side="double",
-                                      wxyz=self._wxyz[k][0, v], position=t.visual_p[0, v],
-                                      visible=self.layers[vis.layer])
+                h = s.add_mesh_simple(
+                    f"/track{k}/{vis.layer}/{v}",
+                    vis.mesh.vertices.astype(np.float32),
+                    vis.mesh.faces.astype(np.uint32),
+                    color=tuple(_rgb255(color).tolist()),
+                    opacity=None if opacity >= 0.999 else float(opacity),
+                    side="double",
+                    wxyz=self._wxyz[k][0, v],
+                    position=t.visual_p[0, v],
+                    visible=self.layers[vis.layer],
+                )
                 nodes["visuals"].append((h, vis.layer))
             if t.markers.shape[1]:
-                nodes["markers"] = s.add_point_cloud(f"/track{k}/markers", t.markers[0].astype(np.float32),
-                                                     colors=(255, 102, 178), point_size=0.02, point_shape="circle",
-                                                     visible=self.layers["markers"])
+                nodes["markers"] = s.add_point_cloud(
+                    f"/track{k}/markers",
+                    t.markers[0].astype(np.float32),
+                    colors=(255, 102, 178),
+                    point_size=0.02,
+                    point_shape="circle",
+                    visible=self.layers["markers"],
+                )
             if t.experimental is not None and t.experimental.shape[1]:
                 nodes["experimental"] = s.add_point_cloud(
-                    f"/track{k}/experimental_markers", np.nan_to_num(t.experimental[0]).astype(np.float32),
-                    colors=(51, 153, 255), point_size=0.02, point_shape="circle",
-                    visible=self.layers["experimental_markers"])
+                    f"/track{k}/experimental_markers",
+                    np.nan_to_num(t.experimental[0]).astype(np.float32),
+                    colors=(51, 153, 255),
+                    point_size=0.02,
+                    point_shape="circle",
+                    visible=self.layers["experimental_markers"],
+                )
             if t.path_points.shape[1]:
                 seg, col = self._segments(k, 0)
-                nodes["muscles"] = s.add_line_segments(f"/track{k}/muscles", seg, col, thickness=0.006,
-                                                       visible=self.layers["muscles"])
+                nodes["muscles"] = s.add_line_segments(
+                    f"/track{k}/muscles", seg, col, thickness=0.006, visible=self.layers["muscles"]
+                )
             if t.force_points.shape[1]:
-                nodes["forces"] = s.add_arrows(f"/track{k}/forces", self._arrows(k, 0), (255, 217, 25),
-                                               shaft_radius=0.008, head_radius=0.02, head_length=0.05,
-                                               visible=self.layers["forces"])
+                nodes["forces"] = s.add_arrows(
+                    f"/track{k}/forces",
+                    self._arrows(k, 0),
+                    (255, 217, 25),
+                    shaft_radius=0.008,
+                    head_radius=0.02,
+                    head_length=0.05,
+                    visible=self.layers["forces"],
+                )
             self.nodes.append(nodes)
         self._gui()
 
@@ -149,7 +191,7 @@ class Viewer:
         t = self.tracks[k]
         pts = t.path_points[i]  # (P, L, 3), padded by repeating the last point
         seg = np.stack([pts[:, :-1], pts[:, 1:]], 2).reshape(-1, 2, 3).astype(np.float32)
-        rgb = activation_colors(t.path_value[i:i + 1], self.scene.path_colors, t.value_name)[0]
+        rgb = activation_colors(t.path_value[i : i + 1], self.scene.path_colors, t.value_name)[0]
         if k:
             rgb = 0.5 * rgb + 0.5 * np.asarray(TRACK_COLORS[k % len(TRACK_COLORS)])
         col = np.repeat(_rgb255(rgb)[:, None, None, :], pts.shape[1] - 1, 1)
@@ -170,8 +212,7 @@ class Viewer:
         g = self.server.gui
         n = len(self.tracks[0].times)
         self.play_button = g.add_checkbox("play", initial_value=self.playing)
-        self.time_slider = g.add_slider("frame", min=0, max=max(n - 1, 1), step=1, initial_value=0,
-                                        disabled=n < 2)
+        self.time_slider = g.add_slider("frame", min=0, max=max(n - 1, 1), step=1, initial_value=0, disabled=n < 2)
         self.time_label = g.add_text("time (s)", initial_value=f"{self.tracks[0].times[0]:.3f}", disabled=True)
         self.speed_menu = g.add_dropdown("speed", ("0.1", "0.25", "0.5", "1", "2", "4"), initial_value="1")
         follow_options = ("(none)",) + tuple(p for p in self.scene.frame_paths if p != "/ground")
@@ -238,8 +279,13 @@ class Viewer:
         on = nodes.get("shown", True)
         for h, layer in nodes["visuals"]:
             h.visible = on and self.layers[layer]
-        for key, layer in (("markers", "markers"), ("experimental", "experimental_markers"),
-                           ("muscles", "muscles"), ("forces", "forces"), ("skeleton", "skeleton")):
+        for key, layer in (
+            ("markers", "markers"),
+            ("experimental", "experimental_markers"),
+            ("muscles", "muscles"),
+            ("forces", "forces"),
+            ("skeleton", "skeleton"),
+        ):
             if nodes[key] is not None:
                 nodes[key].visible = on and self.layers[layer]
 

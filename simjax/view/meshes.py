@@ -99,8 +99,12 @@ def _polydata_to_mesh(poly, path: str) -> TriangleMesh:
 def _read_cached(path: str, mtime: float) -> TriangleMesh:
     io_xml, io_geom, io_ply, _, _ = _vtk()
     ext = os.path.splitext(path)[1].lower()
-    readers = {".vtp": io_xml.vtkXMLPolyDataReader, ".stl": io_geom.vtkSTLReader, ".obj": io_geom.vtkOBJReader,
-               ".ply": io_ply.vtkPLYReader}
+    readers = {
+        ".vtp": io_xml.vtkXMLPolyDataReader,
+        ".stl": io_geom.vtkSTLReader,
+        ".obj": io_geom.vtkOBJReader,
+        ".ply": io_ply.vtkPLYReader,
+    }
     if ext not in readers:
         raise MeshReadError(f"{path}: unsupported mesh format {ext!r} (simjax reads .vtp, .stl, .obj and .ply)")
     reader = readers[ext]()

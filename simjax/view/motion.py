@@ -41,8 +41,10 @@ def _from_table(system, table: TimeSeriesTable, where: str) -> State:
         return states_from_table(system, table, allow_missing=True, allow_extra=True)
     times, values, speeds = coordinates_from_table(system, table)
     if not values:
-        raise MotionError(f"{where}: no column names a coordinate of model {system.model.name!r}. Its columns: "
-                          f"{', '.join(table.labels)}. The model's coordinates: {', '.join(system.coordinate_names)}")
+        raise MotionError(
+            f"{where}: no column names a coordinate of model {system.model.name!r}. Its columns: "
+            f"{', '.join(table.labels)}. The model's coordinates: {', '.join(system.coordinate_names)}"
+        )
     coords = system.topology.tree.coordinates
     base = system.default_state()
     n = len(times)
@@ -51,8 +53,10 @@ def _from_table(system, table: TimeSeriesTable, where: str) -> State:
     for path, v in values.items():
         info = coords[path]
         if info.q < 0:
-            raise MotionError(f"{where}: column for {path!r} sets a rotation of a quaternion joint; build the "
-                              "model with use_quaternions=False to play coordinate motions")
+            raise MotionError(
+                f"{where}: column for {path!r} sets a rotation of a quaternion joint; build the "
+                "model with use_quaternions=False to play coordinate motions"
+            )
         q[:, info.q] = v
         if path in speeds:
             u[:, info.u] = speeds[path]
@@ -82,14 +86,20 @@ def motion_states(system, source) -> State:
         keep = np.flatnonzero(np.asarray(source.valid))
         d = np.asarray(source.d)
         d = np.broadcast_to(d, (len(keep),) + d.shape[-1:]) if d.ndim == 1 else d[keep]
-        return State(t=jnp.asarray(source.t)[keep], q=jnp.asarray(source.q)[keep], u=jnp.asarray(source.u)[keep],
-                     z=jnp.asarray(source.z)[keep], d=jnp.asarray(d))
+        return State(
+            t=jnp.asarray(source.t)[keep],
+            q=jnp.asarray(source.q)[keep],
+            u=jnp.asarray(source.u)[keep],
+            z=jnp.asarray(source.z)[keep],
+            d=jnp.asarray(d),
+        )
     if isinstance(source, (str, os.PathLike)):
         return _from_table(system, read_table(source), os.fspath(source))
     if isinstance(source, TimeSeriesTable):
         return _from_table(system, source, "the motion table")
-    raise TypeError(f"cannot play a {type(source).__name__}: give a Trajectory, a State, a TimeSeriesTable or "
-                    "a file path")
+    raise TypeError(
+        f"cannot play a {type(source).__name__}: give a Trajectory, a State, a TimeSeriesTable or a file path"
+    )
 
 
 def resample_states(system, states: State, times) -> State:
@@ -111,11 +121,16 @@ def resample_states(system, states: State, times) -> State:
 
     q = interp(states.q)
     for m in np.asarray(system.topology.tree.quat_q, int):
-        q[:, m:m + 4] /= np.linalg.norm(q[:, m:m + 4], axis=1, keepdims=True)
+        q[:, m : m + 4] /= np.linalg.norm(q[:, m : m + 4], axis=1, keepdims=True)
     d = np.asarray(states.d)
     d = np.broadcast_to(d[:1] if d.ndim == 2 else d[None], (len(times), d.shape[-1]))
-    return State(t=jnp.asarray(times), q=jnp.asarray(q), u=jnp.asarray(interp(states.u)),
-                 z=jnp.asarray(interp(states.z)), d=jnp.asarray(d))
+    return State(
+        t=jnp.asarray(times),
+        q=jnp.asarray(q),
+        u=jnp.asarray(interp(states.u)),
+        z=jnp.asarray(interp(states.z)),
+        d=jnp.asarray(d),
+    )
 
 
 def marker_trajectories(source, times) -> tuple[tuple[str, ...], np.ndarray]:
@@ -134,8 +149,10 @@ def marker_trajectories(source, times) -> tuple[tuple[str, ...], np.ndarray]:
     table = read_table(source) if isinstance(source, (str, os.PathLike)) else source
     values = np.asarray(table.values, float)
     if values.ndim != 3 or values.shape[2] != 3:
-        raise MotionError(f"{where}: experimental markers must be a table of 3-vectors (a .trc file), got values "
-                          f"of shape {values.shape}")
+        raise MotionError(
+            f"{where}: experimental markers must be a table of 3-vectors (a .trc file), got values "
+            f"of shape {values.shape}"
+        )
     units = str(table.metadata.get("Units", "m")).strip().lower()
     scale = {"m": 1.0, "mm": 1e-3, "cm": 1e-2, "meters": 1.0, "millimeters": 1e-3}.get(units)
     if scale is None:

@@ -36,8 +36,18 @@ from .motion import marker_trajectories, motion_states, resample_states
 __all__ = ["Scene", "SceneFrames", "build_scene", "LAYERS", "activation_colors"]
 
 #: the layers and whether each is shown by default
-LAYERS = {"bodies": True, "skeleton": False, "frames": False, "markers": True, "experimental_markers": True,
-          "muscles": True, "wrap": True, "contact": True, "forces": True, "floor": True}
+LAYERS = {
+    "bodies": True,
+    "skeleton": False,
+    "frames": False,
+    "markers": True,
+    "experimental_markers": True,
+    "muscles": True,
+    "wrap": True,
+    "contact": True,
+    "forces": True,
+    "floor": True,
+}
 
 _MARKER_COLOR = (1.0, 0.4, 0.7)
 _INACTIVE, _ACTIVE = np.array([0.15, 0.25, 0.85]), np.array([0.9, 0.1, 0.1])
@@ -140,10 +150,13 @@ def _scene_poses(system, layout: _Layout, states, visual_R, visual_p, marker_loc
         ctx = Context(system, state)
         R, p = ctx.frames_in_ground(layout.frame_paths)
         vf, mf = layout.visual_frame, layout.marker_frame
-        out = {"frame_R": R, "frame_p": p,
-               "visual_R": jnp.einsum("vij,vjk->vik", R[vf], visual_R),
-               "visual_p": jnp.einsum("vij,vj->vi", R[vf], visual_p) + p[vf],
-               "markers": jnp.einsum("mij,mj->mi", R[mf], marker_local) + p[mf]}
+        out = {
+            "frame_R": R,
+            "frame_p": p,
+            "visual_R": jnp.einsum("vij,vjk->vik", R[vf], visual_R),
+            "visual_p": jnp.einsum("vij,vj->vi", R[vf], visual_p) + p[vf],
+            "markers": jnp.einsum("mij,mj->mi", R[mf], marker_local) + p[mf],
+        }
         if layout.n_paths:
             out["path_points"], out["path_count"] = path_polylines(ctx)
             if color_by == "activation":
@@ -198,8 +211,16 @@ class Scene:
         """The visuals drawn in place of a missing mesh."""
         return tuple(v for v in self.visuals if v.stand_in)
 
-    def frames(self, motion=None, *, name: str | None = None, rate: float | None = None, times=None,
-               color_by: str = "activation", markers=None) -> SceneFrames:
+    def frames(
+        self,
+        motion=None,
+        *,
+        name: str | None = None,
+        rate: float | None = None,
+        times=None,
+        color_by: str = "activation",
+        markers=None,
+    ) -> SceneFrames:
         """The scene at every frame of a motion, computed in one batched, jitted call.
 
         **Arguments:**
@@ -237,13 +258,19 @@ class Scene:
 
     def _frames(self, states, name, color_by, markers) -> SceneFrames:
         dtype = jnp.asarray(states.q).dtype
-        visual_R = jnp.asarray(np.stack([v.rotation for v in self.visuals]) if self.visuals else np.zeros((0, 3, 3)),
-                               dtype)
-        visual_p = jnp.asarray(np.stack([v.translation for v in self.visuals]) if self.visuals else np.zeros((0, 3)),
-                               dtype)
+        visual_R = jnp.asarray(
+            np.stack([v.rotation for v in self.visuals]) if self.visuals else np.zeros((0, 3, 3)), dtype
+        )
+        visual_p = jnp.asarray(
+            np.stack([v.translation for v in self.visuals]) if self.visuals else np.zeros((0, 3)), dtype
+        )
         marker_local = jnp.asarray(np.stack([m[2] for m in self.markers]) if self.markers else np.zeros((0, 3)), dtype)
-        out = {k: np.asarray(v) for k, v in
-               _scene_poses(self.system, self.layout, states, visual_R, visual_p, marker_local, color_by).items()}
+        out = {
+            k: np.asarray(v)
+            for k, v in _scene_poses(
+                self.system, self.layout, states, visual_R, visual_p, marker_local, color_by
+            ).items()
+        }
         n = len(np.asarray(states.t))
         times = np.asarray(states.t, float).reshape(n)
         ex_names, ex = (), None
@@ -251,13 +278,22 @@ class Scene:
             ex_names, ex = marker_trajectories(markers, times)
         zeros3 = np.zeros((n, 0, 3))
         return SceneFrames(
-            name=name, times=times, frame_R=out["frame_R"], frame_p=out["frame_p"], visual_R=out["visual_R"],
-            visual_p=out["visual_p"], markers=out["markers"],
+            name=name,
+            times=times,
+            frame_R=out["frame_R"],
+            frame_p=out["frame_p"],
+            visual_R=out["visual_R"],
+            visual_p=out["visual_p"],
+            markers=out["markers"],
             path_points=out.get("path_points", np.zeros((n, 0, 1, 3))),
             path_count=out.get("path_count", np.zeros((n, 0), int)),
-            path_value=out.get("path_value", np.zeros((n, 0))), value_name=color_by,
-            force_points=out.get("force_points", zeros3), force_vectors=out.get("force_vectors", zeros3),
-            experimental_names=ex_names, experimental=ex)
+            path_value=out.get("path_value", np.zeros((n, 0))),
+            value_name=color_by,
+            force_points=out.get("force_points", zeros3),
+            force_vectors=out.get("force_vectors", zeros3),
+            experimental_names=ex_names,
+            experimental=ex,
+        )
 
 
 def _path_color(gp) -> tuple:
@@ -273,8 +309,9 @@ def _path_color(gp) -> tuple:
     return tuple(getattr(gp, "default_color", (0.8, 0.1, 0.1)))
 
 
-def build_scene(system, model_file: str | os.PathLike | None = None, geometry_path=(), title: str | None = None
-                ) -> Scene:
+def build_scene(
+    system, model_file: str | os.PathLike | None = None, geometry_path=(), title: str | None = None
+) -> Scene:
     """The scene of a built system.
 
     **Arguments:**
@@ -299,11 +336,17 @@ def build_scene(system, model_file: str | os.PathLike | None = None, geometry_pa
     where = os.fspath(model_file) if model_file is not None else f"model {model.name!r}"
     visuals: tuple[Visual, ...] = collect_visuals(system, dirs, where)
     connections = system.topology.connections
-    markers = tuple((p, connections[(p, "parent_frame")], np.asarray(c.location, float))
-                    for p, c in model.walk() if isinstance(c, Marker) and (p, "parent_frame") in connections)
+    markers = tuple(
+        (p, connections[(p, "parent_frame")], np.asarray(c.location, float))
+        for p, c in model.walk()
+        if isinstance(c, Marker) and (p, "parent_frame") in connections
+    )
     bodies = list(system.topology.tree.body_paths)
-    joints = [(p, connections[(p, "parent_frame")], connections[(p, "child_frame")])
-              for p in system.topology.tree.joint_paths if p and (p, "parent_frame") in connections]
+    joints = [
+        (p, connections[(p, "parent_frame")], connections[(p, "child_frame")])
+        for p in system.topology.tree.joint_paths
+        if p and (p, "parent_frame") in connections
+    ]
     joint_frames = [f for _, a, b in joints for f in (a, b)]
     frames = list(dict.fromkeys(bodies + [v.frame for v in visuals] + [m[1] for m in markers] + joint_frames))
     tree_frames = system.topology.tree.frames
@@ -324,10 +367,26 @@ def build_scene(system, model_file: str | os.PathLike | None = None, geometry_pa
     path_colors = np.asarray([_path_color(model.find(p)) for p in paths], float).reshape(-1, 3)
     groups = system.topology.groups
     forces = tuple(p for cls in ("ExternalForce", "PrescribedForce") for p in groups.get(cls, ()))
-    layout = _Layout(frame_paths=tuple(frames), visual_frame=np.asarray([index[v.frame] for v in visuals], np.int32),
-                     marker_frame=np.asarray([index[m[1]] for m in markers], np.int32), n_paths=len(paths),
-                     path_owners=owners, activation_z=activation_z, force_paths=forces)
-    return Scene(system=system, visuals=visuals, frame_paths=tuple(frames), markers=markers, paths=tuple(paths),
-                 path_colors=path_colors, forces=forces,
-                 model_file=None if model_file is None else os.path.abspath(os.fspath(model_file)),
-                 title=title or model.name, layout=layout, sticks=sticks, layers=layers)
+    layout = _Layout(
+        frame_paths=tuple(frames),
+        visual_frame=np.asarray([index[v.frame] for v in visuals], np.int32),
+        marker_frame=np.asarray([index[m[1]] for m in markers], np.int32),
+        n_paths=len(paths),
+        path_owners=owners,
+        activation_z=activation_z,
+        force_paths=forces,
+    )
+    return Scene(
+        system=system,
+        visuals=visuals,
+        frame_paths=tuple(frames),
+        markers=markers,
+        paths=tuple(paths),
+        path_colors=path_colors,
+        forces=forces,
+        model_file=None if model_file is None else os.path.abspath(os.fspath(model_file)),
+        title=title or model.name,
+        layout=layout,
+        sticks=sticks,
+        layers=layers,
+    )

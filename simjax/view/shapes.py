@@ -13,8 +13,19 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["TriangleMesh", "sphere", "ellipsoid", "cylinder", "cone", "brick", "torus", "arrow", "axes", "square",
-           "merge"]
+__all__ = [
+    "TriangleMesh",
+    "sphere",
+    "ellipsoid",
+    "cylinder",
+    "cone",
+    "brick",
+    "torus",
+    "arrow",
+    "axes",
+    "square",
+    "merge",
+]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -127,8 +138,9 @@ def cylinder(radius: float, half_height: float, segments: int = 24) -> TriangleM
     return _capped_tube((radius, radius), (-half_height, half_height), segments)
 
 
-def cone(base_radius: float, height: float, origin=(0.0, 0.0, 0.0), direction=(0.0, 1.0, 0.0),
-         segments: int = 24) -> TriangleMesh:
+def cone(
+    base_radius: float, height: float, origin=(0.0, 0.0, 0.0), direction=(0.0, 1.0, 0.0), segments: int = 24
+) -> TriangleMesh:
     """A cone with its base of ``base_radius`` (m) centred at ``origin`` and its tip at
     ``height`` (m) along ``direction`` (OpenSim ``Cone``). **Returns:** a ``TriangleMesh``."""
     mesh = _capped_tube((base_radius, 1e-9 * max(base_radius, 1e-9)), (0.0, height), segments)
@@ -186,8 +198,14 @@ def _rotation_from_y(direction) -> np.ndarray:
     return np.eye(3) + K + K @ K / (1.0 + c)
 
 
-def arrow(length: float = 1.0, shaft_radius: float = 0.02, head_radius: float = 0.05, head_length: float = 0.15,
-          direction=(0.0, 1.0, 0.0), segments: int = 12) -> TriangleMesh:
+def arrow(
+    length: float = 1.0,
+    shaft_radius: float = 0.02,
+    head_radius: float = 0.05,
+    head_length: float = 0.15,
+    direction=(0.0, 1.0, 0.0),
+    segments: int = 12,
+) -> TriangleMesh:
     """An arrow from the origin along ``direction``, ``length`` (m) long with a conical head.
     **Returns:** a ``TriangleMesh``."""
     head_length = min(head_length, 0.5 * length)

@@ -68,8 +68,17 @@ class _Prepared:
         self.alphas = np.concatenate(alphas) if alphas else np.zeros(0)
 
 
-def render_frame(ax, scene: Scene, tracks, k: int, prepared: _Prepared, camera: dict, layers: dict,
-                 follow_index: int | None, follow_offset):
+def render_frame(
+    ax,
+    scene: Scene,
+    tracks,
+    k: int,
+    prepared: _Prepared,
+    camera: dict,
+    layers: dict,
+    follow_index: int | None,
+    follow_offset,
+):
     """Draw frame ``k`` of the tracks on a matplotlib Axes (cleared first).
 
     **Arguments:** ``ax``; ``scene``; ``tracks``: ``SceneFrames`` aligned in time;
@@ -129,7 +138,7 @@ def render_frame(ax, scene: Scene, tracks, k: int, prepared: _Prepared, camera: 
             color = (0.85, 0.8, 0.7, 0.4 if j else 1.0)
             ax.add_collection(LineCollection(_project(ends, rot, eye, focal)[0], colors=color, linewidths=3, zorder=2))
         if layers.get("muscles") and t.path_points.shape[1]:
-            rgb = activation_colors(t.path_value[k:k + 1], scene.path_colors, t.value_name)[0]
+            rgb = activation_colors(t.path_value[k : k + 1], scene.path_colors, t.value_name)[0]
             segs, cols = [], []
             for i in range(t.path_points.shape[1]):
                 n = int(t.path_count[k, i])
@@ -146,9 +155,17 @@ def render_frame(ax, scene: Scene, tracks, k: int, prepared: _Prepared, camera: 
     ax.text(-1.3, -0.95, f"t = {first.times[k]:.3f} s", color="w", fontsize=8)
 
 
-def write_animation(path: str | os.PathLike, scene: Scene, *tracks: SceneFrames, fps: float = 20.0,
-                    stride: int = 1, size=(480, 360), max_faces: int = 4000, layers: dict | None = None,
-                    follow: str | None = None) -> int:
+def write_animation(
+    path: str | os.PathLike,
+    scene: Scene,
+    *tracks: SceneFrames,
+    fps: float = 20.0,
+    stride: int = 1,
+    size=(480, 360),
+    max_faces: int = 4000,
+    layers: dict | None = None,
+    follow: str | None = None,
+) -> int:
     """Write an animated GIF (``.gif``, Pillow) or video (``.mp4``, ffmpeg) of a scene.
 
     **Arguments:** ``path``; ``scene``; ``tracks``: the main motion first, then
@@ -177,8 +194,9 @@ def write_animation(path: str | os.PathLike, scene: Scene, *tracks: SceneFrames,
     follow_index, offset = None, None
     if follow is not None:
         if follow not in scene.frame_paths:
-            raise ValueError(f"cannot follow {follow!r}: not a frame of the scene; the frames are "
-                             f"{', '.join(scene.frame_paths)}")
+            raise ValueError(
+                f"cannot follow {follow!r}: not a frame of the scene; the frames are {', '.join(scene.frame_paths)}"
+            )
         follow_index = scene.frame_paths.index(follow)
         offset = np.asarray(camera["target"]) - first.frame_p[0, follow_index]
     prepared = _Prepared(scene, shown, max_faces)

@@ -129,10 +129,12 @@ def closest_point_ellipsoid(a, uvw, special_axis=-1):
         P0, P1, P2 = (jnp.where(active[i], t + a2[i], 1.0) for i in range(3))
         S0, S1, S2 = P0 * P0, P1 * P1, P2 * P2
         f = S0 * S1 * S2 - A[0] * S1 * S2 - A[1] * S0 * S2 - A[2] * S0 * S1
-        fp = 2.0 * (P0 * P1 * P2 * (m[0] * P1 * P2 + m[1] * P0 * P2 + m[2] * P0 * P1)
-                    - A[0] * P1 * P2 * (m[1] * P2 + m[2] * P1)
-                    - A[1] * P0 * P2 * (m[0] * P2 + m[2] * P0)
-                    - A[2] * P0 * P1 * (m[0] * P1 + m[1] * P0))
+        fp = 2.0 * (
+            P0 * P1 * P2 * (m[0] * P1 * P2 + m[1] * P0 * P2 + m[2] * P0 * P1)
+            - A[0] * P1 * P2 * (m[1] * P2 + m[2] * P1)
+            - A[1] * P0 * P2 * (m[0] * P2 + m[2] * P0)
+            - A[2] * P0 * P1 * (m[0] * P1 + m[1] * P0)
+        )
         return f, fp
 
     q = jnp.where(active, uvw / a, 0.0)
@@ -198,10 +200,12 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
         go = (ssq > ELLIPSOID_TINY) & (nit < 50)
         start = (phase == 0) & go
         done = (phase == 0) & ~go
-        dedth = jnp.stack([col0, jnp.concatenate([2.0 * r1 / a2, zero1]),
-                           jnp.concatenate([2.0 * (2.0 * r1) / a2, one1]), col3], axis=1)
+        dedth = jnp.stack(
+            [col0, jnp.concatenate([2.0 * r1 / a2, zero1]), jnp.concatenate([2.0 * (2.0 * r1) / a2, one1]), col3],
+            axis=1,
+        )
         pcos = wm.dot(wm.unit(p1 - r1), p1m)
-        dd = jnp.where(start, jnp.where(pcos > 0.1, 1.0 - pcos ** 100, 1.0), dd)
+        dd = jnp.where(start, jnp.where(pcos > 0.1, 1.0 - pcos**100, 1.0), dd)
         v = jnp.where(start, -wm.sum_last(dedth * ee), v)
         square = wm.sum_last(dedth[:, None, :] * dedth[None, :, :])
         dedth2 = jnp.where(start, square, dedth2)
@@ -227,18 +231,41 @@ def _tangent_point_iteration(p1e, r1, p1, a, vs, vs4):
         delta = jnp.where(step1, vt, jnp.where(step2, vt * fakt2, jnp.where(final, -(vt * fakt), 0.0)))
         evaluated = step1 | step2 | final
         ee_n, ssq_n = _residual(r1 + delta[:3], d1 + delta[3], p1, a, vs, vs4)
-        f = jnp.stack([jnp.where(evaluated, ssq_n, ssq),
-                       jnp.where(step1 | step2, ssq, jnp.where(final, ssq_n, ssqo)),
-                       jnp.where(step1, alpha * 4.0, alpha), dd, jnp.where(step2, fakt2, fakt)])
-        n = jnp.stack([nit, nit2 + (step1 | step2).astype(jnp.int32),
-                       jnp.where(step1, 1, jnp.where(is2, jnp.where(final, 0, 2), phase)),
-                       done.astype(jnp.int32)])
-        return (jnp.concatenate([jnp.where(evaluated, x + delta, x), jnp.where(evaluated, ee_n, ee), f]), n,
-                jnp.concatenate([dedth2.reshape(16), diag, v, vt]))
+        f = jnp.stack(
+            [
+                jnp.where(evaluated, ssq_n, ssq),
+                jnp.where(step1 | step2, ssq, jnp.where(final, ssq_n, ssqo)),
+                jnp.where(step1, alpha * 4.0, alpha),
+                dd,
+                jnp.where(step2, fakt2, fakt),
+            ]
+        )
+        n = jnp.stack(
+            [
+                nit,
+                nit2 + (step1 | step2).astype(jnp.int32),
+                jnp.where(step1, 1, jnp.where(is2, jnp.where(final, 0, 2), phase)),
+                done.astype(jnp.int32),
+            ]
+        )
+        return (
+            jnp.concatenate([jnp.where(evaluated, x + delta, x), jnp.where(evaluated, ee_n, ee), f]),
+            n,
+            jnp.concatenate([dedth2.reshape(16), diag, v, vt]),
+        )
 
-    init = (jnp.concatenate([r1, d1[None], ee, jnp.stack([ssq, ssq, jnp.asarray(0.01, dtype), jnp.ones((), dtype),
-                                                          jnp.asarray(0.5, dtype)])]),
-            jnp.zeros(4, jnp.int32), jnp.zeros(28, dtype))
+    init = (
+        jnp.concatenate(
+            [
+                r1,
+                d1[None],
+                ee,
+                jnp.stack([ssq, ssq, jnp.asarray(0.01, dtype), jnp.ones((), dtype), jnp.asarray(0.5, dtype)]),
+            ]
+        ),
+        jnp.zeros(4, jnp.int32),
+        jnp.zeros(28, dtype),
+    )
     r1 = jax.lax.while_loop(lambda c: c[1][3] == 0, body, init)[0][:3]
     return jnp.where(jnp.abs(p1e) < 0.0001, p1, r1)
 
@@ -258,16 +285,42 @@ def _inv4(m):
     c1 = m[2, 0] * m[3, 2] - m[3, 0] * m[2, 2]
     c0 = m[2, 0] * m[3, 1] - m[3, 0] * m[2, 1]
     det = s0 * c5 - s1 * c4 + s2 * c3 + s3 * c2 - s4 * c1 + s5 * c0
-    adj = jnp.stack([
-        jnp.stack([m[1, 1] * c5 - m[1, 2] * c4 + m[1, 3] * c3, -m[0, 1] * c5 + m[0, 2] * c4 - m[0, 3] * c3,
-                   m[3, 1] * s5 - m[3, 2] * s4 + m[3, 3] * s3, -m[2, 1] * s5 + m[2, 2] * s4 - m[2, 3] * s3]),
-        jnp.stack([-m[1, 0] * c5 + m[1, 2] * c2 - m[1, 3] * c1, m[0, 0] * c5 - m[0, 2] * c2 + m[0, 3] * c1,
-                   -m[3, 0] * s5 + m[3, 2] * s2 - m[3, 3] * s1, m[2, 0] * s5 - m[2, 2] * s2 + m[2, 3] * s1]),
-        jnp.stack([m[1, 0] * c4 - m[1, 1] * c2 + m[1, 3] * c0, -m[0, 0] * c4 + m[0, 1] * c2 - m[0, 3] * c0,
-                   m[3, 0] * s4 - m[3, 1] * s2 + m[3, 3] * s0, -m[2, 0] * s4 + m[2, 1] * s2 - m[2, 3] * s0]),
-        jnp.stack([-m[1, 0] * c3 + m[1, 1] * c1 - m[1, 2] * c0, m[0, 0] * c3 - m[0, 1] * c1 + m[0, 2] * c0,
-                   -m[3, 0] * s3 + m[3, 1] * s1 - m[3, 2] * s0, m[2, 0] * s3 - m[2, 1] * s1 + m[2, 2] * s0]),
-    ])
+    adj = jnp.stack(
+        [
+            jnp.stack(
+                [
+                    m[1, 1] * c5 - m[1, 2] * c4 + m[1, 3] * c3,
+                    -m[0, 1] * c5 + m[0, 2] * c4 - m[0, 3] * c3,
+                    m[3, 1] * s5 - m[3, 2] * s4 + m[3, 3] * s3,
+                    -m[2, 1] * s5 + m[2, 2] * s4 - m[2, 3] * s3,
+                ]
+            ),
+            jnp.stack(
+                [
+                    -m[1, 0] * c5 + m[1, 2] * c2 - m[1, 3] * c1,
+                    m[0, 0] * c5 - m[0, 2] * c2 + m[0, 3] * c1,
+                    -m[3, 0] * s5 + m[3, 2] * s2 - m[3, 3] * s1,
+                    m[2, 0] * s5 - m[2, 2] * s2 + m[2, 3] * s1,
+                ]
+            ),
+            jnp.stack(
+                [
+                    m[1, 0] * c4 - m[1, 1] * c2 + m[1, 3] * c0,
+                    -m[0, 0] * c4 + m[0, 1] * c2 - m[0, 3] * c0,
+                    m[3, 0] * s4 - m[3, 1] * s2 + m[3, 3] * s0,
+                    -m[2, 0] * s4 + m[2, 1] * s2 - m[2, 3] * s0,
+                ]
+            ),
+            jnp.stack(
+                [
+                    -m[1, 0] * c3 + m[1, 1] * c1 - m[1, 2] * c0,
+                    m[0, 0] * c3 - m[0, 1] * c1 + m[0, 2] * c0,
+                    -m[3, 0] * s3 + m[3, 1] * s1 - m[3, 2] * s0,
+                    m[2, 0] * s3 - m[2, 1] * s1 + m[2, 2] * s0,
+                ]
+            ),
+        ]
+    )
     return adj / det
 
 
@@ -401,8 +454,9 @@ def _wrong_way(p1, p2, r1, r2, a, vs, vs4, factor):
     chord, nseg, a0, ar1, vsy, phi0 = _surface_frame(r1, r2, a, vs, vs4, factor)
     w = _surface_points(jnp.stack([1.0, nseg - 1.0]), phi0 / nseg, a, a0, ar1, vsy)
     several = (chord >= DESIRED_SEG_LENGTH) & (nseg >= 2.0)
-    return several & ((wm.dot(wm.unit(p1 - r1), wm.unit(w[0] - r1)) > 0.0)
-                      | (wm.dot(wm.unit(p2 - r2), wm.unit(w[1] - r2)) > 0.0))
+    return several & (
+        (wm.dot(wm.unit(p1 - r1), wm.unit(w[0] - r1)) > 0.0) | (wm.dot(wm.unit(p2 - r2), wm.unit(w[1] - r2)) > 0.0)
+    )
 
 
 # -- the wrap ------------------------------------------------------------------------------------
@@ -448,8 +502,7 @@ def _status(inside, collinear, crosses):
     return jnp.where(inside, INSIDE_RADIUS, jnp.where(collinear | ~crosses, NO_WRAP, MANDATORY_WRAP)).astype(jnp.int32)
 
 
-def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True, found=None,
-                        surface: bool = True):
+def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True, found=None, surface: bool = True):
     """``WrapEllipsoid::wrapLine`` (see ``geometry.wrap_ellipsoid``).
 
     ``found``: ``(r1, r2)`` (unscaled) the tangent points of an earlier call at the
@@ -491,9 +544,15 @@ def wrap_ellipsoid_core(P1, P2, dimensions, axis, sign, method, fan: bool = True
     best = jnp.argmax(mu)
     mu_b = mu[best]
     t_b = tpar[best]
-    s = jnp.where((t_b < 0.0) | (t_b > 1.0), 0.0,
-                  jnp.where(t_b < SV_BOUNDARY_BLEND, t_b / SV_BOUNDARY_BLEND,
-                            jnp.where(t_b > 1.0 - SV_BOUNDARY_BLEND, (1.0 - t_b) / SV_BOUNDARY_BLEND, 1.0)))
+    s = jnp.where(
+        (t_b < 0.0) | (t_b > 1.0),
+        0.0,
+        jnp.where(
+            t_b < SV_BOUNDARY_BLEND,
+            t_b / SV_BOUNDARY_BLEND,
+            jnp.where(t_b > 1.0 - SV_BOUNDARY_BLEND, (1.0 - t_b) / SV_BOUNDARY_BLEND, 1.0),
+        ),
+    )
     fade = hybrid & (mu_b > MU_BLEND_MIN) & (s < 1.0)
     mu_b = jnp.where(fade, MU_BLEND_MIN + s * (mu_b - MU_BLEND_MIN), mu_b)
     c1 = t_c1[best]

@@ -66,8 +66,7 @@ def _lmpar(r, diag, qtb, delta, par):
         nparl = jnp.where(fp > 0.0, jnp.maximum(parl, par), parl)
         nparu = jnp.where(fp < 0.0, jnp.minimum(paru, par), paru)
         npar = jnp.maximum(nparl, par + parc)
-        return (jnp.where(stop, par, npar), jnp.where(stop, parl, nparl), jnp.where(stop, paru, nparu), fp, x, it,
-                stop)
+        return (jnp.where(stop, par, npar), jnp.where(stop, parl, nparl), jnp.where(stop, paru, nparu), fp, x, it, stop)
 
     init = (par, parl, paru, fp, x, jnp.zeros((), jnp.int32), gauss_newton)
     par_it, _, _, _, x_it, _, _ = jax.lax.while_loop(lambda c: ~c[6], body, init)
@@ -147,7 +146,20 @@ def lmdif_1d(fcn, x0, ftol=1e-4, xtol=1e-4, maxfev=500, factor=0.2):
         old = c[:-1] + (True,)
         return jax.tree_util.tree_map(lambda a, b: jnp.where(stop_grad, a, b), old, new)
 
-    init = (jnp.asarray(x0, dtype), f0, jnp.abs(f0), zero, zero, zero, zero, jnp.ones((), jnp.int32),
-            jnp.ones((), jnp.int32), jnp.asarray(True), zero, zero, jnp.asarray(False))
+    init = (
+        jnp.asarray(x0, dtype),
+        f0,
+        jnp.abs(f0),
+        zero,
+        zero,
+        zero,
+        zero,
+        jnp.ones((), jnp.int32),
+        jnp.ones((), jnp.int32),
+        jnp.asarray(True),
+        zero,
+        zero,
+        jnp.asarray(False),
+    )
     out = jax.lax.while_loop(lambda c: ~c[-1], body, init)
     return out[0]

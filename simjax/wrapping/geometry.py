@@ -77,7 +77,6 @@ __all__ = [
 ]
 
 
-
 class WrapResult(NamedTuple):
     """The wrapping of one segment over one wrap object (all in the wrap frame).
 
@@ -113,8 +112,13 @@ def no_wrap(p1, p2, status=NO_WRAP) -> WrapResult:
 def _finish(status, p1, p2, r1, r2, length) -> WrapResult:
     wraps = status >= WRAPPED
     mid = 0.5 * (p1 + p2)
-    return WrapResult(status.astype(jnp.int32), wraps, jnp.where(wraps, r1, mid), jnp.where(wraps, r2, mid),
-                      jnp.where(wraps, length, 0.0))
+    return WrapResult(
+        status.astype(jnp.int32),
+        wraps,
+        jnp.where(wraps, r1, mid),
+        jnp.where(wraps, r2, mid),
+        jnp.where(wraps, length, 0.0),
+    )
 
 
 def _quadrant(wrap_axis, wrap_sign):
@@ -245,6 +249,8 @@ def wrap_sphere(p1, p2, radius, wrap_axis=0, wrap_sign=0) -> WrapResult:
 
 _CYL_MAX_ITERATIONS = 100
 _TANGENCY_THRESHOLD = 0.1 * jnp.pi / 180.0
+
+
 def _adjust_z(p, r, w):
     """``WrapCylinder::_adjust_tangent_point`` for the tangent point ``r``, seen from
     the path point ``p``, with the spiral point ``w`` (components: tuples of arrays).
@@ -276,8 +282,9 @@ def _adjust_z(p, r, w):
 
 def _spiral_angle(r1, r2, long_wrap):
     """The spiral's angle about the axis from ``r1`` to ``r2`` (``(..., 3)`` arrays)."""
-    theta = jnp.arctan2(r1[..., 0] * r2[..., 1] - r1[..., 1] * r2[..., 0],
-                        r1[..., 0] * r2[..., 0] + r1[..., 1] * r2[..., 1])
+    theta = jnp.arctan2(
+        r1[..., 0] * r2[..., 1] - r1[..., 1] * r2[..., 0], r1[..., 0] * r2[..., 0] + r1[..., 1] * r2[..., 1]
+    )
     return jnp.where(long_wrap, 2.0 * jnp.pi - theta, theta)
 
 
@@ -365,8 +372,9 @@ def wrap_cylinder(p1, p2, radius, length, wrap_axis=0, wrap_sign=0, single_wrap=
     """
     status, r1, r2, long_wrap = cylinder_tangents(p1, p2, radius, length, wrap_axis, wrap_sign)
     if not (isinstance(single_wrap, bool) and single_wrap):
-        r1, r2 = adjust_tangent_points(p1, p2, r1, r2, radius, long_wrap,
-                                       ~jnp.asarray(single_wrap) & (status >= WRAPPED))
+        r1, r2 = adjust_tangent_points(
+            p1, p2, r1, r2, radius, long_wrap, ~jnp.asarray(single_wrap) & (status >= WRAPPED)
+        )
     return _finish(status, p1, p2, r1, r2, spiral_length(r1, r2, radius, long_wrap))
 
 
@@ -383,8 +391,9 @@ def cylinder_tangents(p1, p2, radius, length, wrap_axis=0, wrap_sign=0):
     ok = early >= WRAPPED
     d1 = jnp.stack([-2.0 * r, 0.5 * r, 0.0 * r])
     d2 = jnp.stack([2.0 * r, 0.5 * r, 0.1 * r])
-    status, r1, r2, long_wrap = _cylinder(jnp.where(ok, p1, d1), jnp.where(ok, p2, d2), radius, length, wrap_axis,
-                                          wrap_sign)
+    status, r1, r2, long_wrap = _cylinder(
+        jnp.where(ok, p1, d1), jnp.where(ok, p2, d2), radius, length, wrap_axis, wrap_sign
+    )
     return jnp.where(ok, status, early).astype(jnp.int32), r1, r2, long_wrap
 
 
@@ -407,7 +416,7 @@ def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, early=False):
     x1, y1, z1 = p1[0], p1[1], p1[2]
     x2, y2, z2 = p2[0], p2[1], p2[2]
 
-    inside = (x1 ** 2 + y1 ** 2 < r_sq) | (x2 ** 2 + y2 ** 2 < r_sq)
+    inside = (x1**2 + y1**2 < r_sq) | (x2**2 + y2**2 < r_sq)
 
     # IntersectLines(p1, p2, (0, 0, -half), (0, 0, half)): the segment's line and the axis
     v1, mag1 = wm.normalize_or_zero(p2 - p1)
@@ -422,16 +431,16 @@ def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, early=False):
     t12 = jnp.where(ok, wm.safe_div(s_ln, mag1), 0.0)
     near00_z = jnp.where(ok, -half + t_ax, -half)
     d12z = near12[2] - near00_z
-    intersects = ok & (((near12[0] * near12[0] + near12[1] * near12[1]) + d12z * d12z) < r_sq) \
-        & (t12 > 0.0) & (t12 < 1.0)
+    intersects = (
+        ok & (((near12[0] * near12[0] + near12[1] * near12[1]) + d12z * d12z) < r_sq) & (t12 > 0.0) & (t12 < 1.0)
+    )
 
     # -- the quadrant's status
     s1 = wm.dsign(p1[axis]) == sign
     s2 = wm.dsign(p2[axis]) == sign
     either = s1 | s2
     maybe = (wm.dsign(p1[axis]) != wm.dsign(p2[axis])) & (wm.dsign(near12[axis]) != sign)
-    q_status = jnp.where(either, jnp.where(intersects, MANDATORY_WRAP, jnp.where(maybe, WRAPPED, NO_WRAP)),
-                         WRAPPED)
+    q_status = jnp.where(either, jnp.where(intersects, MANDATORY_WRAP, jnp.where(maybe, WRAPPED, NO_WRAP)), WRAPPED)
     if early:
         status = jnp.where(constrained, q_status, jnp.where(intersects, MANDATORY_WRAP, NO_WRAP))
         return jnp.where(inside, INSIDE_RADIUS, status)
@@ -468,10 +477,11 @@ def _cylinder(p1, p2, radius, length, wrap_axis, wrap_sign, early=False):
     sa2, sb2 = side(a2x, a2y, z2), side(b2x, b2y, z2)
     # candidate pair A = (r1a, r2b), B = (r1b, r2a)
     none_active = ~sa1 & ~sb1 & ~sa2 & ~sb2
-    choose_a = jnp.where(sa1 & sb1, ~sa2,
-                         jnp.where(sa1 & ~sb1, True,
-                                   jnp.where(~sa1 & sb1, False,
-                                             jnp.where(sa2, False, jnp.where(sb2, True, a_gt_b)))))
+    choose_a = jnp.where(
+        sa1 & sb1,
+        ~sa2,
+        jnp.where(sa1 & ~sb1, True, jnp.where(~sa1 & sb1, False, jnp.where(sa2, False, jnp.where(sb2, True, a_gt_b)))),
+    )
     far_c = jnp.where(none_active, True, jnp.where(choose_a, a_gt_b, ~a_gt_b))
     # -- unconstrained choice: the pair closest in angle
     (e1x, e1y), (f1x, f1y) = unit2(a1x, a1y), unit2(b1x, b1y)
@@ -573,8 +583,9 @@ def wrap_ellipsoid(p1, p2, dimensions, wrap_axis=0, wrap_sign=0, method=0, found
     axis, sign = _quadrant(wrap_axis, wrap_sign)
     fan = not (isinstance(method, int) and method != 0)
     method = jnp.asarray(method, jnp.int32)
-    status, r1, r2, length = wrap_ellipsoid_core(p1, p2, dimensions, axis, sign, method, fan=fan, found=found,
-                                                 surface=surface)
+    status, r1, r2, length = wrap_ellipsoid_core(
+        p1, p2, dimensions, axis, sign, method, fan=fan, found=found, surface=surface
+    )
     return _finish(status, p1, p2, r1, r2, length)
 
 

@@ -40,18 +40,42 @@ __all__ = [
 HYBRID, MIDPOINT, AXIAL = 0, 1, 2
 
 _QUADRANTS = {
-    "-x": (0, -1), "-X": (0, -1),
-    "x": (0, 1), "+x": (0, 1), "X": (0, 1), "+X": (0, 1),
-    "-y": (1, -1), "-Y": (1, -1),
-    "y": (1, 1), "+y": (1, 1), "Y": (1, 1), "+Y": (1, 1),
-    "-z": (2, -1), "-Z": (2, -1),
-    "z": (2, 1), "+z": (2, 1), "Z": (2, 1), "+Z": (2, 1),
-    "all": (0, 0), "ALL": (0, 0), "All": (0, 0), "Unassigned": (0, 0),
+    "-x": (0, -1),
+    "-X": (0, -1),
+    "x": (0, 1),
+    "+x": (0, 1),
+    "X": (0, 1),
+    "+X": (0, 1),
+    "-y": (1, -1),
+    "-Y": (1, -1),
+    "y": (1, 1),
+    "+y": (1, 1),
+    "Y": (1, 1),
+    "+Y": (1, 1),
+    "-z": (2, -1),
+    "-Z": (2, -1),
+    "z": (2, 1),
+    "+z": (2, 1),
+    "Z": (2, 1),
+    "+Z": (2, 1),
+    "all": (0, 0),
+    "ALL": (0, 0),
+    "All": (0, 0),
+    "Unassigned": (0, 0),
 }
 
-_METHODS = {"hybrid": HYBRID, "Hybrid": HYBRID, "HYBRID": HYBRID, "Unassigned": HYBRID,
-            "midpoint": MIDPOINT, "Midpoint": MIDPOINT, "MIDPOINT": MIDPOINT,
-            "axial": AXIAL, "Axial": AXIAL, "AXIAL": AXIAL}
+_METHODS = {
+    "hybrid": HYBRID,
+    "Hybrid": HYBRID,
+    "HYBRID": HYBRID,
+    "Unassigned": HYBRID,
+    "midpoint": MIDPOINT,
+    "Midpoint": MIDPOINT,
+    "MIDPOINT": MIDPOINT,
+    "axial": AXIAL,
+    "Axial": AXIAL,
+    "AXIAL": AXIAL,
+}
 
 
 def parse_quadrant(quadrant: str, where: str = "") -> tuple[int, int]:
@@ -69,8 +93,12 @@ def parse_quadrant(quadrant: str, where: str = "") -> tuple[int, int]:
     try:
         return _QUADRANTS[quadrant]
     except KeyError:
-        raise ModelError(where or "/", "quadrant was specified incorrectly (expected all, +x, -x, +y, -y, +z "
-                         "or -z)", prop="quadrant", value=quadrant) from None
+        raise ModelError(
+            where or "/",
+            "quadrant was specified incorrectly (expected all, +x, -x, +y, -y, +z or -z)",
+            prop="quadrant",
+            value=quadrant,
+        ) from None
 
 
 def parse_method(method: str, where: str = "") -> int:
@@ -78,8 +106,9 @@ def parse_method(method: str, where: str = "") -> int:
     try:
         return _METHODS[method]
     except KeyError:
-        raise ModelError(where or "/", "wrapping method must be hybrid, midpoint or axial", prop="method",
-                         value=method) from None
+        raise ModelError(
+            where or "/", "wrapping method must be hybrid, midpoint or axial", prop="method", value=method
+        ) from None
 
 
 def wrap_frame_path(wrap_path: str) -> str:
@@ -98,8 +127,11 @@ def find_wrap_object(model, name: str) -> str:
     from ..mechanics.frames import PhysicalFrame
 
     for path, comp in model.walk():
-        if isinstance(comp, WrapObject) and comp.name == name and isinstance(model.find(wrap_frame_path(path)),
-                                                                             PhysicalFrame):
+        if (
+            isinstance(comp, WrapObject)
+            and comp.name == name
+            and isinstance(model.find(wrap_frame_path(path)), PhysicalFrame)
+        ):
             return path
     raise KeyError(f"no wrap object named {name!r} on any PhysicalFrame")
 
@@ -117,14 +149,22 @@ class WrapObject(Component):
       ``"+y"``, ``"-y"``, ``"+z"``, ``"-z"`` (OpenSim's spellings accepted).
     """
 
-    xyz_body_rotation: np.ndarray = prop((0.0, 0.0, 0.0), doc="Body-fixed XYZ orientation in the frame (rad).",
-                                         shape=(3,))
+    xyz_body_rotation: np.ndarray = prop(
+        (0.0, 0.0, 0.0), doc="Body-fixed XYZ orientation in the frame (rad).", shape=(3,)
+    )
     translation: np.ndarray = prop((0.0, 0.0, 0.0), doc="Translation in the frame (m).", shape=(3,))
     active: bool = flag(True, doc="Whether the wrap object is used when computing paths.")
     quadrant: str = flag("all", doc="The quadrant over which the wrap object is active (all, +x, -x, ...).")
 
-    def __init__(self, name: str, xyz_body_rotation=(0.0, 0.0, 0.0), translation=(0.0, 0.0, 0.0),
-                 active: bool = True, quadrant: str = "all", components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        xyz_body_rotation=(0.0, 0.0, 0.0),
+        translation=(0.0, 0.0, 0.0),
+        active: bool = True,
+        quadrant: str = "all",
+        components: tuple = (),
+    ):
         self.name = name
         self.xyz_body_rotation = xyz_body_rotation
         self.translation = translation
@@ -168,8 +208,17 @@ class WrapCylinder(WrapObject):
     radius: np.ndarray = prop(1.0, doc="Radius of the cylinder (m).", bounds=(0.0, None))
     length: np.ndarray = prop(1.0, doc="Length of the cylinder (m).", bounds=(0.0, None))
 
-    def __init__(self, name: str, radius=1.0, length=1.0, xyz_body_rotation=(0.0, 0.0, 0.0),
-                 translation=(0.0, 0.0, 0.0), active: bool = True, quadrant: str = "all", components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        radius=1.0,
+        length=1.0,
+        xyz_body_rotation=(0.0, 0.0, 0.0),
+        translation=(0.0, 0.0, 0.0),
+        active: bool = True,
+        quadrant: str = "all",
+        components: tuple = (),
+    ):
         super().__init__(name, xyz_body_rotation, translation, active, quadrant, components)
         self.radius = radius
         self.length = length
@@ -180,8 +229,16 @@ class WrapSphere(WrapObject):
 
     radius: np.ndarray = prop(0.05, doc="Radius of the sphere (m).", bounds=(0.0, None))
 
-    def __init__(self, name: str, radius=0.05, xyz_body_rotation=(0.0, 0.0, 0.0), translation=(0.0, 0.0, 0.0),
-                 active: bool = True, quadrant: str = "all", components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        radius=0.05,
+        xyz_body_rotation=(0.0, 0.0, 0.0),
+        translation=(0.0, 0.0, 0.0),
+        active: bool = True,
+        quadrant: str = "all",
+        components: tuple = (),
+    ):
         super().__init__(name, xyz_body_rotation, translation, active, quadrant, components)
         self.radius = radius
 
@@ -191,8 +248,16 @@ class WrapEllipsoid(WrapObject):
 
     dimensions: np.ndarray = prop((0.05, 0.05, 0.05), doc="Radii of the ellipsoid along x, y, z (m).", shape=(3,))
 
-    def __init__(self, name: str, dimensions=(0.05, 0.05, 0.05), xyz_body_rotation=(0.0, 0.0, 0.0),
-                 translation=(0.0, 0.0, 0.0), active: bool = True, quadrant: str = "all", components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        dimensions=(0.05, 0.05, 0.05),
+        xyz_body_rotation=(0.0, 0.0, 0.0),
+        translation=(0.0, 0.0, 0.0),
+        active: bool = True,
+        quadrant: str = "all",
+        components: tuple = (),
+    ):
         super().__init__(name, xyz_body_rotation, translation, active, quadrant, components)
         self.dimensions = dimensions
 
@@ -209,8 +274,17 @@ class WrapTorus(WrapObject):
     inner_radius: np.ndarray = prop(0.01, doc="Radius of the tube (m).")
     outer_radius: np.ndarray = prop(0.05, doc="Radius of the tube's center circle (m).")
 
-    def __init__(self, name: str, inner_radius=0.01, outer_radius=0.05, xyz_body_rotation=(0.0, 0.0, 0.0),
-                 translation=(0.0, 0.0, 0.0), active: bool = True, quadrant: str = "all", components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        inner_radius=0.01,
+        outer_radius=0.05,
+        xyz_body_rotation=(0.0, 0.0, 0.0),
+        translation=(0.0, 0.0, 0.0),
+        active: bool = True,
+        quadrant: str = "all",
+        components: tuple = (),
+    ):
         super().__init__(name, xyz_body_rotation, translation, active, quadrant, components)
         self.inner_radius = inner_radius
         self.outer_radius = outer_radius
@@ -221,8 +295,9 @@ class WrapTorus(WrapObject):
         self._positive(path, ("inner_radius", "outer_radius"))
         inner, outer = self.inner_radius, self.outer_radius
         if isinstance(inner, np.ndarray) and isinstance(outer, np.ndarray) and outer <= inner:
-            raise ModelError(path, f"outer_radius must exceed inner_radius ({float(inner)})", prop="outer_radius",
-                             value=outer)
+            raise ModelError(
+                path, f"outer_radius must exceed inner_radius ({float(inner)})", prop="outer_radius", value=outer
+            )
 
 
 class PathWrap(Component):
@@ -246,8 +321,15 @@ class PathWrap(Component):
     range: tuple = flag((-1, -1), doc="1-based range of path points to wrap (-1: first/last).")
     smoothing: float = flag(0.0, doc="Blending band (m) at wrap onset; 0: OpenSim's exact switch.")
 
-    def __init__(self, name: str, wrap_object: str = "", method: str = "hybrid", range=(-1, -1),
-                 smoothing: float = 0.0, components: tuple = ()):
+    def __init__(
+        self,
+        name: str,
+        wrap_object: str = "",
+        method: str = "hybrid",
+        range=(-1, -1),
+        smoothing: float = 0.0,
+        components: tuple = (),
+    ):
         self.name = name
         self.wrap_object = wrap_object
         self.method = method

@@ -86,8 +86,17 @@ from . import _wrapmath as wm
 from . import geometry as G
 from . import smooth as S
 from ._ellipsoid import wrap_ellipsoid_status
-from .objects import PathWrap, WrapCylinder, WrapEllipsoid, WrapObject, WrapSphere, WrapTorus, parse_method, \
-    parse_quadrant, wrap_frame_path
+from .objects import (
+    PathWrap,
+    WrapCylinder,
+    WrapEllipsoid,
+    WrapObject,
+    WrapSphere,
+    WrapTorus,
+    parse_method,
+    parse_quadrant,
+    wrap_frame_path,
+)
 
 
 @jax.tree_util.register_dataclass
@@ -111,8 +120,18 @@ class Segments:
     tangent: Any = None
 
 
-__all__ = ["compile_wrapping", "wrap_segments", "current_paths", "Segments", "WrapStatic", "TangentPoints", "SPHERE",
-           "CYLINDER", "ELLIPSOID", "TORUS"]
+__all__ = [
+    "compile_wrapping",
+    "wrap_segments",
+    "current_paths",
+    "Segments",
+    "WrapStatic",
+    "TangentPoints",
+    "SPHERE",
+    "CYLINDER",
+    "ELLIPSOID",
+    "TORUS",
+]
 
 SPHERE, CYLINDER, ELLIPSOID, TORUS = 0, 1, 2, 3
 _KINDS = ((WrapSphere, SPHERE), (WrapCylinder, CYLINDER), (WrapEllipsoid, ELLIPSOID), (WrapTorus, TORUS))
@@ -209,8 +228,9 @@ def _kind_of(obj, where: str) -> int:
     for cls, code in _KINDS:
         if isinstance(obj, cls):
             return code
-    raise ModelError(where, f"wrap object type {type(obj).__name__} is not supported", prop="wrap_object",
-                     value=type(obj).__name__)
+    raise ModelError(
+        where, f"wrap object type {type(obj).__name__} is not supported", prop="wrap_object", value=type(obj).__name__
+    )
 
 
 def compile_wrapping(build, topology) -> WrapStatic:
@@ -260,17 +280,35 @@ def compile_wrapping(build, topology) -> WrapStatic:
             if start >= n or end >= n:
                 raise ModelError(pw_path, f"range points past the path's {n} points", prop="range", value=pw.range)
             axis, sign = parse_quadrant(wo.quadrant, target)
-            wraps.append((obj_index[target], obj_kind[obj_index[target]], start, end, axis, sign,
-                          parse_method(pw.method, pw_path), bool(wo.active), float(pw.smoothing)))
+            wraps.append(
+                (
+                    obj_index[target],
+                    obj_kind[obj_index[target]],
+                    start,
+                    end,
+                    axis,
+                    sign,
+                    parse_method(pw.method, pw_path),
+                    bool(wo.active),
+                    float(pw.smoothing),
+                )
+            )
         entries.append((row, wraps))
     obj_mob = np.asarray(obj_mob, np.int32)
     entries.sort(key=lambda e: len(e[1]) > 1)  # (stable) the paths with one PathWrap first
     batch = _batch(entries, topology, obj_mob)
     n_single = int(batch.single.sum())
     rows = np.arange(len(entries))
-    return WrapStatic(objects=tuple(objects), frames=tuple(frames), obj_frame=np.asarray(obj_frame, np.int32),
-                      obj_mob=obj_mob, obj_kind=np.asarray(obj_kind, np.int32), batch=batch,
-                      n_single=n_single, multi=_subset(batch, rows[n_single:]) if n_single < len(entries) else None)
+    return WrapStatic(
+        objects=tuple(objects),
+        frames=tuple(frames),
+        obj_frame=np.asarray(obj_frame, np.int32),
+        obj_mob=obj_mob,
+        obj_kind=np.asarray(obj_kind, np.int32),
+        batch=batch,
+        n_single=n_single,
+        multi=_subset(batch, rows[n_single:]) if n_single < len(entries) else None,
+    )
 
 
 def _batch(entries, topology, obj_mob):
@@ -292,18 +330,28 @@ def _batch(entries, topology, obj_mob):
         pt_ok[g, :n] = True
         node_mob[g, :n] = topology.mob[pt[g, :n]]
         for w, (obj, kind, start, end, axis, sign, method, active, smoothing) in enumerate(wraps):
-            for k, v in zip(("obj", "kind", "start", "end", "axis", "sign", "method"),
-                            (obj, kind, start, end, axis, sign, method)):
+            for k, v in zip(
+                ("obj", "kind", "start", "end", "axis", "sign", "method"), (obj, kind, start, end, axis, sign, method)
+            ):
                 cols[k][g, w] = v
             on[g, w] = active
             eps[g, w] = smoothing
-            node_mob[g, N + 2 * w:N + 2 * w + 2] = obj_mob[obj]
-            node_obj[g, N + 2 * w:N + 2 * w + 2] = obj
+            node_mob[g, N + 2 * w : N + 2 * w + 2] = obj_mob[obj]
+            node_obj[g, N + 2 * w : N + 2 * w + 2] = obj
     exists = np.zeros((Gn, W), bool)
     for g, (_, wraps) in enumerate(entries):
-        exists[g, :len(wraps)] = True
-    return _grouped(rows=np.asarray([r for r, _ in entries], np.int32), pt=pt, pt_ok=pt_ok, on=on & exists,
-                    exists=exists, node_mob=node_mob, node_obj=node_obj, eps=eps, **cols)
+        exists[g, : len(wraps)] = True
+    return _grouped(
+        rows=np.asarray([r for r, _ in entries], np.int32),
+        pt=pt,
+        pt_ok=pt_ok,
+        on=on & exists,
+        exists=exists,
+        node_mob=node_mob,
+        node_obj=node_obj,
+        eps=eps,
+        **cols,
+    )
 
 
 def _by_kind(mask, kind, method) -> list:
@@ -324,8 +372,14 @@ def _grouped(**arrays) -> _Batch:
     single = exists.sum(1) == 1
     method = arrays["method"]
     # (paths with one PathWrap skip the cylinder's tangent adjustment; ordered by type)
-    groups = sorted(((code, rows, m, one) for one in (True, False)
-                     for code, rows, m in _by_kind(on & (single[:, None] == one), kind, method)), key=lambda g: g[0])
+    groups = sorted(
+        (
+            (code, rows, m, one)
+            for one in (True, False)
+            for code, rows, m in _by_kind(on & (single[:, None] == one), kind, method)
+        ),
+        key=lambda g: g[0],
+    )
     kinds = _by_kind(on, kind, method)
     W = kind.shape[1]
     slot_kinds = np.zeros((W, 4), bool)
@@ -338,8 +392,23 @@ def _grouped(**arrays) -> _Batch:
 
 def _subset(batch: _Batch, rows: np.ndarray) -> _Batch:
     """The paths ``rows`` of a batch, as a batch of their own."""
-    names = ("rows", "pt", "pt_ok", "obj", "kind", "start", "end", "axis", "sign", "method", "on", "exists",
-             "node_mob", "node_obj", "eps")
+    names = (
+        "rows",
+        "pt",
+        "pt_ok",
+        "obj",
+        "kind",
+        "start",
+        "end",
+        "axis",
+        "sign",
+        "method",
+        "on",
+        "exists",
+        "node_mob",
+        "node_obj",
+        "eps",
+    )
     return _grouped(**{n: getattr(batch, n)[rows] for n in names})
 
 
@@ -366,15 +435,17 @@ def _wrap_one(kind: int, method, single):
     have one PathWrap (a Python bool, or a traced flag for the cylinder's and torus's
     tangent adjustment)."""
     wrap = S.WRAP_FUNCTIONS[_NAMES[kind]]
-    return lambda p1, p2, d, ax, sg, m: wrap(p1, p2, *_shape_args(kind, d, ax, sg, m if method is None else method,
-                                                                  single))
+    return lambda p1, p2, d, ax, sg, m: wrap(
+        p1, p2, *_shape_args(kind, d, ax, sg, m if method is None else method, single)
+    )
 
 
 def _weight_one(kind: int, single: bool):
     """The smoothing weight of one wrap-object type: ``(p1, p2, dims, axis, sign, eps)
     -> w`` (``simjax.wrapping.smooth.segment_weight``)."""
-    return lambda p1, p2, d, ax, sg, e: S.segment_weight(_NAMES[kind], p1, p2, *_shape_args(kind, d, ax, sg, 0, single),
-                                                          eps=e)
+    return lambda p1, p2, d, ax, sg, e: S.segment_weight(
+        _NAMES[kind], p1, p2, *_shape_args(kind, d, ax, sg, 0, single), eps=e
+    )
 
 
 def wrap_object_params(model, static: WrapStatic) -> dict:
@@ -470,8 +541,9 @@ class _Pass:
         mob = jnp.take_along_axis(jnp.asarray(self.b.node_mob), jnp.maximum(seq, 0), 1)
         differ = ok & (mob[:, :-1] != mob[:, 1:])
         bw = jnp.asarray(self.node_wrap)[jnp.maximum(b, 0)]
-        arc = jnp.where(jnp.asarray(self.node_second)[jnp.maximum(b, 0)],
-                        jnp.take_along_axis(warc, jnp.maximum(bw, 0), 1), 0.0)
+        arc = jnp.where(
+            jnp.asarray(self.node_second)[jnp.maximum(b, 0)], jnp.take_along_axis(warc, jnp.maximum(bw, 0), 1), 0.0
+        )
         vec = pts[:, 1:] - pts[:, :-1]
         if lever is not None:
             G_ = self.orig.shape[0]
@@ -538,7 +610,7 @@ class _Pass:
         kind = jnp.asarray(b.kind)[rows, w]
         kinds = b.kinds
         if isinstance(s, int):  # (a static slot: the first pass, in the paths' own order)
-            kinds = _by_kind(b.on[:, s:s + 1], b.kind[:, s:s + 1], b.method[:, s:s + 1])
+            kinds = _by_kind(b.on[:, s : s + 1], b.kind[:, s : s + 1], b.method[:, s : s + 1])
         whole = len(kinds) == 1 and len(kinds[0][1]) == G_  # (one wrap-object type: no merging)
         if not whole:
             status = jnp.zeros((G_, K), jnp.int32)
@@ -546,15 +618,27 @@ class _Pass:
             r2, arc = r1, jnp.zeros((G_, K), p1w.dtype)
         for code, idx, method in kinds:
             wi = w[idx]
-            args = (self.dims[obj[idx]], jnp.asarray(b.axis)[idx, wi], jnp.asarray(b.sign)[idx, wi],
-                    jnp.asarray(b.method)[idx, wi])
+            args = (
+                self.dims[obj[idx]],
+                jnp.asarray(b.axis)[idx, wi],
+                jnp.asarray(b.sign)[idx, wi],
+                jnp.asarray(b.method)[idx, wi],
+            )
             single = b.single[idx]
-            solve = functools.partial(_SOLVERS.get(code, _solve_all), code=code, method=method,
-                                      single=True if single.all() else jnp.asarray(single))
+            solve = functools.partial(
+                _SOLVERS.get(code, _solve_all),
+                code=code,
+                method=method,
+                single=True if single.all() else jnp.asarray(single),
+            )
 
             def skip(p1w, p2w, cand, args):
-                return (jnp.zeros(cand.shape, jnp.int32), jnp.zeros_like(p1w), jnp.zeros_like(p1w),
-                        jnp.zeros(cand.shape, p1w.dtype))
+                return (
+                    jnp.zeros(cand.shape, jnp.int32),
+                    jnp.zeros_like(p1w),
+                    jnp.zeros_like(p1w),
+                    jnp.zeros(cand.shape, p1w.dtype),
+                )
 
             sub = (p1w, p2w, cand) if whole else (p1w[idx], p2w[idx], cand[idx])
             if isinstance(s, int):
@@ -573,12 +657,12 @@ class _Pass:
         wrapped = cand & (status == G.WRAPPED)
         change = _norm(g1w - r1) + arc + _norm(r2 - g2w) - _norm(g2w - g1w)
         has_mandatory = jnp.any(mandatory, -1)
-        best = jnp.where(has_mandatory, jnp.argmax(mandatory, -1),
-                         jnp.argmin(jnp.where(wrapped, change, jnp.inf), -1))
+        best = jnp.where(has_mandatory, jnp.argmax(mandatory, -1), jnp.argmin(jnp.where(wrapped, change, jnp.inf), -1))
         chosen = has_mandatory | jnp.any(wrapped, -1)
         last = K - 1 - jnp.argmax(cand[:, ::-1], -1)
-        res_status = jnp.where(has_mandatory, G.MANDATORY_WRAP,
-                               jnp.where(jnp.any(cand, -1), status[rows, last], G.NO_WRAP))
+        res_status = jnp.where(
+            has_mandatory, G.MANDATORY_WRAP, jnp.where(jnp.any(cand, -1), status[rows, last], G.NO_WRAP)
+        )
         W = b.n_wraps
         result = jnp.where(jnp.arange(W) == s, res_status[:, None], result)
         # the tangent points, back in Ground, become wrap points of the current path
@@ -594,6 +678,7 @@ class _Pass:
 
 
 # -- the geometry of a slot: (p1w, p2w (g, K, 3), cand (g, K), args) -> (status, r1, r2, arc) per candidate
+
 
 def _solve_all(p1w, p2w, cand, args, *, code, method, single):
     """Every candidate segment wrapped (spheres, tori)."""
@@ -618,8 +703,9 @@ def _over_segments(fn, p1w, p2w, *per_path):
     """
     g, K = p1w.shape[:2]
     flat = lambda a: jnp.broadcast_to(a[:, None], (g, K) + a.shape[1:]).reshape((g * K,) + a.shape[1:])  # noqa: E731
-    out = jax.vmap(fn, (1, 1) + (0,) * len(per_path), -1)(p1w.reshape(-1, 3).T, p2w.reshape(-1, 3).T,
-                                                         *map(flat, per_path))
+    out = jax.vmap(fn, (1, 1) + (0,) * len(per_path), -1)(
+        p1w.reshape(-1, 3).T, p2w.reshape(-1, 3).T, *map(flat, per_path)
+    )
     return jax.tree.map(lambda o: jnp.moveaxis(o, -1, 0).reshape((g, K) + o.shape[:-1]), out)
 
 
@@ -633,8 +719,7 @@ def _solve_cylinder(p1w, p2w, cand, args, *, code, method, single):
     if not (isinstance(single, bool) and single):
         mandatory = cand & (st == G.MANDATORY_WRAP)
         first = jnp.arange(cand.shape[1])[None] == jnp.argmax(mandatory, -1)[:, None]
-        need = ~single[:, None] & jnp.where(jnp.any(mandatory, -1, keepdims=True), first,
-                                            cand & (st == G.WRAPPED))
+        need = ~single[:, None] & jnp.where(jnp.any(mandatory, -1, keepdims=True), first, cand & (st == G.WRAPPED))
         r1, r2 = _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need)
         arc = jnp.where(need, G.spiral_length(r1, r2, radius[:, None], long_wrap), arc)
     return st, r1, r2, arc
@@ -672,17 +757,28 @@ def _cylinders_that_wrap(p1w, p2w, cand, radius, length, axis, sign):
             idx = jnp.nonzero(left, size=chunk, fill_value=g * K)[0]  # (g K: dropped on the way back)
             at = jnp.minimum(idx, g * K - 1)
             on = at // K  # (their paths)
-            s, a, b, lw = _over_segments(G._cylinder, p1f[at][:, None], p2f[at][:, None],
-                                         *(x[on] for x in per_path))
+            s, a, b, lw = _over_segments(G._cylinder, p1f[at][:, None], p2f[at][:, None], *(x[on] for x in per_path))
             s, a, b, lw = s[:, 0], a[:, 0], b[:, 0], lw[:, 0]
             put = lambda x, v: x.at[idx].set(v, mode="drop")  # noqa: E731
-            return (put(st, s.astype(jnp.int32)), put(r1, a), put(r2, b), put(long_wrap, lw),
-                    put(arc, G.spiral_length(a, b, radius[on], lw)), left.at[idx].set(False, mode="drop"))
+            return (
+                put(st, s.astype(jnp.int32)),
+                put(r1, a),
+                put(r2, b),
+                put(long_wrap, lw),
+                put(arc, G.spiral_length(a, b, radius[on], lw)),
+                left.at[idx].set(False, mode="drop"),
+            )
 
         early = _over_segments(functools.partial(G._cylinder, early=True), p1w, p2w, *per_path)
         zeros = jnp.zeros((g * K, 3), p1w.dtype)
-        init = (flat(early).astype(jnp.int32), zeros, zeros, jnp.zeros(g * K, bool), jnp.zeros(g * K, p1w.dtype),
-                flat(cand & (early >= G.WRAPPED)))
+        init = (
+            flat(early).astype(jnp.int32),
+            zeros,
+            zeros,
+            jnp.zeros(g * K, bool),
+            jnp.zeros(g * K, p1w.dtype),
+            flat(cand & (early >= G.WRAPPED)),
+        )
         st, r1, r2, long_wrap, arc, _ = jax.lax.while_loop(lambda c: jnp.any(c[-1]), solve, init)
         return st.reshape(g, K), r1.reshape(g, K, 3), r2.reshape(g, K, 3), long_wrap.reshape(g, K), arc.reshape(g, K)
 
@@ -697,8 +793,9 @@ def _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need):
     def one(carry):
         r1, r2, need = carry
         k = jnp.argmax(need, -1)
-        a1, a2 = G.adjust_tangent_points(p1w[rows, k], p2w[rows, k], r1[rows, k], r2[rows, k], radius,
-                                         long_wrap[rows, k], need[rows, k])
+        a1, a2 = G.adjust_tangent_points(
+            p1w[rows, k], p2w[rows, k], r1[rows, k], r2[rows, k], radius, long_wrap[rows, k], need[rows, k]
+        )
         return r1.at[rows, k].set(a1), r2.at[rows, k].set(a2), need.at[rows, k].set(False)
 
     r1, r2, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), one, (r1, r2, need))
@@ -720,8 +817,7 @@ def _solve_ellipsoid(p1w, p2w, cand, args, *, code, method, single):
     def skip(p1, p2):
         return jnp.zeros_like(p1), jnp.zeros_like(p1), jnp.zeros(p1.shape[:1], p1.dtype)
 
-    r1, r2, length = jax.lax.cond(jnp.any(cand & (st == G.MANDATORY_WRAP)), solve, skip, p1w[at, first],
-                                  p2w[at, first])
+    r1, r2, length = jax.lax.cond(jnp.any(cand & (st == G.MANDATORY_WRAP)), solve, skip, p1w[at, first], p2w[at, first])
     put = lambda v: jnp.zeros(st.shape + v.shape[1:], v.dtype).at[at, first].set(v)  # noqa: E731
     return st, put(r1), put(r2), put(length)
 
@@ -790,12 +886,23 @@ def _wrap_batch(static: WrapStatic, X_obj, dims, points, active):
     # the active points, compacted
     pos = jnp.where(act, jnp.cumsum(act, -1) - 1, L)
     seq = jax.vmap(lambda p, v: jnp.full(L, -1, jnp.int32).at[p].set(v, mode="drop"))(
-        pos, jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), (Gn, N)))
+        pos, jnp.broadcast_to(jnp.arange(N, dtype=jnp.int32), (Gn, N))
+    )
     dtype = points.dtype
     zeros_w = jnp.zeros((Gn, W, 2, 3), dtype)
     zeros_a = jnp.zeros((Gn, W), dtype)
-    carry = (seq, zeros_w, zeros_a, jnp.broadcast_to(jnp.arange(W, dtype=jnp.int32), (Gn, W)),
-             jnp.zeros((Gn, W), jnp.int32), jnp.zeros(Gn, bool), zeros_w, jnp.zeros((Gn, W), bool), zeros_w, zeros_w)
+    carry = (
+        seq,
+        zeros_w,
+        zeros_a,
+        jnp.broadcast_to(jnp.arange(W, dtype=jnp.int32), (Gn, W)),
+        jnp.zeros((Gn, W), jnp.int32),
+        jnp.zeros(Gn, bool),
+        zeros_w,
+        jnp.zeros((Gn, W), bool),
+        zeros_w,
+        zeros_w,
+    )
     # the first pass's first PathWrap, on every path
     carry = _Pass(batch, X_obj, dims, orig).slot(0, carry, act)
     # (the ends, tangent points and arc of the cached wraps)
@@ -813,13 +920,11 @@ def _wrap_batch(static: WrapStatic, X_obj, dims, points, active):
         def one_pass(st):
             kk, state = st
             # (the first pass goes on from its second PathWrap)
-            carry = jax.lax.fori_loop(jnp.where(kk == 0, 1, 0), W, lambda s, c: step.slot(s, c, act[ns:]),
-                                      state[0])
+            carry = jax.lax.fori_loop(jnp.where(kk == 0, 1, 0), W, lambda s, c: step.slot(s, c, act[ns:]), state[0])
             return kk + 1, _end_pass(step, kk, state, carry, single)
 
         several = jax.tree.map(lambda x: x[ns:], state)
-        _, several = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[1][3]), one_pass,
-                                        (0, several))
+        _, several = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[1][3]), one_pass, (0, several))
         parts.append(several)
     outputs = [_outputs(part) for part in parts]
     return outputs[0] if len(outputs) == 1 else tuple(jnp.concatenate(x, 0) for x in zip(*outputs))
@@ -829,8 +934,13 @@ def _outputs(state):
     """``_wrap_batch``'s results from the passes' final state."""
     carry, (cached_ends, cached_wr, cached_arc), _, _ = state
     seq, _, warc, _, _, _, _, cached, wends, wr = carry
-    return (seq, jnp.stack([wends, cached_ends], 2), cached, jnp.stack([wr, cached_wr], 2),
-            jnp.stack([warc, cached_arc], 2))
+    return (
+        seq,
+        jnp.stack([wends, cached_ends], 2),
+        cached,
+        jnp.stack([wr, cached_wr], 2),
+        jnp.stack([warc, cached_arc], 2),
+    )
 
 
 def _end_pass(step, kk, state, new, single=None):
@@ -851,8 +961,11 @@ def _end_pass(step, kk, state, new, single=None):
     fresh = (on_path & ~cached)[..., None, None]
     wgnd = jnp.where(fresh, wpos, wgnd)
     keep = fresh & ~_bcast(done, fresh)
-    cached_wrap = (jnp.where(keep, wends, cached_wrap[0]), jnp.where(keep, wr, cached_wrap[1]),
-                   jnp.where(keep[..., 0, 0], warc, cached_wrap[2]))
+    cached_wrap = (
+        jnp.where(keep, wends, cached_wrap[0]),
+        jnp.where(keep, wr, cached_wrap[1]),
+        jnp.where(keep[..., 0, 0], warc, cached_wrap[2]),
+    )
     cached = cached | on_path
     new = (seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr)
     if step is None:  # (wrapped once)
@@ -866,8 +979,9 @@ def _end_pass(step, kk, state, new, single=None):
     # point inside its object, the two trade places (and the first's points go)
     swap = (kk == 0) & ~done & ~converged & ~single & (result[:, 0] == G.NO_WRAP) & (result[:, 1] == G.INSIDE_RADIUS)
     order = jnp.where(swap[:, None], order.at[:, 0].set(1).at[:, 1].set(0), order)
-    seq = jnp.where(swap[:, None], _remove(seq, jnp.full((seq.shape[0], 2), N, jnp.int32)
-                                           + jnp.asarray([0, 1], jnp.int32)), seq)
+    seq = jnp.where(
+        swap[:, None], _remove(seq, jnp.full((seq.shape[0], 2), N, jnp.int32) + jnp.asarray([0, 1], jnp.int32)), seq
+    )
     # after a pass in which nothing wrapped, the next would repeat it
     done = done | converged | halted | single | ~jnp.any(on_path, -1)
     return (seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr), cached_wrap, last, done
@@ -961,16 +1075,28 @@ def _geometry(batch: _Batch, dims, ends, found, arcs: bool):
         dest = (np.tile(g, 2), np.tile(w, 2), np.repeat([0, 1], n))
         src = np.concatenate([np.arange(n), cached])
         if code == ELLIPSOID:
+
             def one(p1, p2, d, ax, sg, m, one_wrap, f1, f2, method=method):
-                return G.wrap_ellipsoid(p1, p2, d, ax, sg, m if method is None else method, found=(f1, f2),
-                                        surface=arcs)
+                return G.wrap_ellipsoid(
+                    p1, p2, d, ax, sg, m if method is None else method, found=(f1, f2), surface=arcs
+                )
         else:
+
             def one(p1, p2, d, ax, sg, m, one_wrap, f1, f2, code=code, method=method, static=bool(single.all())):
                 return _wrap_one(code, method, True if static else one_wrap)(p1, p2, d, ax, sg, m)
+
         e, f = ends[g_s, w_s, lane], found[g_s, w_s, lane]
-        res = jax.vmap(one)(e[:, 0], e[:, 1], dims[batch.obj[g_s, w_s]], jnp.asarray(batch.axis[g_s, w_s]),
-                            jnp.asarray(batch.sign[g_s, w_s]), jnp.asarray(batch.method[g_s, w_s]),
-                            jnp.asarray(batch.single[g_s]), f[:, 0], f[:, 1])
+        res = jax.vmap(one)(
+            e[:, 0],
+            e[:, 1],
+            dims[batch.obj[g_s, w_s]],
+            jnp.asarray(batch.axis[g_s, w_s]),
+            jnp.asarray(batch.sign[g_s, w_s]),
+            jnp.asarray(batch.method[g_s, w_s]),
+            jnp.asarray(batch.single[g_s]),
+            f[:, 0],
+            f[:, 1],
+        )
         rr = jnp.stack([res.r1, res.r2], -2)
         r = r.at[dest].set(rr[src])
         if arcs:
@@ -1024,8 +1150,11 @@ def _blend(batch: _Batch, X_obj, dims, seq, on_path, orig, seg, ds, de, a_s, a_e
     a, b = jnp.clip(a, 0, N - 1), jnp.clip(b, 0, N - 1)
     p1, p2 = orig[rows, a], orig[rows, b]  # (G, W, 3)
     R, o = R_obj[batch.obj], o_obj[batch.obj]
-    to_w = lambda p, far: jnp.where(blend[..., None], spatial.mat_tvec(R, p - o),  # noqa: E731
-                                    jnp.asarray(far, p.dtype))
+    to_w = lambda p, far: jnp.where(
+        blend[..., None],
+        spatial.mat_tvec(R, p - o),  # noqa: E731
+        jnp.asarray(far, p.dtype),
+    )
     p1w, p2w = to_w(p1, _FAR_ENDS[0]), to_w(p2, _FAR_ENDS[1])
     w = jnp.ones((Gn, W), p1.dtype)
     g1 = g2 = jnp.zeros((Gn, W, 3), p1.dtype)
@@ -1033,8 +1162,14 @@ def _blend(batch: _Batch, X_obj, dims, seq, on_path, orig, seg, ds, de, a_s, a_e
         gi, wi = np.nonzero(batch.on & (batch.kind == code) & (batch.single[:, None] == single) & (batch.eps > 0))
         if len(gi):
             fn = jax.vmap(jax.value_and_grad(_weight_one(code, single), argnums=(0, 1)))
-            val, (d1, d2) = fn(p1w[gi, wi], p2w[gi, wi], dims[batch.obj[gi, wi]], jnp.asarray(batch.axis[gi, wi]),
-                               jnp.asarray(batch.sign[gi, wi]), jnp.asarray(batch.eps[gi, wi], p1.dtype))
+            val, (d1, d2) = fn(
+                p1w[gi, wi],
+                p2w[gi, wi],
+                dims[batch.obj[gi, wi]],
+                jnp.asarray(batch.axis[gi, wi]),
+                jnp.asarray(batch.sign[gi, wi]),
+                jnp.asarray(batch.eps[gi, wi], p1.dtype),
+            )
             w, g1, g2 = w.at[gi, wi].set(val), g1.at[gi, wi].set(d1), g2.at[gi, wi].set(d2)
     w = jnp.where(blend, w, 1.0)
     mob = jnp.asarray(batch.node_mob)
@@ -1095,7 +1230,8 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     batch = static.batch
     Gn, N, W = batch.pt.shape[0], batch.n_points, batch.n_wraps
     seq, wends, cached, wr, warc = ctx.search(
-        "wrap_passes", lambda: _wrap_batch(static, (R_obj, o_obj), params["dims"], points, active))
+        "wrap_passes", lambda: _wrap_batch(static, (R_obj, o_obj), params["dims"], points, active)
+    )
     on_path = _on_path(seq, N, W)
     X_obj, chosen, orig = (R_obj, o_obj), jnp.stack([on_path, cached], -1), _path_points(batch, points)
     step = _Pass(batch, X_obj, params["dims"], orig)
@@ -1129,7 +1265,8 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
     smoothed = bool(np.any(batch.eps > 0))
     if smoothed:
         seg_len, ds, de, a_s, a_e, blend, scale, (x_pts, x_dir) = _blend(
-            batch, (R_obj, o_obj), params["dims"], seq, on_path, orig, seg_len, ds, de, a_s, a_e)
+            batch, (R_obj, o_obj), params["dims"], seq, on_path, orig, seg_len, ds, de, a_s, a_e
+        )
     flat = jnp.asarray(np.where(batch.pt_ok, batch.pt, P))
     length = length.at[flat].set(seg_len, mode="drop")
     dir_start = dir_start.at[flat].set(ds, mode="drop")
@@ -1154,11 +1291,16 @@ def wrap_segments(ctx, static: WrapStatic, topology, points, active, segments):
         speed_dir = jnp.concatenate([scale * jnp.where(blend, force_dir, speed_dir), x_dir], 1)
         force_dir = jnp.concatenate([scale * force_dir, x_dir], 1)
         mob = np.concatenate([mob, mob], 1)
-    tangent = TangentPoints(points=points.reshape(-1, 3), force_dir=force_dir.reshape(-1, 3),
-                            speed_dir=speed_dir.reshape(-1, 3), mob=mob.reshape(-1),
-                            row=np.repeat(batch.rows, mob.shape[1]))
-    return Segments(length=length, dir_start=dir_start, dir_end=dir_end, applies=applies, applies_end=applies_end,
-                    tangent=tangent)
+    tangent = TangentPoints(
+        points=points.reshape(-1, 3),
+        force_dir=force_dir.reshape(-1, 3),
+        speed_dir=speed_dir.reshape(-1, 3),
+        mob=mob.reshape(-1),
+        row=np.repeat(batch.rows, mob.shape[1]),
+    )
+    return Segments(
+        length=length, dir_start=dir_start, dir_end=dir_end, applies=applies, applies_end=applies_end, tangent=tangent
+    )
 
 
 def current_paths(ctx, static: WrapStatic, points, tangent: TangentPoints):
@@ -1179,6 +1321,6 @@ def current_paths(ctx, static: WrapStatic, points, tangent: TangentPoints):
     batch = static.batch
     Gn, W = batch.pt.shape[0], batch.n_wraps
     seq = ctx.searches()["wrap_passes"][0]
-    wrap_points = tangent.points.reshape(Gn, -1, 3)[:, :2 * W]  # (smoothing appends its blend points after these)
+    wrap_points = tangent.points.reshape(Gn, -1, 3)[:, : 2 * W]  # (smoothing appends its blend points after these)
     nodes = jnp.concatenate([_path_points(batch, points), wrap_points], 1)
     return batch.rows, _gather_nodes(nodes, seq), jnp.sum(seq >= 0, -1)

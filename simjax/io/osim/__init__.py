@@ -22,13 +22,39 @@ from . import probes as _probes  # noqa: F401
 from . import wrapping as _wrapping  # noqa: F401
 from .errors import OsimError, OsimWarning, Unsupported, UnsupportedContentError
 from .reader import LoadReport, load_osim, loads_osim, read_osim
-from .registry import (ComponentIO, FunctionIO, ReadContext, SkipComponent, WriteContext, component_io, function_io,
-                       register, register_function, registered_classes)
+from .registry import (
+    ComponentIO,
+    FunctionIO,
+    ReadContext,
+    SkipComponent,
+    WriteContext,
+    component_io,
+    function_io,
+    register,
+    register_function,
+    registered_classes,
+)
 from .writer import dumps_osim, save_osim
 
 __all__ = [
-    "load_osim", "loads_osim", "read_osim", "LoadReport", "save_osim", "dumps_osim",
-    "register", "register_function", "registered_classes", "component_io", "function_io",
-    "ComponentIO", "FunctionIO", "ReadContext", "WriteContext", "SkipComponent",
-    "OsimError", "OsimWarning", "Unsupported", "UnsupportedContentError",
+    "load_osim",
+    "loads_osim",
+    "read_osim",
+    "LoadReport",
+    "save_osim",
+    "dumps_osim",
+    "register",
+    "register_function",
+    "registered_classes",
+    "component_io",
+    "function_io",
+    "ComponentIO",
+    "FunctionIO",
+    "ReadContext",
+    "WriteContext",
+    "SkipComponent",
+    "OsimError",
+    "OsimWarning",
+    "Unsupported",
+    "UnsupportedContentError",
 ]

@@ -37,8 +37,9 @@ class Node:
 
     __slots__ = ("tag", "attrib", "text", "children", "line")
 
-    def __init__(self, tag: str, attrib: dict | None = None, text: str = "", children: list | None = None,
-                 line: int = 0):
+    def __init__(
+        self, tag: str, attrib: dict | None = None, text: str = "", children: list | None = None, line: int = 0
+    ):
         self.tag = tag
         self.attrib = dict(attrib or {})
         self.text = text
@@ -120,8 +121,9 @@ def parse(data: bytes | str) -> Node:
     try:
         parser.Parse(data, True)
     except xml.parsers.expat.ExpatError as e:
-        raise XMLSyntaxError(e.lineno, f"malformed XML: {xml.parsers.expat.ErrorString(e.code)} "
-                             f"(line {e.lineno}, column {e.offset + 1})") from None
+        raise XMLSyntaxError(
+            e.lineno, f"malformed XML: {xml.parsers.expat.ErrorString(e.code)} (line {e.lineno}, column {e.offset + 1})"
+        ) from None
     if not root:
         raise XMLSyntaxError(1, "no root element")
     return root[0]

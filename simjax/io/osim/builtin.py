@@ -21,16 +21,37 @@ import numpy as np
 from ...control.controllers import PrescribedController
 from ...control.reflex import ToyReflexController
 from ...forces.base import CoordinateActuator, PointActuator, TorqueActuator
-from ...functions import (Constant, GCVSpline, LinearFunction, MultiplierFunction, NaturalCubicSpline,
-                          PiecewiseConstantFunction, PiecewiseLinearFunction, PolynomialFunction, SimmSpline, Sine,
-                          StepFunction)
+from ...functions import (
+    Constant,
+    GCVSpline,
+    LinearFunction,
+    MultiplierFunction,
+    NaturalCubicSpline,
+    PiecewiseConstantFunction,
+    PiecewiseLinearFunction,
+    PolynomialFunction,
+    SimmSpline,
+    Sine,
+    StepFunction,
+)
 from ...mechanics.constraints import CoordinateCouplerConstraint, PointConstraint, WeldConstraint
 from ...mechanics.frames import Body, Ground, Marker, PhysicalFrame, PhysicalOffsetFrame, Station
-from ...mechanics.joints import (BallJoint, Coordinate, CustomJoint, FreeJoint, GimbalJoint, PinJoint, PlanarJoint,
-                                 SliderJoint, SpatialTransform, TransformAxis, UniversalJoint, WeldJoint)
+from ...mechanics.joints import (
+    BallJoint,
+    Coordinate,
+    CustomJoint,
+    FreeJoint,
+    GimbalJoint,
+    PinJoint,
+    PlanarJoint,
+    SliderJoint,
+    SpatialTransform,
+    TransformAxis,
+    UniversalJoint,
+    WeldJoint,
+)
 from ._xml import Node
-from .registry import (ComponentIO, ReadContext, SkipComponent, WriteContext, format_numbers, register,
-                       register_function)
+from .registry import ComponentIO, ReadContext, SkipComponent, WriteContext, format_numbers, register, register_function
 
 __all__ = ["FRAME_KEEP", "name_reference", "JointIO"]
 
@@ -42,8 +63,9 @@ _DEFAULT_AXES = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)) * 2
 
 
 #: the meshes shipped with simjax (OpenSim's search ends in its installation's geometry folder)
-_SHIPPED_GEOMETRY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                 "models", "Geometry")
+_SHIPPED_GEOMETRY = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "models", "Geometry"
+)
 
 
 def _mesh_found(rc: ReadContext, name: str) -> bool:
@@ -94,9 +116,16 @@ class FrameIO(ComponentIO):
     written back into the set."""
 
     def __init__(self, osim_class: str, cls: type, skippable: bool = False, **options):
-        super().__init__(osim_class, cls, keep=FRAME_KEEP, skippable=skippable,
-                         read_hooks={"WrapObjectSet": _read_wrap_set}, write_hooks={"WrapObjectSet": _write_wrap_set},
-                         skip_fields=("components",), **options)
+        super().__init__(
+            osim_class,
+            cls,
+            keep=FRAME_KEEP,
+            skippable=skippable,
+            read_hooks={"WrapObjectSet": _read_wrap_set},
+            write_hooks={"WrapObjectSet": _write_wrap_set},
+            skip_fields=("components",),
+            **options,
+        )
 
     def build(self, node, rc, path, values):
         """Append the wrap objects to the frame's subcomponents."""
@@ -129,22 +158,26 @@ def _name_for(wc: WriteContext, path: str, ref: str, field: str, kind: str, tag:
     full, comp = wc.target(path, ref, field)
     if kind == "wrap_object":
         if not _is_wrap_object(comp):
-            raise wc.error(path, f"<{tag}> must name a wrap object, but {full!r} is a {type(comp).__name__}",
-                           prop=field, value=ref)
+            raise wc.error(
+                path, f"<{tag}> must name a wrap object, but {full!r} is a {type(comp).__name__}", prop=field, value=ref
+            )
         return comp.name
     if kind == "coordinate":
         if not isinstance(comp, Coordinate):
-            raise wc.error(path, f"<{tag}> must name a Coordinate, but {full!r} is a {type(comp).__name__}",
-                           prop=field, value=ref)
+            raise wc.error(
+                path, f"<{tag}> must name a Coordinate, but {full!r} is a {type(comp).__name__}", prop=field, value=ref
+            )
         return comp.name
     if not isinstance(comp, PhysicalFrame):
-        raise wc.error(path, f"<{tag}> must name a body, but {full!r} is a {type(comp).__name__}", prop=field,
-                       value=ref)
+        raise wc.error(
+            path, f"<{tag}> must name a body, but {full!r} is a {type(comp).__name__}", prop=field, value=ref
+        )
     if full.startswith("/bodyset/") and full.count("/") == 2:
         return comp.name
     if kind == "body":
-        raise wc.error(path, f"OpenSim's <{tag}> can only name a body of the BodySet, not {full!r}", prop=field,
-                       value=ref)
+        raise wc.error(
+            path, f"OpenSim's <{tag}> can only name a body of the BodySet, not {full!r}", prop=field, value=ref
+        )
     return full
 
 
@@ -187,17 +220,36 @@ def _hooks(*refs):
 
 register(FrameIO("Ground", Ground, order=_FRAME_ORDER))
 register(FrameIO("Body", Body, order=_FRAME_ORDER + ("mass", "mass_center", "inertia"), required=("mass",)))
-register(FrameIO("PhysicalOffsetFrame", PhysicalOffsetFrame,
-                 order=_FRAME_ORDER + ("socket_parent", "translation", "orientation"), skippable=True))
+register(
+    FrameIO(
+        "PhysicalOffsetFrame",
+        PhysicalOffsetFrame,
+        order=_FRAME_ORDER + ("socket_parent", "translation", "orientation"),
+        skippable=True,
+    )
+)
 register("Station", Station, order=("components", "socket_parent_frame", "location"))
 register("Marker", Marker, order=("components", "socket_parent_frame", "location", "fixed"))
 
 
 # -- coordinates and joints ---------------------------------------------------------------------
 
-register("Coordinate", Coordinate, order=("components", "default_value", "default_speed_value", "range", "clamped",
-                                          "locked", "prescribed_function", "prescribed",
-                                          "is_free_to_satisfy_constraints"), skippable=False)
+register(
+    "Coordinate",
+    Coordinate,
+    order=(
+        "components",
+        "default_value",
+        "default_speed_value",
+        "range",
+        "clamped",
+        "locked",
+        "prescribed_function",
+        "prescribed",
+        "is_free_to_satisfy_constraints",
+    ),
+    skippable=False,
+)
 
 _JOINT_ORDER = ("components", "socket_parent_frame", "socket_child_frame", "coordinates", "frames")
 
@@ -227,8 +279,13 @@ def _read_transform_axis(node: Node, rc: ReadContext, path: str, default_axis) -
         if child.tag == "coordinates":
             coords = tuple(child.text.split())
             if len(coords) > 1:
-                rc.unsupported_content(child, "TransformAxis", path, f"a function of {len(coords)} coordinates "
-                                       f"({' '.join(coords)})", skippable=False)
+                rc.unsupported_content(
+                    child,
+                    "TransformAxis",
+                    path,
+                    f"a function of {len(coords)} coordinates ({' '.join(coords)})",
+                    skippable=False,
+                )
                 raise SkipComponent(path)
         elif child.tag == "axis":
             axis = rc.numbers(child, path, 3, prop="axis")
@@ -246,8 +303,11 @@ def _read_spatial_transform(io, node, rc, path):
     axes = {}
     for child in node.children:
         if child.tag != "TransformAxis" or child.attrib.get("name") not in _AXES:
-            raise rc.error(child, path + "/SpatialTransform", f"expected <TransformAxis name=\"rotation1\"> ... "
-                           f"<TransformAxis name=\"translation3\">, got <{child.tag}>")
+            raise rc.error(
+                child,
+                path + "/SpatialTransform",
+                f'expected <TransformAxis name="rotation1"> ... <TransformAxis name="translation3">, got <{child.tag}>',
+            )
         name = child.attrib["name"]
         if name in axes:
             raise rc.error(child, path, f"TransformAxis {name!r} given twice")
@@ -255,8 +315,10 @@ def _read_spatial_transform(io, node, rc, path):
         axes[name] = _read_transform_axis(child, rc, f"{path}/SpatialTransform/{name}", _DEFAULT_AXES[i])
     out = []
     for i, name in enumerate(_AXES):
-        out.append(axes.get(name) or TransformAxis(coordinates=(), axis=np.asarray(_DEFAULT_AXES[i]),
-                                                   function=Constant(0.0, name="function")))
+        out.append(
+            axes.get(name)
+            or TransformAxis(coordinates=(), axis=np.asarray(_DEFAULT_AXES[i]), function=Constant(0.0, name="function"))
+        )
     return {"spatial_transform": SpatialTransform(axes=tuple(out))}
 
 
@@ -281,26 +343,39 @@ except ImportError:  # pragma: no cover
     EllipsoidJoint = None
 if EllipsoidJoint is not None:
     register(JointIO("EllipsoidJoint", EllipsoidJoint, order=_JOINT_ORDER + ("radii_x_y_z",), skippable=False))
-register(JointIO("CustomJoint", CustomJoint, order=_JOINT_ORDER + ("SpatialTransform",), skippable=False,
-                 required=("SpatialTransform",), skip_fields=("spatial_transform",),
-                 read_hooks={"SpatialTransform": _read_spatial_transform},
-                 write_hooks={"SpatialTransform": _write_spatial_transform}))
+register(
+    JointIO(
+        "CustomJoint",
+        CustomJoint,
+        order=_JOINT_ORDER + ("SpatialTransform",),
+        skippable=False,
+        required=("SpatialTransform",),
+        skip_fields=("spatial_transform",),
+        read_hooks={"SpatialTransform": _read_spatial_transform},
+        write_hooks={"SpatialTransform": _write_spatial_transform},
+    )
+)
 
 
 # -- constraints ----------------------------------------------------------------------------------
 
-register("WeldConstraint", WeldConstraint, order=("components", "isEnforced", "socket_frame1", "socket_frame2",
-                                                  "frames"))
-register("PointConstraint", PointConstraint, order=("components", "isEnforced", "socket_body_1", "socket_body_2",
-                                                    "location_body_1", "location_body_2"))
+register(
+    "WeldConstraint", WeldConstraint, order=("components", "isEnforced", "socket_frame1", "socket_frame2", "frames")
+)
+register(
+    "PointConstraint",
+    PointConstraint,
+    order=("components", "isEnforced", "socket_body_1", "socket_body_2", "location_body_1", "location_body_2"),
+)
 
 
 def _read_independent(io, node, rc, path):
     names = node.text.split()
     rc.socket_lines[(path, "independent_coordinate")] = node.line
     if len(names) > 1:
-        rc.unsupported_content(node, "CoordinateCouplerConstraint", path,
-                               f"{len(names)} independent coordinates (only one is supported)")
+        rc.unsupported_content(
+            node, "CoordinateCouplerConstraint", path, f"{len(names)} independent coordinates (only one is supported)"
+        )
         raise SkipComponent(path)
     if names:
         rc.defer(path, "independent_coordinate", "coordinate", names[0], node)
@@ -309,28 +384,53 @@ def _read_independent(io, node, rc, path):
 
 _read_dep, _write_dep = name_reference("dependent_coordinate_name", "dependent_coordinate", "coordinate")
 _, _write_ind = name_reference("independent_coordinate_names", "independent_coordinate", "coordinate")
-register("CoordinateCouplerConstraint", CoordinateCouplerConstraint,
-         order=("components", "isEnforced", "coupled_coordinates_function", "independent_coordinate_names",
-                "dependent_coordinate_name", "scale_factor"),
-         read_hooks={"independent_coordinate_names": _read_independent, "dependent_coordinate_name": _read_dep},
-         write_hooks={"independent_coordinate_names": _write_ind, "dependent_coordinate_name": _write_dep},
-         skip_fields=("independent_coordinate", "dependent_coordinate"))
+register(
+    "CoordinateCouplerConstraint",
+    CoordinateCouplerConstraint,
+    order=(
+        "components",
+        "isEnforced",
+        "coupled_coordinates_function",
+        "independent_coordinate_names",
+        "dependent_coordinate_name",
+        "scale_factor",
+    ),
+    read_hooks={"independent_coordinate_names": _read_independent, "dependent_coordinate_name": _read_dep},
+    write_hooks={"independent_coordinate_names": _write_ind, "dependent_coordinate_name": _write_dep},
+    skip_fields=("independent_coordinate", "dependent_coordinate"),
+)
 
 
 # -- actuators ------------------------------------------------------------------------------------
 
 _ACT = ("components", "appliesForce", "min_control", "max_control")
 _r, _w = _hooks(("coordinate", "coordinate", "coordinate"))
-register("CoordinateActuator", CoordinateActuator, order=_ACT + ("coordinate", "optimal_force"),
-         read_hooks=_r, write_hooks=_w, skip_fields=("coordinate",))
+register(
+    "CoordinateActuator",
+    CoordinateActuator,
+    order=_ACT + ("coordinate", "optimal_force"),
+    read_hooks=_r,
+    write_hooks=_w,
+    skip_fields=("coordinate",),
+)
 _r, _w = _hooks(("body", "body", "body"))
-register("PointActuator", PointActuator, order=_ACT + ("body", "point", "point_is_global", "direction",
-                                                       "force_is_global", "optimal_force"),
-         read_hooks=_r, write_hooks=_w, skip_fields=("body",))
+register(
+    "PointActuator",
+    PointActuator,
+    order=_ACT + ("body", "point", "point_is_global", "direction", "force_is_global", "optimal_force"),
+    read_hooks=_r,
+    write_hooks=_w,
+    skip_fields=("body",),
+)
 _r, _w = _hooks(("bodyA", "bodyA", "frame"), ("bodyB", "bodyB", "frame"))
-register("TorqueActuator", TorqueActuator, order=_ACT + ("bodyA", "bodyB", "torque_is_global", "axis",
-                                                         "optimal_force"),
-         read_hooks=_r, write_hooks=_w, skip_fields=("bodyA", "bodyB"))
+register(
+    "TorqueActuator",
+    TorqueActuator,
+    order=_ACT + ("bodyA", "bodyB", "torque_is_global", "axis", "optimal_force"),
+    read_hooks=_r,
+    write_hooks=_w,
+    skip_fields=("bodyA", "bodyB"),
+)
 
 
 # -- controllers ------------------------------------------------------------------------------------
@@ -364,28 +464,50 @@ def _write_control_functions(io, comp, wc, path):
 
 def _keep_without_controls_file(node, rc, path):
     if node.text:
-        rc.unsupported_content(node, "<controls_file>", path, "controls read from a file are not supported; "
-                               "use simjax.io.states or a ControlTable")
+        rc.unsupported_content(
+            node,
+            "<controls_file>",
+            path,
+            "controls read from a file are not supported; use simjax.io.states or a ControlTable",
+        )
         raise SkipComponent(path)
     return True
 
 
-register("PrescribedController", PrescribedController,
-         order=("components", "socket_actuators", "enabled", "ControlFunctions", "controls_file",
-                "interpolation_method"),
-         read_hooks={"FunctionSet": _read_control_functions, "actuator_list": _read_actuator_list},
-         write_hooks={"ControlFunctions": _write_control_functions}, skip_fields=("control_functions",),
-         keep={"controls_file": _keep_without_controls_file, "interpolation_method": True})
-register("ToyReflexController", ToyReflexController, order=("components", "socket_actuators", "enabled", "gain"),
-         read_hooks={"actuator_list": _read_actuator_list})
+register(
+    "PrescribedController",
+    PrescribedController,
+    order=("components", "socket_actuators", "enabled", "ControlFunctions", "controls_file", "interpolation_method"),
+    read_hooks={"FunctionSet": _read_control_functions, "actuator_list": _read_actuator_list},
+    write_hooks={"ControlFunctions": _write_control_functions},
+    skip_fields=("control_functions",),
+    keep={"controls_file": _keep_without_controls_file, "interpolation_method": True},
+)
+register(
+    "ToyReflexController",
+    ToyReflexController,
+    order=("components", "socket_actuators", "enabled", "gain"),
+    read_hooks={"actuator_list": _read_actuator_list},
+)
 
 
 # -- functions --------------------------------------------------------------------------------------
 
-for _f in (Constant, LinearFunction, PolynomialFunction, PiecewiseLinearFunction, PiecewiseConstantFunction,
-           SimmSpline, NaturalCubicSpline, MultiplierFunction, StepFunction, Sine):
+for _f in (
+    Constant,
+    LinearFunction,
+    PolynomialFunction,
+    PiecewiseLinearFunction,
+    PiecewiseConstantFunction,
+    SimmSpline,
+    NaturalCubicSpline,
+    MultiplierFunction,
+    StepFunction,
+    Sine,
+):
     register_function(_f.__name__, _f)
-register_function("GCVSpline", GCVSpline, order=("half_order", "error_variance", "x", "y", "weights"),
-                  ignore=("coefficients",))
+register_function(
+    "GCVSpline", GCVSpline, order=("half_order", "error_variance", "x", "y", "weights"), ignore=("coefficients",)
+)
 
 del _cls, _f, _r, _w

@@ -25,8 +25,7 @@ class OsimError(ModelError):
     ``prop`` and ``value`` (the property involved, if any).
     """
 
-    def __init__(self, file: str, line: int, path: str, message: str, *, prop: str | None = None,
-                 value: Any = None):
+    def __init__(self, file: str, line: int, path: str, message: str, *, prop: str | None = None, value: Any = None):
         self.file = str(file)
         self.line = int(line or 0)
         self.path = path
@@ -68,7 +67,7 @@ class UnsupportedContentError(OsimError):
     def __init__(self, file: str, items: list[Unsupported], hint: str = ""):
         self.items = list(items)
         listing = "\n".join(f"  {u}" for u in self.items)
-        message = (f"{len(self.items)} unsupported element(s){hint}:\n{listing}")
+        message = f"{len(self.items)} unsupported element(s){hint}:\n{listing}"
         super().__init__(file, self.items[0].line if self.items else 0, "", message)
 
     def __reduce__(self):

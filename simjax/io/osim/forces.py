@@ -16,8 +16,16 @@ file): give it one with ``ExternalForce(..., data=table)`` before building.
 from __future__ import annotations
 
 from ...forces.bushing import BushingForce
-from ...forces.contact import (ContactHalfSpace, ContactMesh, ContactParameters, ContactSphere, ElasticFoundationForce,
-                              HuntCrossleyForce, SmoothSphereHalfSpaceForce, read_mesh)
+from ...forces.contact import (
+    ContactHalfSpace,
+    ContactMesh,
+    ContactParameters,
+    ContactSphere,
+    ElasticFoundationForce,
+    HuntCrossleyForce,
+    SmoothSphereHalfSpaceForce,
+    read_mesh,
+)
 from ...forces.expression import ExpressionBasedCoordinateForce
 from ...forces.external import ExternalForce, PrescribedForce
 from ...forces.limits import CoordinateLimitForce
@@ -30,21 +38,59 @@ __all__ = []
 
 _FORCE = ("components", "appliesForce")
 
-register("PointToPointSpring", PointToPointSpring,
-         order=_FORCE + ("socket_body1", "socket_body2", "point1", "point2", "stiffness", "rest_length"))
-register("SpringGeneralizedForce", SpringGeneralizedForce,
-         order=_FORCE + ("coordinate", "stiffness", "rest_length", "viscosity"))
-register("CoordinateLimitForce", CoordinateLimitForce,
-         order=_FORCE + ("coordinate", "upper_stiffness", "upper_limit", "lower_stiffness", "lower_limit", "damping",
-                         "transition", "compute_dissipation_energy"))
-register("BushingForce", BushingForce,
-         order=_FORCE + ("socket_frame1", "socket_frame2", "frames", "rotational_stiffness",
-                         "translational_stiffness", "rotational_damping", "translational_damping"))
-register("ExpressionBasedCoordinateForce", ExpressionBasedCoordinateForce,
-         order=_FORCE + ("coordinate", "expression"))
-register("PointOnLineConstraint", PointOnLineConstraint,
-         order=("components", "isEnforced", "socket_line_body", "socket_follower_body", "line_direction_vec",
-                "point_on_line", "point_on_follower"))
+register(
+    "PointToPointSpring",
+    PointToPointSpring,
+    order=_FORCE + ("socket_body1", "socket_body2", "point1", "point2", "stiffness", "rest_length"),
+)
+register(
+    "SpringGeneralizedForce",
+    SpringGeneralizedForce,
+    order=_FORCE + ("coordinate", "stiffness", "rest_length", "viscosity"),
+)
+register(
+    "CoordinateLimitForce",
+    CoordinateLimitForce,
+    order=_FORCE
+    + (
+        "coordinate",
+        "upper_stiffness",
+        "upper_limit",
+        "lower_stiffness",
+        "lower_limit",
+        "damping",
+        "transition",
+        "compute_dissipation_energy",
+    ),
+)
+register(
+    "BushingForce",
+    BushingForce,
+    order=_FORCE
+    + (
+        "socket_frame1",
+        "socket_frame2",
+        "frames",
+        "rotational_stiffness",
+        "translational_stiffness",
+        "rotational_damping",
+        "translational_damping",
+    ),
+)
+register("ExpressionBasedCoordinateForce", ExpressionBasedCoordinateForce, order=_FORCE + ("coordinate", "expression"))
+register(
+    "PointOnLineConstraint",
+    PointOnLineConstraint,
+    order=(
+        "components",
+        "isEnforced",
+        "socket_line_body",
+        "socket_follower_body",
+        "line_direction_vec",
+        "point_on_line",
+        "point_on_follower",
+    ),
+)
 
 # -- contact geometry ------------------------------------------------------------------------
 
@@ -70,8 +116,14 @@ def _read_mesh_file(io, node, rc, path):
     return out
 
 
-register("ContactMesh", ContactMesh, order=_GEOMETRY + ("filename",), keep=_GEOMETRY_KEEP,
-         read_hooks={"filename": _read_mesh_file}, skip_fields=("vertices", "faces"))
+register(
+    "ContactMesh",
+    ContactMesh,
+    order=_GEOMETRY + ("filename",),
+    keep=_GEOMETRY_KEEP,
+    read_hooks={"filename": _read_mesh_file},
+    skip_fields=("vertices", "faces"),
+)
 
 # -- compliant contact forces ------------------------------------------------------------------
 
@@ -117,15 +169,36 @@ def _contact_parameter_hooks(osim_class: str):
 
 for _cls in (HuntCrossleyForce, ElasticFoundationForce):
     _tag, _read, _write = _contact_parameter_hooks(_cls.__name__)
-    register(_cls.__name__, _cls, order=_FORCE + (_tag, "transition_velocity"), read_hooks={_tag: _read},
-             write_hooks={_tag: _write}, skip_fields=("contact_parameters",))
+    register(
+        _cls.__name__,
+        _cls,
+        order=_FORCE + (_tag, "transition_velocity"),
+        read_hooks={_tag: _read},
+        write_hooks={_tag: _write},
+        skip_fields=("contact_parameters",),
+    )
 
-register("SmoothSphereHalfSpaceForce", SmoothSphereHalfSpaceForce,
-         order=_FORCE + ("socket_sphere", "socket_half_space", "stiffness", "dissipation", "static_friction",
-                         "dynamic_friction", "viscous_friction", "transition_velocity", "constant_contact_force",
-                         "hertz_smoothing", "hunt_crossley_smoothing", "force_visualization_radius",
-                         "force_visualization_scale_factor"),
-         keep={"force_visualization_scale_factor": True})
+register(
+    "SmoothSphereHalfSpaceForce",
+    SmoothSphereHalfSpaceForce,
+    order=_FORCE
+    + (
+        "socket_sphere",
+        "socket_half_space",
+        "stiffness",
+        "dissipation",
+        "static_friction",
+        "dynamic_friction",
+        "viscous_friction",
+        "transition_velocity",
+        "constant_contact_force",
+        "hertz_smoothing",
+        "hunt_crossley_smoothing",
+        "force_visualization_radius",
+        "force_visualization_scale_factor",
+    ),
+    keep={"force_visualization_scale_factor": True},
+)
 
 # -- prescribed and external loads ---------------------------------------------------------------
 
@@ -168,12 +241,26 @@ def _function_set_writer(field):
     return write
 
 
-register("PrescribedForce", PrescribedForce,
-         order=_FORCE + ("socket_frame", "pointIsGlobal", "forceIsGlobal") + _FUNCTION_SETS,
-         read_hooks={"FunctionSet": _read_function_set, **{f: _read_function_set_wrapper for f in _FUNCTION_SETS}},
-         write_hooks={f: _function_set_writer(f) for f in _FUNCTION_SETS}, skip_fields=_FUNCTION_SETS)
-register("ExternalForce", ExternalForce,
-         order=_FORCE + ("applied_to_body", "force_expressed_in_body", "point_expressed_in_body", "force_identifier",
-                         "point_identifier", "torque_identifier", "data_source_name"),
-         skip_fields=("force_functions", "point_functions", "torque_functions"))
-
+register(
+    "PrescribedForce",
+    PrescribedForce,
+    order=_FORCE + ("socket_frame", "pointIsGlobal", "forceIsGlobal") + _FUNCTION_SETS,
+    read_hooks={"FunctionSet": _read_function_set, **{f: _read_function_set_wrapper for f in _FUNCTION_SETS}},
+    write_hooks={f: _function_set_writer(f) for f in _FUNCTION_SETS},
+    skip_fields=_FUNCTION_SETS,
+)
+register(
+    "ExternalForce",
+    ExternalForce,
+    order=_FORCE
+    + (
+        "applied_to_body",
+        "force_expressed_in_body",
+        "point_expressed_in_body",
+        "force_identifier",
+        "point_identifier",
+        "torque_identifier",
+        "data_source_name",
+    ),
+    skip_fields=("force_functions", "point_functions", "torque_functions"),
+)

@@ -40,11 +40,25 @@ __all__ = []
 # -- path points and paths ------------------------------------------------------------------
 
 register("PathPoint", PathPoint, order=("components", "socket_parent_frame", "location"))
-register("ConditionalPathPoint", ConditionalPathPoint,
-         order=("components", "socket_parent_frame", "location", "socket_coordinate", "range"))
-register("MovingPathPoint", MovingPathPoint,
-         order=("components", "socket_parent_frame", "socket_x_coordinate", "socket_y_coordinate",
-                "socket_z_coordinate", "x_location", "y_location", "z_location"))
+register(
+    "ConditionalPathPoint",
+    ConditionalPathPoint,
+    order=("components", "socket_parent_frame", "location", "socket_coordinate", "range"),
+)
+register(
+    "MovingPathPoint",
+    MovingPathPoint,
+    order=(
+        "components",
+        "socket_parent_frame",
+        "socket_x_coordinate",
+        "socket_y_coordinate",
+        "socket_z_coordinate",
+        "x_location",
+        "y_location",
+        "z_location",
+    ),
+)
 
 
 def _set_reader(field: str, tag: str, skippable: bool):
@@ -76,14 +90,24 @@ def _write_default_color(io, comp, wc, path):
     return []  # OpenSim 4 writes the color inside <Appearance>, kept in extras
 
 
-register("GeometryPath", GeometryPath,
-         order=("components", "PathPointSet", "PathWrapSet", "Appearance", "default_color"),
-         read_hooks={"PathPointSet": _set_reader("points", "PathPointSet", False),
-                     # a path without its wraps is still a path: strict=False may drop them
-                     "PathWrapSet": _set_reader("wraps", "PathWrapSet", True), "default_color": _read_default_color},
-         write_hooks={"PathPointSet": _set_writer("points", "PathPointSet"),
-                      "PathWrapSet": _set_writer("wraps", "PathWrapSet")},
-         keep={"Appearance": True}, skip_fields=("points", "wraps", "default_color"), skippable=False)
+register(
+    "GeometryPath",
+    GeometryPath,
+    order=("components", "PathPointSet", "PathWrapSet", "Appearance", "default_color"),
+    read_hooks={
+        "PathPointSet": _set_reader("points", "PathPointSet", False),
+        # a path without its wraps is still a path: strict=False may drop them
+        "PathWrapSet": _set_reader("wraps", "PathWrapSet", True),
+        "default_color": _read_default_color,
+    },
+    write_hooks={
+        "PathPointSet": _set_writer("points", "PathPointSet"),
+        "PathWrapSet": _set_writer("wraps", "PathWrapSet"),
+    },
+    keep={"Appearance": True},
+    skip_fields=("points", "wraps", "default_color"),
+    skippable=False,
+)
 
 
 def _read_path(io, node, rc, path):
@@ -104,10 +128,21 @@ register("PathActuator", PathActuator, order=_ACT, skip_fields=("path",), skippa
 
 # -- muscles -------------------------------------------------------------------------------------
 
-_MUSCLE = _ACT + ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length", "pennation_angle_at_optimal",
-                  "max_contraction_velocity", "ignore_tendon_compliance", "ignore_activation_dynamics")
-_CURVES = {"ActiveForceLengthCurve": C.ActiveForceLengthCurve, "ForceVelocityCurve": C.ForceVelocityCurve,
-           "FiberForceLengthCurve": C.FiberForceLengthCurve, "TendonForceLengthCurve": C.TendonForceLengthCurve}
+_MUSCLE = _ACT + (
+    "max_isometric_force",
+    "optimal_fiber_length",
+    "tendon_slack_length",
+    "pennation_angle_at_optimal",
+    "max_contraction_velocity",
+    "ignore_tendon_compliance",
+    "ignore_activation_dynamics",
+)
+_CURVES = {
+    "ActiveForceLengthCurve": C.ActiveForceLengthCurve,
+    "ForceVelocityCurve": C.ForceVelocityCurve,
+    "FiberForceLengthCurve": C.FiberForceLengthCurve,
+    "TendonForceLengthCurve": C.TendonForceLengthCurve,
+}
 
 
 def _curve_reader(tag: str, cls: type):
@@ -142,36 +177,99 @@ def _curve_writer(tag: str):
     return write
 
 
-_MILLARD_HOOKS = {"read_hooks": {"GeometryPath": _read_path, **{t: _curve_reader(t, c) for t, c in _CURVES.items()}},
-                  "write_hooks": {"GeometryPath": _write_path, **{t: _curve_writer(t) for t in _CURVES}}}
-register("Millard2012EquilibriumMuscle", Millard2012EquilibriumMuscle,
-         order=_MUSCLE + ("fiber_damping", "default_activation", "default_fiber_length", "activation_time_constant",
-                          "deactivation_time_constant", "minimum_activation", "maximum_pennation_angle")
-         + tuple(_CURVES),
-         skip_fields=("path",) + tuple(_CURVES), skippable=False, **_MILLARD_HOOKS)
-register("Thelen2003Muscle", Thelen2003Muscle,
-         order=_MUSCLE + ("default_activation", "default_fiber_length", "FmaxTendonStrain", "FmaxMuscleStrain",
-                          "KshapeActive", "KshapePassive", "Af", "Flen", "fv_linear_extrap_threshold",
-                          "maximum_pennation_angle", "activation_time_constant", "deactivation_time_constant",
-                          "minimum_activation"),
-         skip_fields=("path",), skippable=False, **_PATH_HOOKS)
-register("DeGrooteFregly2016Muscle", DeGrooteFregly2016Muscle,
-         order=_MUSCLE + ("activation_time_constant", "deactivation_time_constant", "default_activation",
-                          "default_normalized_tendon_force", "active_force_width_scale", "fiber_damping",
-                          "passive_fiber_strain_at_one_norm_force", "tendon_strain_at_one_norm_force",
-                          "ignore_passive_fiber_force", "tendon_compliance_dynamics_mode",
-                          "activation_dynamics_smoothing"),
-         skip_fields=("path",), skippable=False, **_PATH_HOOKS)
-register("RigidTendonMuscle", RigidTendonMuscle,
-         order=_MUSCLE + ("active_force_length_curve", "passive_force_length_curve", "force_velocity_curve"),
-         skip_fields=("path",), skippable=False, **_PATH_HOOKS)
+_MILLARD_HOOKS = {
+    "read_hooks": {"GeometryPath": _read_path, **{t: _curve_reader(t, c) for t, c in _CURVES.items()}},
+    "write_hooks": {"GeometryPath": _write_path, **{t: _curve_writer(t) for t in _CURVES}},
+}
+register(
+    "Millard2012EquilibriumMuscle",
+    Millard2012EquilibriumMuscle,
+    order=_MUSCLE
+    + (
+        "fiber_damping",
+        "default_activation",
+        "default_fiber_length",
+        "activation_time_constant",
+        "deactivation_time_constant",
+        "minimum_activation",
+        "maximum_pennation_angle",
+    )
+    + tuple(_CURVES),
+    skip_fields=("path",) + tuple(_CURVES),
+    skippable=False,
+    **_MILLARD_HOOKS,
+)
+register(
+    "Thelen2003Muscle",
+    Thelen2003Muscle,
+    order=_MUSCLE
+    + (
+        "default_activation",
+        "default_fiber_length",
+        "FmaxTendonStrain",
+        "FmaxMuscleStrain",
+        "KshapeActive",
+        "KshapePassive",
+        "Af",
+        "Flen",
+        "fv_linear_extrap_threshold",
+        "maximum_pennation_angle",
+        "activation_time_constant",
+        "deactivation_time_constant",
+        "minimum_activation",
+    ),
+    skip_fields=("path",),
+    skippable=False,
+    **_PATH_HOOKS,
+)
+register(
+    "DeGrooteFregly2016Muscle",
+    DeGrooteFregly2016Muscle,
+    order=_MUSCLE
+    + (
+        "activation_time_constant",
+        "deactivation_time_constant",
+        "default_activation",
+        "default_normalized_tendon_force",
+        "active_force_width_scale",
+        "fiber_damping",
+        "passive_fiber_strain_at_one_norm_force",
+        "tendon_strain_at_one_norm_force",
+        "ignore_passive_fiber_force",
+        "tendon_compliance_dynamics_mode",
+        "activation_dynamics_smoothing",
+    ),
+    skip_fields=("path",),
+    skippable=False,
+    **_PATH_HOOKS,
+)
+register(
+    "RigidTendonMuscle",
+    RigidTendonMuscle,
+    order=_MUSCLE + ("active_force_length_curve", "passive_force_length_curve", "force_velocity_curve"),
+    skip_fields=("path",),
+    skippable=False,
+    **_PATH_HOOKS,
+)
 
 # -- passive path forces -------------------------------------------------------------------------
 
-register("PathSpring", PathSpring, order=("components", "appliesForce", "GeometryPath", "resting_length", "stiffness",
-                                          "dissipation"), skip_fields=("path",), skippable=False, **_PATH_HOOKS)
-register("Ligament", Ligament, order=("components", "appliesForce", "GeometryPath", "resting_length", "pcsa_force",
-                                      "force_length_curve"), skip_fields=("path",), skippable=False, **_PATH_HOOKS)
+register(
+    "PathSpring",
+    PathSpring,
+    order=("components", "appliesForce", "GeometryPath", "resting_length", "stiffness", "dissipation"),
+    skip_fields=("path",),
+    skippable=False,
+    **_PATH_HOOKS,
+)
+register(
+    "Ligament",
+    Ligament,
+    order=("components", "appliesForce", "GeometryPath", "resting_length", "pcsa_force", "force_length_curve"),
+    skip_fields=("path",),
+    skippable=False,
+    **_PATH_HOOKS,
+)
 
 # -- Schutte1993Muscle_Deprecated ----------------------------------------------------------------
 # Its curves are one-object Function properties, written as OpenSim writes them:
@@ -189,8 +287,12 @@ def _named_function_writer(field: str):
     return write
 
 
-register("Schutte1993Muscle_Deprecated", Schutte1993Muscle_Deprecated,
-         order=_MUSCLE + ("time_scale", "activation1", "activation2", "damping") + _SCHUTTE_CURVES,
-         skip_fields=("path", "default_activation", "default_fiber_length") + _SCHUTTE_CURVES, skippable=False,
-         read_hooks={"GeometryPath": _read_path},
-         write_hooks={"GeometryPath": _write_path, **{f: _named_function_writer(f) for f in _SCHUTTE_CURVES}})
+register(
+    "Schutte1993Muscle_Deprecated",
+    Schutte1993Muscle_Deprecated,
+    order=_MUSCLE + ("time_scale", "activation1", "activation2", "damping") + _SCHUTTE_CURVES,
+    skip_fields=("path", "default_activation", "default_fiber_length") + _SCHUTTE_CURVES,
+    skippable=False,
+    read_hooks={"GeometryPath": _read_path},
+    write_hooks={"GeometryPath": _write_path, **{f: _named_function_writer(f) for f in _SCHUTTE_CURVES}},
+)

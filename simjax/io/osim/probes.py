@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 
-from ...control.metabolics import (Umberger2010MuscleMetabolicsProbe,
-                                  Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter)
+from ...control.metabolics import (
+    Umberger2010MuscleMetabolicsProbe,
+    Umberger2010MuscleMetabolicsProbe_MetabolicMuscleParameter,
+)
 from ._xml import Node
 from .registry import format_numbers, register
 
@@ -28,8 +30,13 @@ _UMBERGER = "Umberger2010MuscleMetabolicsProbe"
 _SET = f"{_UMBERGER}_MetabolicMuscleParameterSet"
 _ITEM = f"{_UMBERGER}_MetabolicMuscleParameter"
 _ITEM_NUMBERS = ("specific_tension", "density", "ratio_slow_twitch_fibers", "provided_muscle_mass")
-_ITEM_ORDER = ("specific_tension", "density", "ratio_slow_twitch_fibers", "use_provided_muscle_mass",
-               "provided_muscle_mass")
+_ITEM_ORDER = (
+    "specific_tension",
+    "density",
+    "ratio_slow_twitch_fibers",
+    "use_provided_muscle_mass",
+    "provided_muscle_mass",
+)
 
 
 def _read_initial_conditions(io, node, rc, path):
@@ -79,11 +86,27 @@ def _write_parameter_set(io, comp, wc, path):
     return [node]
 
 
-register(_UMBERGER, Umberger2010MuscleMetabolicsProbe,
-         order=_PROBE + ("activation_maintenance_rate_on", "shortening_rate_on", "basal_rate_on",
-                         "mechanical_work_rate_on", "enforce_minimum_heat_rate_per_muscle", "aerobic_factor",
-                         "basal_coefficient", "basal_exponent", "muscle_effort_scaling_factor",
-                         "use_Bhargava_recruitment_model", "include_negative_mechanical_work",
-                         "forbid_negative_total_power", "report_total_metabolics_only", _SET),
-         read_hooks={"initial_conditions_for_integration": _read_initial_conditions, _SET: _read_parameter_set},
-         write_hooks={_SET: _write_parameter_set}, skip_fields=("muscle_parameters",))
+register(
+    _UMBERGER,
+    Umberger2010MuscleMetabolicsProbe,
+    order=_PROBE
+    + (
+        "activation_maintenance_rate_on",
+        "shortening_rate_on",
+        "basal_rate_on",
+        "mechanical_work_rate_on",
+        "enforce_minimum_heat_rate_per_muscle",
+        "aerobic_factor",
+        "basal_coefficient",
+        "basal_exponent",
+        "muscle_effort_scaling_factor",
+        "use_Bhargava_recruitment_model",
+        "include_negative_mechanical_work",
+        "forbid_negative_total_power",
+        "report_total_metabolics_only",
+        _SET,
+    ),
+    read_hooks={"initial_conditions_for_integration": _read_initial_conditions, _SET: _read_parameter_set},
+    write_hooks={_SET: _write_parameter_set},
+    skip_fields=("muscle_parameters",),
+)

@@ -32,21 +32,54 @@ from ._xml import Node, XMLSyntaxError, parse, serialize
 from .errors import OsimError, UnsupportedContentError, warn
 from .registry import ReadContext
 
-__all__ = ["load_osim", "loads_osim", "read_osim", "LoadReport", "MIN_VERSION", "SET_TAGS", "MODEL_ORDER",
-           "ORIGINAL_NAME"]
+__all__ = [
+    "load_osim",
+    "loads_osim",
+    "read_osim",
+    "LoadReport",
+    "MIN_VERSION",
+    "SET_TAGS",
+    "MODEL_ORDER",
+    "ORIGINAL_NAME",
+]
 
 #: The oldest document version read (OpenSim 4.0).
 MIN_VERSION = 40000
 
 #: OpenSim set element tag -> simjax Model field (and path element)
-SET_TAGS = {"BodySet": "bodyset", "JointSet": "jointset", "ControllerSet": "controllerset",
-            "ConstraintSet": "constraintset", "ForceSet": "forceset", "MarkerSet": "markerset",
-            "ContactGeometrySet": "contactgeometryset", "ProbeSet": "probeset"}
+SET_TAGS = {
+    "BodySet": "bodyset",
+    "JointSet": "jointset",
+    "ControllerSet": "controllerset",
+    "ConstraintSet": "constraintset",
+    "ForceSet": "forceset",
+    "MarkerSet": "markerset",
+    "ContactGeometrySet": "contactgeometryset",
+    "ProbeSet": "probeset",
+}
 
 #: OpenSim's order of the Model's properties
-MODEL_ORDER = ("defaults", "components", "assembly_accuracy", "Ground", "gravity", "credits", "publications",
-               "length_units", "force_units", "BodySet", "JointSet", "ControllerSet", "ConstraintSet", "ForceSet",
-               "MarkerSet", "ContactGeometrySet", "ProbeSet", "ComponentSet", "ModelVisualPreferences")
+MODEL_ORDER = (
+    "defaults",
+    "components",
+    "assembly_accuracy",
+    "Ground",
+    "gravity",
+    "credits",
+    "publications",
+    "length_units",
+    "force_units",
+    "BodySet",
+    "JointSet",
+    "ControllerSet",
+    "ConstraintSet",
+    "ForceSet",
+    "MarkerSet",
+    "ContactGeometrySet",
+    "ProbeSet",
+    "ComponentSet",
+    "ModelVisualPreferences",
+)
 
 #: pseudo-extra holding a Model name simjax's name rules reject (written back as is)
 ORIGINAL_NAME = "@name"
@@ -127,9 +160,13 @@ def _read_document(root: Node, rc: ReadContext) -> Model:
         raise rc.error(root, "", f"<OpenSimDocument> needs a numeric Version attribute, got {version!r}")
     rc.version = int(version)
     if rc.version < MIN_VERSION:
-        raise rc.error(root, "", f"document version {rc.version} is older than OpenSim 4.0 ({MIN_VERSION}); "
-                       "upgrade the file by opening and saving it with OpenSim 4 (GUI, or "
-                       "opensim.Model(path).printToXML(new_path))")
+        raise rc.error(
+            root,
+            "",
+            f"document version {rc.version} is older than OpenSim 4.0 ({MIN_VERSION}); "
+            "upgrade the file by opening and saving it with OpenSim 4 (GUI, or "
+            "opensim.Model(path).printToXML(new_path))",
+        )
     models = [c for c in root.children if c.tag == "Model"]
     for c in root.children:
         if c.tag == "defaults" and not c.children:
@@ -227,8 +264,11 @@ def _read_set(node: Node, set_name: str, rc: ReadContext) -> Set:
                 if comp is None:
                     continue
                 cls_set = getattr(type(comp), "set_name", None)
-                wrong = (not isinstance(comp, base)) if base is not None else (
-                    set_name != "componentset" and cls_set is not None and cls_set != set_name)
+                wrong = (
+                    (not isinstance(comp, base))
+                    if base is not None
+                    else (set_name != "componentset" and cls_set is not None and cls_set != set_name)
+                )
                 if wrong:
                     raise rc.error(c, path, f"a {c.tag} does not belong in <{node.tag}>")
                 objects.append(comp)
@@ -292,8 +332,11 @@ def _report_unsupported(rc: ReadContext) -> None:
         return
     fixed = [u for u in items if not u.skippable]
     if rc.strict:
-        raise UnsupportedContentError(rc.file, items, hint=" (simjax does not model these yet; "
-                                      "load_osim(..., strict=False) skips what can be skipped)")
+        raise UnsupportedContentError(
+            rc.file,
+            items,
+            hint=" (simjax does not model these yet; load_osim(..., strict=False) skips what can be skipped)",
+        )
     if fixed:
         raise UnsupportedContentError(rc.file, fixed, hint=" that cannot be skipped: the skeleton depends on them")
     listing = "\n".join(f"  {u}" for u in items)
@@ -338,8 +381,11 @@ def _resolve_names(model: Model, rc: ReadContext) -> Model:
                 hits = [f"/bodyset/{name}"] if f"/bodyset/{name}" in index else []
             elif d.kind == "frame":
                 as_path = resolve_path(name, "/") if not name.startswith("..") else ""
-                hits = [as_path] if as_path and as_path in index else (
-                    [f"/bodyset/{name}"] if f"/bodyset/{name}" in index else [])
+                hits = (
+                    [as_path]
+                    if as_path and as_path in index
+                    else ([f"/bodyset/{name}"] if f"/bodyset/{name}" in index else [])
+                )
             elif d.kind == "wrap_object":
                 hits = wraps.get(name, [])
             elif d.kind == "actuator":
@@ -350,13 +396,23 @@ def _resolve_names(model: Model, rc: ReadContext) -> Model:
             else:  # pragma: no cover - a registration bug
                 raise rc.error(d.line, d.path, f"unknown reference kind {d.kind!r}")
             if len(hits) > 1:
-                raise rc.error(d.line, d.path, f"the {d.kind} name {name!r} is ambiguous: {', '.join(hits)}",
-                               prop=d.field, value=name)
+                raise rc.error(
+                    d.line,
+                    d.path,
+                    f"the {d.kind} name {name!r} is ambiguous: {', '.join(hits)}",
+                    prop=d.field,
+                    value=name,
+                )
             if not hits and name in skipped_by_name:
                 hits = [skipped_by_name[name]]
             if not hits:
-                raise rc.error(d.line, d.path, f"refers to {d.kind} {name!r}, but the model has no {d.kind} of "
-                               "that name", prop=d.field, value=name)
+                raise rc.error(
+                    d.line,
+                    d.path,
+                    f"refers to {d.kind} {name!r}, but the model has no {d.kind} of that name",
+                    prop=d.field,
+                    value=name,
+                )
             resolved.append(hits[0])
         updates.setdefault(d.path, {})[d.field] = tuple(resolved) if d.many else resolved[0]
     for path, changes in updates.items():
@@ -380,8 +436,13 @@ def _check_references(model: Model, rc: ReadContext) -> Model:
                 try:
                     target = resolve_path(ref, path)
                 except ModelError:
-                    raise rc.error(line, path, f"socket '{name}' path {ref!r} climbs above the model root",
-                                   prop=f"socket_{name}", value=ref) from None
+                    raise rc.error(
+                        line,
+                        path,
+                        f"socket '{name}' path {ref!r} climbs above the model root",
+                        prop=f"socket_{name}",
+                        value=ref,
+                    ) from None
                 skipped = _within(target, rc.skipped)
                 if skipped is not None:
                     if f.metadata["hard"]:
@@ -392,11 +453,21 @@ def _check_references(model: Model, rc: ReadContext) -> Model:
                 try:
                     conn = index[target]
                 except KeyError:
-                    raise rc.error(line, path, f"socket '{name}' refers to {ref!r}, but there is no component at "
-                                   f"{target!r}", prop=f"socket_{name}", value=ref) from None
+                    raise rc.error(
+                        line,
+                        path,
+                        f"socket '{name}' refers to {ref!r}, but there is no component at {target!r}",
+                        prop=f"socket_{name}",
+                        value=ref,
+                    ) from None
                 if not isinstance(conn, expected):
-                    raise rc.error(line, path, f"socket '{name}' expects a {expected.__name__}, but {target!r} is a "
-                                   f"{type(conn).__name__}", prop=f"socket_{name}", value=ref)
+                    raise rc.error(
+                        line,
+                        path,
+                        f"socket '{name}' expects a {expected.__name__}, but {target!r} is a {type(conn).__name__}",
+                        prop=f"socket_{name}",
+                        value=ref,
+                    )
     if not drop and not prune:
         return model
     lines = []
@@ -410,4 +481,3 @@ def _check_references(model: Model, rc: ReadContext) -> Model:
         lines.append(f"  dropped {path}: it depends on skipped {skipped}")
     warn(f"{rc.file}: references to skipped content:\n" + "\n".join(lines))
     return model
-

@@ -163,14 +163,14 @@ class ReadContext:
         self.missing_meshes: list[str] = []
         self.defaults: dict[str, Node] = {}
 
-    def error(self, node: Node | int | None, path: str, message: str, prop: str | None = None,
-              value: Any = None) -> OsimError:
+    def error(
+        self, node: Node | int | None, path: str, message: str, prop: str | None = None, value: Any = None
+    ) -> OsimError:
         """An ``OsimError`` at ``node`` (or a line number) for the component ``path``."""
         line = node.line if isinstance(node, Node) else (node or 0)
         return OsimError(self.file, line, path, message, prop=prop, value=value)
 
-    def unsupported_content(self, node: Node, what: str, path: str, reason: str = "",
-                            skippable: bool = True) -> None:
+    def unsupported_content(self, node: Node, what: str, path: str, reason: str = "", skippable: bool = True) -> None:
         """Record content simjax does not model (reported all at once at the end)."""
         self.unsupported.append(Unsupported(what, path, node.line, reason, skippable))
 
@@ -227,12 +227,16 @@ class ReadContext:
         name = node.attrib.get("name")
         entry = _COMPONENTS.get(node.tag)
         if "file" in node.attrib:
-            raise self.error(node, parent_path, f"<{node.tag}> is stored in a separate file "
-                             f"({node.attrib['file']!r}); such files are not supported")
+            raise self.error(
+                node,
+                parent_path,
+                f"<{node.tag}> is stored in a separate file ({node.attrib['file']!r}); such files are not supported",
+            )
         if not name:
             if entry is None:
-                self.unsupported_content(node, node.tag, parent_path + "/<unnamed>", "not a known OpenSim component",
-                                         skippable)
+                self.unsupported_content(
+                    node, node.tag, parent_path + "/<unnamed>", "not a known OpenSim component", skippable
+                )
                 return None
             raise self.error(node, parent_path, f"<{node.tag}> has no name attribute")
         path = ("" if parent_path == "/" else parent_path) + "/" + name
@@ -269,8 +273,9 @@ class ReadContext:
             raise SkipComponent(path)
         return entry.read(node, self, path)
 
-    def function_property(self, owner: Node, prop: str, path: str, skippable: bool = True,
-                          node: Node | None = None) -> Function | None:
+    def function_property(
+        self, owner: Node, prop: str, path: str, skippable: bool = True, node: Node | None = None
+    ) -> Function | None:
         """The Function held by the property ``prop`` of the element ``owner``.
 
         Accepts OpenSim's forms: ``<prop><Class>...</Class></prop>`` (empty: ``None``),
@@ -292,8 +297,9 @@ class ReadContext:
         if not node.children:
             return None
         if len(node.children) > 1:
-            raise self.error(node.children[1], path, f"property '{prop}' holds {len(node.children)} functions; "
-                             "expected one")
+            raise self.error(
+                node.children[1], path, f"property '{prop}' holds {len(node.children)} functions; expected one"
+            )
         return self.read_function(node.children[0], path + "/" + prop, skippable)
 
 
@@ -320,8 +326,7 @@ class WriteContext:
             full = resolve_path(ref, path)
             return full, self.model.find(full)
         except (KeyError, ModelError):
-            raise self.error(path, f"refers to {ref!r}, but there is no such component", prop=prop,
-                             value=ref) from None
+            raise self.error(path, f"refers to {ref!r}, but there is no such component", prop=prop, value=ref) from None
 
     def write_function(self, fn: Function, name: str | None = None) -> Node:
         """A Function as an element (``name``: the ``name`` attribute to write)."""
@@ -360,8 +365,7 @@ def construct(cls: type, values: dict) -> Component:
 
 
 def _is_component_list(f: dataclasses.Field) -> bool:
-    return (not f.metadata.get("static") and "property" not in f.metadata and f.default == ()
-            and f.name != "extras")
+    return not f.metadata.get("static") and "property" not in f.metadata and f.default == () and f.name != "extras"
 
 
 def _is_function_field(f: dataclasses.Field) -> bool:
@@ -369,8 +373,12 @@ def _is_function_field(f: dataclasses.Field) -> bool:
 
 
 def _is_component_field(f: dataclasses.Field) -> bool:
-    return (not f.metadata.get("static") and "property" not in f.metadata and f.default is None
-            and not _is_function_field(f))
+    return (
+        not f.metadata.get("static")
+        and "property" not in f.metadata
+        and f.default is None
+        and not _is_function_field(f)
+    )
 
 
 # -- components -------------------------------------------------------------------------------
@@ -382,10 +390,21 @@ class ComponentIO:
     See the module docstring for the default mapping and the options.
     """
 
-    def __init__(self, osim_class: str, cls: type, *, order: tuple = (), aliases: dict | None = None,
-                 keep: dict | None = None, required: tuple = (), read_hooks: dict | None = None,
-                 write_hooks: dict | None = None, skip_fields: tuple = (), ignore: tuple = (),
-                 skippable: bool = True):
+    def __init__(
+        self,
+        osim_class: str,
+        cls: type,
+        *,
+        order: tuple = (),
+        aliases: dict | None = None,
+        keep: dict | None = None,
+        required: tuple = (),
+        read_hooks: dict | None = None,
+        write_hooks: dict | None = None,
+        skip_fields: tuple = (),
+        ignore: tuple = (),
+        skippable: bool = True,
+    ):
         self.osim_class = osim_class
         self.cls = cls
         self.order = tuple(order)
@@ -446,8 +465,9 @@ class ComponentIO:
             if self.sockets[name].metadata["many"]:
                 values[name] = tuple(refs)
             elif len(refs) > 1:
-                raise rc.error(child, path, "a single-value socket holds more than one path", prop=tag,
-                               value=child.text)
+                raise rc.error(
+                    child, path, "a single-value socket holds more than one path", prop=tag, value=child.text
+                )
             else:
                 values[name] = refs[0] if refs else ""
             return
@@ -578,8 +598,11 @@ def write_component(comp: Component, wc: WriteContext, path: str) -> Node | None
         if not wc.strict:
             wc.left_out.append(f"{path} [{type(comp).__name__}]")
             return None
-        raise wc.error(path, f"{type(comp).__name__} cannot be written to .osim (no registered OpenSim class; "
-                       "save_osim(..., strict=False) leaves such components out)")
+        raise wc.error(
+            path,
+            f"{type(comp).__name__} cannot be written to .osim (no registered OpenSim class; "
+            "save_osim(..., strict=False) leaves such components out)",
+        )
     return entry.write(comp, wc, path)
 
 
@@ -625,7 +648,7 @@ class FunctionIO:
             if _is_function_field(f):
                 kwargs[f.name] = rc.function_property(node, f.name, path, node=child)
             elif f.metadata.get("static"):
-                kwargs[f.name] = (rc.integer(child, path) if "int" in str(f.type) else rc.number(child, path))
+                kwargs[f.name] = rc.integer(child, path) if "int" in str(f.type) else rc.number(child, path)
             elif isinstance(f.default, float):
                 kwargs[f.name] = rc.number(child, path)
             else:

@@ -127,8 +127,9 @@ class Oracle:
         self._coords = [cs.get(i) for i in range(cs.getSize())]
         self.coordinates = [c.getAbsolutePathString() for c in self._coords]
         self._uidx = self._speed_indices()
-        self.needs_assembly = (self.model.getConstraintSet().getSize() > 0
-                               or any(c.get_locked() or c.get_prescribed() for c in self._coords))
+        self.needs_assembly = self.model.getConstraintSet().getSize() > 0 or any(
+            c.get_locked() or c.get_prescribed() for c in self._coords
+        )
 
     def _speed_indices(self) -> np.ndarray:
         s = self.state
@@ -236,8 +237,9 @@ def _states(system, oracle: Oracle, samples) -> State:
     t = jnp.asarray([s[0] for s in samples])
     q = jnp.broadcast_to(base.q, (n, tree.nq)).at[:, qi].set(np.stack([s[1] for s in samples]))
     u = jnp.broadcast_to(base.u, (n, tree.nu)).at[:, ui].set(np.stack([s[2] for s in samples]))
-    return State(t=t, q=q, u=u, z=jnp.broadcast_to(base.z, (n,) + base.z.shape),
-                 d=jnp.broadcast_to(base.d, (n,) + base.d.shape))
+    return State(
+        t=t, q=q, u=u, z=jnp.broadcast_to(base.z, (n,) + base.z.shape), d=jnp.broadcast_to(base.d, (n,) + base.d.shape)
+    )
 
 
 @jax.jit
@@ -268,6 +270,7 @@ register_check(Check("accelerations", _sj_accelerations, Oracle.accelerations))
 
 
 # -- muscles --------------------------------------------------------------------------------
+
 
 def _osim_muscles(oracle):
     muscles = oracle.model.getMuscles()
@@ -304,8 +307,13 @@ def _muscle_check(name, getter, rtol):
         oracle.model.realizeDynamics(oracle.state)
         return np.array([getattr(m, getter)(oracle.state) for m in _osim_muscles(oracle)])
 
-    return Check(name.replace("_", " ") + "s" if name != "length" else "path lengths", mine, theirs, rtol=rtol,
-                 applies=_has_muscles)
+    return Check(
+        name.replace("_", " ") + "s" if name != "length" else "path lengths",
+        mine,
+        theirs,
+        rtol=rtol,
+        applies=_has_muscles,
+    )
 
 
 def _sj_moment_arms(system, states, oracle):
@@ -325,6 +333,7 @@ register_check(Check("moment arms", _sj_moment_arms, _osim_moment_arms, rtol=1e-
 
 
 # -- auxiliary states (activations, fiber lengths, ...) ----------------------------------------
+
 
 def _osim_z_names(oracle, system) -> list[str]:
     """OpenSim's state variables that are not coordinates' and that simjax has too."""
@@ -348,8 +357,7 @@ def _sj_zdot(system, states, oracle):
 
 def _osim_zdot(oracle):
     oracle.model.realizeAcceleration(oracle.state)
-    return np.array([oracle.model.getStateVariableDerivativeValue(oracle.state, n)
-                     for n in oracle.z_names])
+    return np.array([oracle.model.getStateVariableDerivativeValue(oracle.state, n) for n in oracle.z_names])
 
 
 def _has_z(system, oracle) -> bool:
@@ -374,8 +382,9 @@ def validate(path, n_states: int = 50, seed: int = 0, checks=None) -> list[Check
     **Returns:** a ``CheckResult`` per check, in ``CHECKS`` order.
     """
     if not jax.config.jax_enable_x64:
-        raise ValueError("validate compares the engines in float64: call "
-                         "jax.config.update('jax_enable_x64', True) first")
+        raise ValueError(
+            "validate compares the engines in float64: call jax.config.update('jax_enable_x64', True) first"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OsimWarning)
         model, report = read_osim(path, strict=False)
@@ -403,8 +412,9 @@ def validate(path, n_states: int = 50, seed: int = 0, checks=None) -> list[Check
         diff = np.abs(mine - theirs).reshape(n_states, -1).max(axis=1, initial=0.0)
         scale = np.abs(theirs).reshape(n_states, -1).max(axis=1, initial=0.0)
         rel = diff / np.maximum(scale, 1e-300)
-        results.append(CheckResult(name, n_states, float(diff.max(initial=0.0)), float(rel.max(initial=0.0)),
-                                   check.rtol))
+        results.append(
+            CheckResult(name, n_states, float(diff.max(initial=0.0)), float(rel.max(initial=0.0)), check.rtol)
+        )
     return results
 
 
@@ -413,7 +423,8 @@ def format_results(results: list[CheckResult]) -> str:
     head = f"{'quantity':<24} {'states':>6} {'max abs err':>12} {'max rel err':>12} {'tolerance':>10}  result"
     rows = [head, "-" * len(head)]
     for r in results:
-        rows.append(f"{r.name:<24} {r.n_states:>6} {r.max_abs:>12.3e} {r.max_rel:>12.3e} {r.rtol:>10.1e}  "
-                    f"{'ok' if r.passed else 'FAIL'}")
+        rows.append(
+            f"{r.name:<24} {r.n_states:>6} {r.max_abs:>12.3e} {r.max_rel:>12.3e} {r.rtol:>10.1e}  "
+            f"{'ok' if r.passed else 'FAIL'}"
+        )
     return "\n".join(rows)
-

@@ -52,7 +52,11 @@ def _write_smoothing(io, comp, wc, path):
 
 _read_wrap_object, _write_wrap_object = name_reference("wrap_object", "wrap_object", "wrap_object")
 
-register("PathWrap", PathWrap, order=("components", "wrap_object", "method", "range", "smoothing"),
-         read_hooks={"wrap_object": _read_wrap_object, "range": _read_range, "smoothing": _read_smoothing},
-         write_hooks={"wrap_object": _write_wrap_object, "range": _write_range, "smoothing": _write_smoothing},
-         skip_fields=("wrap_object", "range", "smoothing"))
+register(
+    "PathWrap",
+    PathWrap,
+    order=("components", "wrap_object", "method", "range", "smoothing"),
+    read_hooks={"wrap_object": _read_wrap_object, "range": _read_range, "smoothing": _read_smoothing},
+    write_hooks={"wrap_object": _write_wrap_object, "range": _write_range, "smoothing": _write_smoothing},
+    skip_fields=("wrap_object", "range", "smoothing"),
+)

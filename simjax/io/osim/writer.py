@@ -81,8 +81,7 @@ def model_node(model: Model, file: str = "<model>", strict: bool = True) -> Node
     root = Node("OpenSimDocument", {"Version": str(DOCUMENT_VERSION)})
     root.append(Node("Model", {"name": name}, children=[n for _, n in items]))
     if wc.left_out:
-        warn(f"{file}: left out {len(wc.left_out)} component(s) OpenSim has no class for: "
-             f"{', '.join(wc.left_out)}")
+        warn(f"{file}: left out {len(wc.left_out)} component(s) OpenSim has no class for: {', '.join(wc.left_out)}")
     return root
 
 

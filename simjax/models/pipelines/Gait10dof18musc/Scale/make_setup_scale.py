@@ -84,9 +84,11 @@ for body, factors in (("talus_r", (1.1, 1.05, 0.95)), ("talus_l", (1.1, 1.05, 0.
 # marker placement: IK on the static pose (ASIS weighted 10), then markers moved
 mp = tool.getMarkerPlacer()
 mp.setApply(True)
-for name in ("R.ASIS L.ASIS V.Sacral R.Thigh.Upper R.Knee.Lat R.Shank.Upper R.Ankle.Lat R.Heel R.Toe.Tip "
-             "L.Thigh.Upper L.Knee.Lat L.Shank.Upper L.Ankle.Lat L.Heel L.Toe.Tip Sternum R.Acromium L.Acromium "
-             "Top.Head").split():
+for name in (
+    "R.ASIS L.ASIS V.Sacral R.Thigh.Upper R.Knee.Lat R.Shank.Upper R.Ankle.Lat R.Heel R.Toe.Tip "
+    "L.Thigh.Upper L.Knee.Lat L.Shank.Upper L.Ankle.Lat L.Heel L.Toe.Tip Sternum R.Acromium L.Acromium "
+    "Top.Head"
+).split():
     task = osim.IKMarkerTask()
     task.setName(name)
     task.setWeight(10.0 if "ASIS" in name else 1.0)
