@@ -1131,6 +1131,21 @@ def _phase(r: _Reader, node, version: str, strict: bool):
 # -- the solver ---------------------------------------------------------------------------------
 
 
+#: solver bounds simjax supports at Moco's default alone: (what they bound, the default)
+_DEFAULT_BOUNDS_ONLY = {
+    "implicit_multibody_acceleration_bounds": ("accelerations", ACCELERATION_BOUNDS),
+    "implicit_auxiliary_derivative_bounds": ("auxiliary derivatives", TENDON_DERIVATIVE_BOUNDS),
+    "velocity_correction_bounds": ("velocity corrections", VELOCITY_CORRECTION_BOUNDS),
+}
+#: kinematic constraint settings simjax supports at Moco's default alone
+_DEFAULT_ONLY = {
+    "kinematic_constraint_method": "Posa2016",
+    "enforce_constraint_derivatives": "true",
+    "minimize_lagrange_multipliers": "false",
+    "minimize_state_projection_distance": "false",
+}
+
+
 def _solver(r: _Reader, node) -> dict:
     from . import ipm
 
@@ -1174,56 +1189,22 @@ def _solver(r: _Reader, node) -> dict:
             if text not in ("explicit", "implicit"):
                 r.error(child, where, "expected explicit or implicit", text)
             out["dynamics_mode"] = text
-        elif tag == "implicit_multibody_acceleration_bounds":
+        elif tag in _DEFAULT_BOUNDS_ONLY:
+            what, default = _DEFAULT_BOUNDS_ONLY[tag]
             try:
                 bounds = tuple(float(w) for w in text.strip("()[] ").split())
             except ValueError:
                 bounds = None
-            if bounds not in ((), ACCELERATION_BOUNDS):
-                r.error(
-                    child, where, f"simjax bounds the accelerations by Moco's default {ACCELERATION_BOUNDS} only", text
-                )
-        elif tag == "implicit_auxiliary_derivative_bounds":
-            try:
-                bounds = tuple(float(w) for w in text.strip("()[] ").split())
-            except ValueError:
-                bounds = None
-            if bounds not in ((), TENDON_DERIVATIVE_BOUNDS):
+            if bounds not in ((), default):
+                r.error(child, where, f"simjax bounds the {what} by Moco's default {default} only", text)
+        elif tag in _DEFAULT_ONLY:
+            # (simjax enforces kinematic constraints by Moco's default method alone)
+            if text and text.lower() != _DEFAULT_ONLY[tag].lower():
                 r.error(
                     child,
                     where,
-                    f"simjax bounds the auxiliary derivatives by Moco's default {TENDON_DERIVATIVE_BOUNDS} only",
+                    f"simjax enforces kinematic constraints by Moco's default only ({_DEFAULT_ONLY[tag]})",
                     text,
-                )
-        elif tag in (
-            "kinematic_constraint_method",
-            "enforce_constraint_derivatives",
-            "velocity_correction_bounds",
-            "minimize_lagrange_multipliers",
-            "minimize_state_projection_distance",
-        ):
-            # (simjax enforces kinematic constraints by Moco's default method alone)
-            default = {
-                "kinematic_constraint_method": "Posa2016",
-                "enforce_constraint_derivatives": "true",
-                "minimize_lagrange_multipliers": "false",
-                "minimize_state_projection_distance": "false",
-            }
-            if tag == "velocity_correction_bounds":
-                try:
-                    bounds = tuple(float(w) for w in text.strip("()[] ").split())
-                except ValueError:
-                    bounds = None
-                if bounds not in ((), VELOCITY_CORRECTION_BOUNDS):
-                    r.error(
-                        child,
-                        where,
-                        f"simjax bounds the velocity corrections by Moco's default {VELOCITY_CORRECTION_BOUNDS} only",
-                        text,
-                    )
-            elif text and text.lower() != default[tag].lower():
-                r.error(
-                    child, where, f"simjax enforces kinematic constraints by Moco's default only ({default[tag]})", text
                 )
         elif tag in ("minimize_implicit_multibody_accelerations", "minimize_implicit_auxiliary_derivatives"):
             minimize[tag] = r.flag(child, where)
