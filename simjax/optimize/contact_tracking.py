@@ -53,18 +53,6 @@ class ContactGroup:
     alternative_frames: tuple = ()
 
 
-def _base_frame_path(model, path: str) -> str:
-    """The path of the Body (or Ground) a PhysicalFrame ends on (``findBaseFrame``)."""
-    from ..mechanics.frames import PhysicalOffsetFrame
-    from ..model import resolve_path
-
-    comp = model.find(path)
-    while isinstance(comp, PhysicalOffsetFrame):
-        path = resolve_path(comp.parent, path)
-        comp = model.find(path)
-    return path
-
-
 @dataclasses.dataclass(frozen=True)
 class ContactTracking(Goal):
     """Moco's ``MocoContactTrackingGoal``: ``weight * integral of sum over groups of
@@ -93,7 +81,9 @@ class ContactTracking(Goal):
         from ..forces.contact import SmoothSphereHalfSpaceForce
         from ..functions import GCVSpline, stack_pp
         from ..mechanics.frames import Body
+        from ..forces._common import resolve_frame
         from ..tools.external_loads import read_external_force_specs
+        from ..tools.scaling import _base_frame_path
 
         where = "ContactTracking"
         if problem.kinematics is not None:
@@ -172,8 +162,9 @@ class ContactTracking(Goal):
                     )
             columns = np.stack([np.asarray(data.column(ident + axis), float) for axis in "xyz"], 1)
             pps += [GCVSpline.from_degree(5, times, columns[:, d], name=f"{ident}{'xyz'[d]}").to_pp() for d in range(3)]
-            frame = spec["force_expressed_in_body"]
-            frames.append(None if frame == "ground" else _frame(system, frame, where))
+            frames.append(
+                resolve_frame(system.topology, loads_file, spec["force_expressed_in_body"], "force_expressed_in_body")
+            )
             if self.normalize_tracking_error:
                 peak = np.max(np.abs(columns), axis=0)
                 if np.any(peak < 1e-14):
@@ -194,6 +185,7 @@ class ContactTracking(Goal):
             sums=sums,
             pp=pp,
             frames=tuple(frames),
+            rotate=any(f != "/ground" for f in frames),
             norms=np.stack(norms),
             direction=direction,
             denominator=denominator,
@@ -220,12 +212,8 @@ class ContactTracking(Goal):
         )
         model_force = jnp.asarray(prep["sums"], dtype) @ loads[:, 3:]
         reference = jax.vmap(lambda pp: pp(t))(prep["pp"]).reshape(-1, 3)
-        if any(f is not None for f in prep["frames"]):  # (expressed in a body: to Ground)
-            rows = [
-                reference[g] if f is None else ctx.frame_transform(f)[0] @ reference[g]
-                for g, f in enumerate(prep["frames"])
-            ]
-            reference = jnp.stack(rows)
+        if prep["rotate"]:  # (data expressed in a body: to Ground, every group's frame in one gather)
+            reference = jnp.einsum("gij,gj->gi", ctx.frames_in_ground(prep["frames"])[0], reference)
         error = (model_force - reference) / jnp.asarray(prep["norms"], dtype)
         if prep["direction"] is not None:
             d = jnp.asarray(prep["direction"], dtype)
@@ -242,12 +230,3 @@ def _contact_frames(system, path: str):
             k = group.paths.index(path)
             return group.static["sphere_frame"][k], group.static["half_space_frame"][k]
     return None
-
-
-def _frame(system, name: str, where: str) -> str:
-    """The path of the PhysicalFrame ``name`` (the model root's, else the BodySet's)."""
-    frames = system.topology.tree.frames
-    for candidate in (name if name.startswith("/") else "/" + name, "/bodyset/" + name):
-        if candidate in frames:
-            return candidate
-    raise ValueError(f"{where}: could not find {name!r} in the model or the BodySet")

@@ -96,15 +96,20 @@ def _model_of(model_or_system) -> Model:
     return model_or_system if isinstance(model_or_system, Model) else model_or_system.model
 
 
-def _base_frame(model: Model, ref: str, relative_to: str) -> str:
-    """The name of the Body (or Ground) a frame reference ends on (OpenSim's
+def _base_frame_path(model: Model, ref: str, relative_to: str = "/") -> str:
+    """The path of the Body (or Ground) a frame reference ends on (OpenSim's
     ``findBaseFrame``)."""
     path = resolve_path(ref, relative_to)
     comp = model.find(path)
     while isinstance(comp, PhysicalOffsetFrame):
         path = resolve_path(comp.parent, path)
         comp = model.find(path)
-    return comp.name
+    return path
+
+
+def _base_frame(model: Model, ref: str, relative_to: str) -> str:
+    """The name of the Body (or Ground) a frame reference ends on."""
+    return model.find(_base_frame_path(model, ref, relative_to)).name
 
 
 def _owner_frame(model: Model, path: str) -> str:
