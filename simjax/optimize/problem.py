@@ -199,18 +199,11 @@ class Parameter:
 
     def apply(self, system, value):
         """``system`` with the property set to ``value`` (traceable) on every path."""
-        import equinox as eqx
-        import jax.numpy as jnp
+        from ..simulate import with_properties
 
-        def where(s):
-            return [getattr(s.find(p), self.property) for p in self.paths]
-
-        old = where(system)
-        new = []
-        for leaf in old:
-            leaf = jnp.asarray(leaf, jnp.result_type(float))
-            new.append(jnp.asarray(value, leaf.dtype) if self.element is None else leaf.at[self.element].set(value))
-        return eqx.tree_at(where, system, new)
+        return with_properties(
+            system, [(p, self.property, self.element) for p in self.paths], [value] * len(self.paths)
+        )
 
 
 class PathConstraint:
