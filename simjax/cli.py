@@ -299,7 +299,8 @@ def _run(args: argparse.Namespace) -> int:
 def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "setup",
-        help="an OpenSim tool setup file (.xml): InverseKinematicsTool, InverseDynamicsTool, ScaleTool, AnalyzeTool",
+        help="an OpenSim tool setup file (.xml): InverseKinematicsTool, InverseDynamicsTool, ScaleTool, AnalyzeTool, "
+        "ForwardTool, RRATool",
     )
 
 

@@ -17,6 +17,15 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
 - ``forward``: forward simulation (``ForwardTool``): controls from an OpenSim
   ``ControlSet`` (``.xml`` or ``.sto``), the initial state from a states file, external
   loads and the integrator settings; writes ``_states.sto`` and ``_controls.sto``;
+- ``tracking``: what RRA and CMC share: ``CMC_TaskSet`` files (``read_task_set``), the
+  desired kinematics prepared as OpenSim does (``desired_kinematics``), and the tracking
+  loop (``track``: PD-tracking accelerations and a least-squares control solve every
+  window, the windows one ``lax.scan``);
+- ``rra``: the Residual Reduction Algorithm (``RRATool``): the mass-centre adjustment
+  of ``adjusted_com_body`` from the average residuals, the recommended mass changes,
+  the tracking with residual and reserve actuators; writes ``_Kinematics_q.sto``,
+  ``_Actuation_force.sto``, ``_pErr.sto``, ``_avgResiduals.txt`` and the adjusted
+  model;
 - ``gradients``: derivatives through the tools: the IK and SO optima differentiated
   by the implicit function theorem (``solve_inverse_kinematics``,
   ``solve_static_optimization``: pure, ``vmap``-able over trials; the latter's
@@ -33,6 +42,7 @@ from .scaling import scale
 from .setup import Setup, SetupError, SetupWarning, read_setup, run
 from .optimization import solve_static_optimization, static_optimization, static_optimization_problem
 from .reactions import joint_reaction
+from .rra import rra
 
 __all__ = [
     "Setup",
@@ -55,4 +65,5 @@ __all__ = [
     "static_optimization_problem",
     "scaled_system",
     "forward",
+    "rra",
 ]

@@ -1,0 +1,187 @@
+"""The Residual Reduction Algorithm (``RRATool`` setups) against OpenSim 4.6, run live.
+
+OpenSim's own RRA setup of the Gait10dof18musc walking example shipped with simjax
+(residual and reserve actuators, the tracking tasks, ground reactions, 6 Hz filtering)
+is copied with a short window (0.6-0.7 s) and the mass-centre adjustment of the torso switched on. OpenSim's
+RRATool and ``simjax run`` both run it; the adjusted mass centre, the average
+residuals, the tracking errors and the files' names, headers and labels are compared.
+Bad input (an unknown body, a task for a coordinate the model lacks, a task kind simjax
+does not track) is reported by name.
+"""
+
+import os
+import re
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+opensim = pytest.importorskip("opensim")
+
+import simjax.tools  # noqa: E402
+from _pipeline import PIPELINE  # noqa: E402
+from simjax.io.tables import read_table  # noqa: E402
+from simjax.tools.setup import SetupError, SetupWarning  # noqa: E402
+from simjax.tools.tracking import read_task_set  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*mesh file:UserWarning")
+
+T0, T1 = 0.6, 0.7
+NAME = "subject_adjusted"
+
+
+def _setup_text(results: str, adjust: bool = True, body: str = "torso", tasks: str = "../tasks.xml") -> str:
+    with open(os.path.join(PIPELINE, "RRA", "walk_Setup_RRA.xml")) as fh:
+        s = fh.read()
+    s = s.replace("<initial_time>0</initial_time>", f"<initial_time>{T0}</initial_time>")
+    s = s.replace("<final_time>2.5</final_time>", f"<final_time>{T1}</final_time>")
+    s = s.replace("<adjust_com_to_reduce_residuals>false<", f"<adjust_com_to_reduce_residuals>{str(adjust).lower()}<")
+    s = s.replace("<adjusted_com_body />", f"<adjusted_com_body>{body}</adjusted_com_body>")
+    s = s.replace("<results_directory>Results</results_directory>", f"<results_directory>{results}</results_directory>")
+    s = s.replace("Results/subject01_adjusted.osim", f"{results}/subject01_adjusted.osim")
+    s = s.replace("../gait10dof_Kinematics_Tracking_Tasks.xml", tasks)
+    return s
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rra")
+    for f in ("subject01.osim", "gait10dof_Reserve_Actuators.xml"):
+        shutil.copy(os.path.join(PIPELINE, f), root / f)
+    shutil.copy(os.path.join(PIPELINE, "gait10dof_Kinematics_Tracking_Tasks.xml"), root / "tasks.xml")
+    shutil.copytree(os.path.join(PIPELINE, "ExperimentalData"), root / "ExperimentalData")
+    os.makedirs(root / "IK")
+    shutil.copy(os.path.join(PIPELINE, "OutputReference", "IK", "subject01_walk_IK.mot"), root / "IK")
+    os.makedirs(root / "RRA")
+    for results in ("ResultsOS", "ResultsSJ"):
+        (root / "RRA" / f"setup_{results}.xml").write_text(_setup_text(results))
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(pipeline):
+    opensim.RRATool(str(pipeline / "RRA" / "setup_ResultsOS.xml")).run()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        written = simjax.tools.run(pipeline / "RRA" / "setup_ResultsSJ.xml")
+    # every property of OpenSim's own setup is read: nothing is reported as ignored
+    assert not [w for w in caught if issubclass(w.category, SetupWarning)], [str(w.message) for w in caught]
+    return pipeline / "RRA" / "ResultsOS", pipeline / "RRA" / "ResultsSJ", written
+
+
+def _averages(path) -> dict:
+    with open(path) as fh:
+        return {m[0]: float(m[1]) for m in re.findall(r"^(\w\w) average = (\S+)$", fh.read(), re.M)}
+
+
+def test_adjusted_mass_center_and_residuals(runs):
+    os_dir, sj_dir, written = runs
+    assert written["model"] == str(sj_dir / "subject01_adjusted.osim")
+    com = {}
+    for key, d in (("os", os_dir), ("sj", sj_dir)):
+        model = opensim.Model(str(d / "subject01_adjusted.osim"))
+        com[key] = np.array([model.getBodySet().get("torso").getMassCenter()[i] for i in range(3)])
+        # the adjusted model keeps its muscles and has no reserve actuators
+        names = [model.getForceSet().get(i).getName() for i in range(model.getForceSet().getSize())]
+        assert "FX" not in names and len(names) == 18
+    assert np.abs(com["sj"] - com["os"]).max() < 1e-4
+    assert np.abs(com["sj"] - com["os"]).max() < 1e-10  # (in fact to rounding)
+    a_os = _averages(os_dir / f"{NAME}_avgResiduals.txt")
+    a_sj = _averages(sj_dir / f"{NAME}_avgResiduals.txt")
+    assert list(a_sj) == ["FX", "FY", "FZ", "MX", "MY", "MZ"] == list(a_os)
+    for k in a_os:
+        assert abs(a_sj[k] - a_os[k]) <= 0.05 * abs(a_os[k]) + 1e-9, (k, a_sj[k], a_os[k])
+
+
+def test_tracking_errors_and_forces(runs):
+    os_dir, sj_dir, _ = runs
+    p_os = read_table(os_dir / f"{NAME}_pErr.sto")
+    p_sj = read_table(sj_dir / f"{NAME}_pErr.sto")
+    assert list(p_sj.labels) == list(p_os.labels)
+    np.testing.assert_allclose(p_sj.times, p_os.times, atol=1e-9)
+    rms_os = np.degrees(np.sqrt(np.mean(np.asarray(p_os.values) ** 2, axis=0)))
+    rms_sj = np.degrees(np.sqrt(np.mean(np.asarray(p_sj.values) ** 2, axis=0)))
+    assert np.all(rms_sj <= rms_os + 0.1), (rms_sj, rms_os)
+    np.testing.assert_allclose(rms_sj, rms_os, rtol=1e-3, atol=1e-5)
+    f_os = read_table(os_dir / f"{NAME}_Actuation_force.sto")
+    f_sj = read_table(sj_dir / f"{NAME}_Actuation_force.sto")
+    assert list(f_sj.labels) == list(f_os.labels)
+    np.testing.assert_allclose(f_sj.times, f_os.times, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(f_sj.values), np.asarray(f_os.values), atol=1e-3)
+    for key in ("Kinematics_q", "Kinematics_u"):
+        k_os, k_sj = read_table(os_dir / f"{NAME}_{key}.sto"), read_table(sj_dir / f"{NAME}_{key}.sto")
+        assert list(k_sj.labels) == list(k_os.labels)
+        np.testing.assert_allclose(np.asarray(k_sj.values), np.asarray(k_os.values), atol=1e-4)
+
+
+def test_output_headers(runs):
+    os_dir, sj_dir, _ = runs
+    for key in ("Kinematics_q", "Kinematics_u", "Kinematics_dudt", "Actuation_force", "controls", "pErr"):
+        heads = []
+        for d in (os_dir, sj_dir):
+            with open(d / f"{NAME}_{key}.sto") as fh:
+                lines = fh.read().split("\n")
+            heads.append(lines[: lines.index("endheader") + 2])
+        assert heads[1] == heads[0], key
+
+
+def test_bad_input(pipeline):
+    setup = pipeline / "RRA" / "bad_body.xml"
+    setup.write_text(_setup_text("ResultsBad", body="no_such_body"))
+    with pytest.raises(SetupError, match=r"bad_body\.xml.*adjusted_com_body.*no_such_body"):
+        simjax.tools.run(setup)
+    tasks = (
+        (pipeline / "tasks.xml")
+        .read_text()
+        .replace("<coordinate>lumbar_extension</coordinate>", "<coordinate>no_such_coordinate</coordinate>")
+    )
+    (pipeline / "bad_tasks.xml").write_text(tasks)
+    setup = pipeline / "RRA" / "bad_task.xml"
+    setup.write_text(_setup_text("ResultsBad", tasks="../bad_tasks.xml"))
+    with pytest.raises(SetupError, match=r"bad_tasks\.xml.*'lumbar_extension'.*'no_such_coordinate'"):
+        simjax.tools.run(setup)
+    point = tasks.replace("<CMC_Joint name=", "<CMC_Point name=", 1).replace("</CMC_Joint>", "</CMC_Point>", 1)
+    (pipeline / "point_tasks.xml").write_text(point)
+    with pytest.raises(SetupError, match=r"point_tasks\.xml.*CMC_Point.*pelvis_tx"):
+        read_task_set(pipeline / "point_tasks.xml")
+
+
+def test_lowpass_fir_matches_opensim(pipeline):
+    from simjax.tools import motion
+    from simjax.tools.tracking import lowpass_fir
+
+    path = str(pipeline / "IK" / "subject01_walk_IK.mot")
+    store = opensim.Storage(path)
+    store.pad(60)
+    store.lowpassFIR(50, 6.0)
+    out = str(pipeline / "filtered_os.sto")
+    store.printToFile(out, "w")
+    filtered = read_table(out)
+    t_os, v_os = np.asarray(filtered.times), np.asarray(filtered.values)
+    table = motion.read_coordinates(path)
+    t, v = motion.pad(table.times, table.values, 60)
+    t, v = lowpass_fir(t, v, 6.0, 50)
+    np.testing.assert_allclose(t, t_os, atol=1e-9)
+    np.testing.assert_allclose(v, v_os, atol=1e-6)
+
+
+def test_bounded_window_solve():
+    """The window's least squares with active control bounds (OpenSim hands these to
+    IPOPT) against SciPy's bounded least squares."""
+    import jax.numpy as jnp
+    from scipy.optimize import lsq_linear
+
+    from simjax.tools.tracking import _window_controls
+
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(6, 9)) * 10
+    a0, a_des, w = rng.normal(size=6), rng.normal(size=6) * 50, rng.uniform(1, 500, size=6)
+    lo, hi = -np.full(9, 0.5), np.full(9, 0.8)
+    hi[2] = lo[2] = 0.1  # a control held fixed
+    x = np.asarray(_window_controls(*(jnp.asarray(v) for v in (A, a0, a_des, w, 1.0, lo, hi))))
+    M = np.vstack([np.sqrt(w)[:, None] * A, np.eye(9)])
+    b = np.concatenate([np.sqrt(w) * (a_des - a0), np.zeros(9)])
+    ref = lsq_linear(M, b, bounds=(lo, hi + 1e-15), tol=1e-12).x
+    assert np.all(x >= lo - 1e-12) and np.all(x <= hi + 1e-12)
+    np.testing.assert_allclose(x, ref, atol=1e-6)
