@@ -45,6 +45,7 @@ __all__ = [
     "component_class",
     "join_path",
     "split_path",
+    "resolve_path",
 ]
 
 
@@ -145,6 +146,27 @@ def join_path(parent: str, name: str) -> str:
 def split_path(path: str) -> list[str]:
     """Split a path into its elements, dropping empty ones."""
     return [p for p in path.split("/") if p]
+
+
+def resolve_path(path: str, relative_to: str = "/") -> str:
+    """Normalize ``path`` (absolute, or relative to the path ``relative_to``).
+
+    ``..`` goes to the parent and ``.`` stays; the result is absolute, without a
+    trailing slash (``"/"`` for the root).
+
+    **Raises:** ``ModelError`` if ``..`` climbs above the root.
+    """
+    parts = [] if path.startswith("/") else split_path(relative_to)
+    for p in split_path(path):
+        if p == ".":
+            continue
+        if p == "..":
+            if not parts:
+                raise ModelError(relative_to, f"path {path!r} climbs above the model root")
+            parts.pop()
+        else:
+            parts.append(p)
+    return "/" + "/".join(parts)
 
 
 # -- declaring attributes --------------------------------------------------------------

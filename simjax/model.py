@@ -17,8 +17,9 @@ from typing import Any, ClassVar
 import equinox as eqx
 import numpy as np
 
-from .component import Component, ModelError, Set, check_name, flag, join_path, prop, split_path, walk
+from .component import Component, ModelError, Set, check_name, flag, join_path, prop, resolve_path, split_path, walk
 from .mechanics.frames import Ground
+from .system import build_system
 
 __all__ = ["Model", "RemovalReport", "resolve_path"]
 
@@ -34,27 +35,6 @@ _SET_NAMES = (
     "contactgeometryset",
     "probeset",
 )
-
-
-def resolve_path(path: str, relative_to: str = "/") -> str:
-    """Normalize ``path`` (absolute, or relative to the path ``relative_to``).
-
-    ``..`` goes to the parent and ``.`` stays; the result is absolute, without a
-    trailing slash (``"/"`` for the root).
-
-    **Raises:** ``ModelError`` if ``..`` climbs above the root.
-    """
-    parts = [] if path.startswith("/") else split_path(relative_to)
-    for p in split_path(path):
-        if p == ".":
-            continue
-        if p == "..":
-            if not parts:
-                raise ModelError(relative_to, f"path {path!r} climbs above the model root")
-            parts.pop()
-        else:
-            parts.append(p)
-    return "/" + "/".join(parts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -405,6 +385,4 @@ class Model(Component):
         (only numeric properties changed) returns a System with the same topology, so
         jitted functions do not recompile.
         """
-        from .system import build_system
-
         return build_system(self)

@@ -641,7 +641,9 @@ def _solve_chunk(system, t_final, dyn, static, targets, states, controls, values
 
 def property_target(system, key: str) -> tuple[str, str, int | None]:
     """Parse and check a property key ``"component path|property"`` (or
-    ``"path|property[i]"``, element ``i`` of a vector property).
+    ``"path|property[i]"``, element ``i`` of a vector property): the one check of a
+    model property named by path and name, shared by the batches, the sweeps and
+    ``optimize.Parameter``.
 
     **Returns:** ``(path, property, element or None)``.
 
@@ -676,8 +678,8 @@ def property_target(system, key: str) -> tuple[str, str, int | None]:
         raise ValueError(f"property {key!r}: {name!r} of {path!r} is a scalar; drop the [{element}]")
     if len(shape) == 1 and (element is None or not 0 <= element < shape[0]):
         raise ValueError(
-            f"property {key!r}: {name!r} of {path!r} has {shape[0]} elements: name one as "
-            f"'{path}|{name}[i]', i in 0..{shape[0] - 1}"
+            f"property {key!r}: {name!r} of {path!r} has {shape[0]} elements: choose element i in "
+            f"0..{shape[0] - 1} ('{path}|{name}[i]')"
         )
     if len(shape) > 1:
         raise ValueError(

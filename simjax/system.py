@@ -12,6 +12,10 @@
 The result, a ``Topology``, is static and cached by the model's structure: a model
 that differs only in numeric properties gets the same Topology object, so jitted
 functions taking the ``System`` do not recompile.
+
+This module sits below ``model``: it takes the Model as the root ``Component`` and
+uses only its public methods and fields (``walk``, ``index``, ``components_of``,
+``set``, ``update``, ``use_quaternions``, ...); ``Model.build`` calls it.
 """
 
 from __future__ import annotations
@@ -27,13 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
-from .component import Component, ModelError, ModelWarning, component_class
+from .component import Component, ModelError, ModelWarning, component_class, resolve_path
 from .mechanics.frames import Body
 from .mechanics.joints import Coordinate
 from .function_bank import FunctionBank
 from .groups import BuildInfo, Group
 from .mechanics.tree import Tree, compile_tree
-from .model import Model, resolve_path
 from .state import State
 
 __all__ = ["Topology", "System", "build_system", "parse_connection"]
@@ -104,7 +107,7 @@ class Topology:
         return len(self.z_names)
 
 
-def _check_sibling_names(model: Model) -> None:
+def _check_sibling_names(model: Component) -> None:
     def rec(comp: Component, path: str):
         seen = set()
         for c in type(comp).children(comp):  # through the class: see the component module
@@ -203,12 +206,12 @@ _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 64
 
 
-def _structure_key(model: Model):
+def _structure_key(model: Component):
     massless = tuple(isinstance(b.mass, np.ndarray) and float(b.mass) == 0.0 for b in model.components_of(Body))
     return jax.tree_util.tree_structure(model), massless
 
 
-def _compile(model: Model) -> Topology:
+def _compile(model: Component) -> Topology:
     entries = list(model.walk())
     index = model.index()  # one path -> component table for every lookup below
     connections = _resolve_sockets(index, entries)
@@ -284,7 +287,7 @@ def _compile(model: Model) -> Topology:
 _ROLES = {"forces": "group_forces", "controls": "group_controls", "constraints": "group_rows", "zdot": "group_zdot"}
 
 
-def validate_model(model: Model) -> None:
+def validate_model(model: Component) -> None:
     """Check names and every component's property values; raise ``ModelError``.
 
     ``ModelWarning``s (what OpenSim tolerates) are issued once: those already in
@@ -301,12 +304,12 @@ def validate_model(model: Model) -> None:
             warnings.warn(w.message, stacklevel=4)  # validate_model <- build_system <- Model.build <- caller
 
 
-def build_system(model: Model) -> System:
+def build_system(model: Component) -> System:
     """Validate, connect and compile ``model`` (see the module docstring).
 
     **Returns:** a ``System``.
     """
-    if not isinstance(model, Model):
+    if not (isinstance(model, Component) and callable(getattr(type(model), "index", None))):
         raise TypeError(f"build() needs a Model, got {type(model).__name__}")
     validate_model(model)
     key = _structure_key(model)
@@ -328,7 +331,7 @@ class System(eqx.Module):
     numeric property of every component (``grads.model.find(path).mass``).
     """
 
-    model: Model
+    model: Component
     topology: Topology = eqx.field(static=True)
 
     # -- names -------------------------------------------------------------------------
@@ -498,7 +501,7 @@ class System(eqx.Module):
             out.update({n: arr[..., i] for i, n in enumerate(names)})
         return out
 
-    def model_from_state(self, state: State) -> Model:
+    def model_from_state(self, state: State) -> Component:
         """The model with default properties set from ``state`` (OpenSim
         ``setPropertiesFromState``): coordinates' default values and speeds, and each
         component's z and discrete defaults. Rebuilding it and taking

@@ -48,7 +48,7 @@ def test_a_spring_stiffness_as_a_parameter_matches_moco(tmp_path):
     # a guess from Moco's file starts at its parameter
     guess = optimize.guess_from_table(problem, ref["solution_path"], mesh=20)
     assert float(guess.parameter("stiffness")) == pytest.approx(ref["parameters"]["stiffness"], 1e-12)
-    with pytest.raises(ValueError, match="'/forceset/spring' has no property 'stifness'"):
+    with pytest.raises(ValueError, match="Parameter 'k2': .*'/forceset/spring' has no numeric property 'stifness'"):
         problem.parameter("k2", path, "stifness", bounds)
 
 

@@ -162,40 +162,22 @@ class Parameter:
     element: int | None = None
 
     def check(self, system) -> None:
-        """Raise ``ValueError`` naming the component path and property if a path names
-        no component, the component has no such numeric property, or a vector
-        property has no ``element`` (or one out of range)."""
+        """Check each path's property as ``simulate.property_target`` checks a batch's
+        ``"path|property[element]"`` key (one validation, one set of messages).
+
+        **Raises:** ``ValueError`` naming the parameter, the component path, the
+        property and what is wrong: a path that names no component, a name that is not
+        a numeric property of it, a vector property without ``element`` (or with one
+        out of range), an ``element`` of a scalar property.
+        """
+        from ..simulate import property_target
+
+        index = "" if self.element is None else f"[{self.element}]"
         for path in self.paths:
             try:
-                comp = system.find(path)
-            except Exception as exc:  # (the model's own error names what is missing)
-                raise ValueError(f"Parameter {self.name!r}: {path!r} names no component of the model: {exc}") from None
-            if not hasattr(comp, self.property):
-                raise ValueError(
-                    f"Parameter {self.name!r}: {type(comp).__name__} {path!r} has no property {self.property!r}"
-                )
-            value = getattr(comp, self.property)
-            try:
-                shape = np.shape(np.asarray(value, float))
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} is not numeric ({value!r})"
-                ) from None
-            if shape == () and self.element is not None:
-                raise ValueError(
-                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} is a scalar, "
-                    f"but element={self.element} was given"
-                )
-            if len(shape) == 1 and (self.element is None or not 0 <= self.element < shape[0]):
-                raise ValueError(
-                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} has "
-                    f"{shape[0]} elements: give element=0..{shape[0] - 1}, got {self.element!r}"
-                )
-            if len(shape) > 1:
-                raise ValueError(
-                    f"Parameter {self.name!r}: property {self.property!r} of {path!r} has shape "
-                    f"{shape}: only scalar and vector properties can be parameters"
-                )
+                property_target(system, f"{path}|{self.property}{index}")
+            except ValueError as exc:
+                raise ValueError(f"Parameter {self.name!r}: {exc}") from None
 
     def apply(self, system, value):
         """``system`` with the property set to ``value`` (traceable) on every path."""

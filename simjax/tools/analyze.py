@@ -18,17 +18,18 @@ Every analysis is a pure function of the system and the batch of frame states (o
 compiled program for all frames), registered under its setup tag
 (``register_analysis``): ``MuscleAnalysis`` (``muscle_analysis``),
 ``BodyKinematics`` (``body_kinematics``) and ``PointKinematics``
-(``point_kinematics``) here, ``StaticOptimization`` in ``optimization``,
-``JointReaction`` (``joint_reaction``) in ``reactions``. The setup runner (``AnalyzeTool``)
-reads the model, appends the actuators of ``force_set_files`` to its force set (as
-OpenSim with ``replace_force_set`` false; replaced with true), adds the external
-loads, runs each analysis of the ``AnalysisSet`` and writes OpenSim's files,
+(``point_kinematics``) defined here, ``StaticOptimization`` defined in
+``optimization`` and ``JointReaction`` (``joint_reaction``) in ``reactions``, all
+registered here. The frames and the job an analysis gets are in ``_analyses``, below
+all of them. The setup runner (``AnalyzeTool``) reads the model, appends the actuators
+of ``force_set_files`` to its force set (as OpenSim with ``replace_force_set`` false;
+replaced with true), adds the external loads, runs each analysis of the
+``AnalysisSet`` and writes OpenSim's files,
 ``<tool name>_<analysis name>_<quantity>.sto``, in ``results_directory``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Callable
@@ -43,10 +44,12 @@ from ..forward import Context
 from ..io.osim._xml import Node
 from ..io.tables import TimeSeriesTable, write_table
 from ..mechanics.frames import Body
-from ..model import resolve_path
 from ..muscles.muscle import Muscle
 from . import motion
+from ._analyses import AnalysisJob, Frames, _text, analysis_error, analysis_frames, find_frame, zero_controls
 from .external_loads import read_external_loads
+from .optimization import _analysis as _static_optimization
+from .reactions import _analysis as _joint_reaction
 from .setup import Setup, SetupError, register_tool
 
 __all__ = [
@@ -65,75 +68,6 @@ __all__ = [
 ]
 
 
-# -- frames ---------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Frames:
-    """The states an AnalyzeTool visits.
-
-    **Fields:** ``store_times (N,)`` (s): every row of OpenSim's states storage (the
-    padded data when filtered); ``store_q (N, nq)``, ``store_u (N, nu)``: the
-    system's ``q`` and ``u`` at those rows (rad, m; rad/s, m/s); ``first``, ``stop``:
-    the rows analysed; ``states``: a batched ``State`` of those rows (leading axis
-    ``n = stop - first``; ``z`` at its default).
-    """
-
-    store_times: np.ndarray
-    store_q: jax.Array
-    store_u: jax.Array
-    first: int
-    stop: int
-    states: object
-
-    @property
-    def times(self) -> np.ndarray:
-        """The analysed frames' times (s)."""
-        return self.store_times[self.first : self.stop]
-
-
-def _batch(state0, n):
-    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x)), state0)
-
-
-def analysis_frames(
-    system, coordinates_table: TimeSeriesTable, lowpass_cutoff: float | None = None, time_range=None
-) -> Frames:
-    """The states OpenSim's AnalyzeTool visits for a coordinates file (see the module).
-
-    **Arguments:** ``system``; ``coordinates_table``: coordinates by name, as read
-    (degrees if its header says so); ``lowpass_cutoff``: Hz (``None`` or negative:
-    no filter); ``time_range``: ``(initial_time, final_time)`` s, ``None`` for all.
-
-    **Returns:** ``Frames``.
-
-    **Raises:** ``ValueError`` when ``time_range`` misses the data.
-    """
-    times = np.asarray(coordinates_table.times, float)
-    if time_range is not None and (time_range[1] < times[0] or time_range[0] > times[-1]):
-        raise ValueError(
-            f"time range ({time_range[0]:g}, {time_range[1]:g}) s is outside the coordinates data "
-            f"({times[0]:g} to {times[-1]:g} s)"
-        )
-    table = motion.filter_coordinates(system, coordinates_table, lowpass_cutoff)
-    T = np.asarray(table.times, float)
-    V = np.asarray(table.values, float)
-    state0 = system.default_state()
-    dtype = jnp.asarray(state0.q).dtype
-    q_idx, u_idx, cols = motion.coordinate_columns(system, table.labels)
-    (qd,) = motion._evaluate_splines(T, V[:, cols], T, 5, (1,))
-    n = len(T)
-    Q = (
-        jnp.broadcast_to(jnp.asarray(state0.q), (n, len(state0.q)))
-        .at[:, np.asarray(q_idx, int)]
-        .set(jnp.asarray(V[:, cols], dtype))
-    )
-    U = jnp.zeros((n, len(state0.u)), dtype).at[:, np.asarray(u_idx, int)].set(jnp.asarray(qd, dtype))
-    first, stop = motion.frame_indices(T, time_range)
-    states = _batch(state0, stop - first).replace(t=jnp.asarray(T[first:stop], dtype), q=Q[first:stop], u=U[first:stop])
-    return Frames(T, Q, U, first, stop, states)
-
-
 # -- registry ---------------------------------------------------------------------------------
 
 #: analysis element tag -> ``fn(job, node) -> {quantity: TimeSeriesTable}``
@@ -146,31 +80,6 @@ def register_analysis(tag: str, fn: Callable) -> None:
     ``{quantity: TimeSeriesTable}``, each written to
     ``<tool name>_<analysis name>_<quantity>.sto``."""
     ANALYSES[tag] = fn
-
-
-@dataclasses.dataclass
-class AnalysisJob:
-    """What an analysis gets: ``system`` (the model with the force sets and external
-    loads), ``frames`` (``Frames``), ``setup`` (the tool's ``Setup``, for messages),
-    ``shared``: what analyses of one run share, by key (systems derived from
-    ``system``, so that their compiled programs are reused)."""
-
-    system: object
-    frames: Frames
-    setup: Setup | None = None
-    shared: dict = dataclasses.field(default_factory=dict)
-
-
-def _text(node, tag, default=""):
-    child = node.find(tag)
-    value = child.text.strip() if child is not None else ""
-    return default if value in ("", "Unassigned", "unassigned", "null", "NULL") else value
-
-
-def analysis_error(job: AnalysisJob, node, prop: str, value, message: str) -> SetupError:
-    """A ``SetupError`` naming the setup file, the analysis, its property and value."""
-    where = f"{job.setup.file}: " if job.setup is not None else ""
-    return SetupError(f"{where}<{node.tag} name={node.name!r}> property <{prop}> = {value!r}: {message}")
 
 
 # -- MuscleAnalysis -----------------------------------------------------------------------------
@@ -279,25 +188,6 @@ def _body_fixed_xyz(R):
     a = jnp.arctan2(-R[..., 1, 2], R[..., 2, 2])
     c = jnp.arctan2(-R[..., 0, 1], R[..., 0, 0])
     return jnp.stack([a, b, c], axis=-1)
-
-
-def zero_controls(system):
-    """The controls of an AnalyzeTool run without a controls file: every control zero,
-    clipped to its actuator's bounds ``(n_actuators,)``."""
-    model = system.model
-    acts = [model.find(p) for p in system.actuator_paths]
-    return jnp.asarray(np.clip(0.0, [float(a.min_control) for a in acts], [float(a.max_control) for a in acts]))
-
-
-def find_frame(system, name: str) -> str | None:
-    """The PhysicalFrame an analysis names, looked up as OpenSim does: a path relative
-    to the model (``ground``, ``/bodyset/pelvis``, ``jointset/knee_r/tibia_r_offset``),
-    else a body's name (``/bodyset/<name>``). ``None`` when nothing matches."""
-    frames = system.topology.tree.frames
-    for cand in (resolve_path(name, "/"), "/bodyset/" + name):
-        if cand in frames:
-            return cand
-    return None
 
 
 @jit
@@ -460,6 +350,10 @@ def _point_kinematics_analysis(job: AnalysisJob, node) -> dict:
 
 register_analysis("PointKinematics", _point_kinematics_analysis)
 
+# the analyses of the other modules: static optimization's and the joint reactions'
+register_analysis("StaticOptimization", _static_optimization)
+register_analysis("JointReaction", _joint_reaction)
+
 
 # -- the tool ---------------------------------------------------------------------------------
 
@@ -589,8 +483,6 @@ def analyze(
     **Raises:** ``ValueError`` for an unknown analysis type (listing the supported
     ones) or a time range outside the data.
     """
-    from . import optimization, reactions  # noqa: F401  (they register their analyses)
-
     nodes = [_analysis_node(name, spec) for name, spec in analyses.items()]
     times = np.asarray(coordinates_table.times)
     rng = (times[0], times[-1]) if time_range is None else tuple(time_range)
@@ -613,9 +505,6 @@ def _run(setup: Setup) -> dict:
     **Raises:** ``SetupError`` for an unknown analysis (listing the supported ones)
     or a bad property; ``FileNotFoundError`` naming a missing file as resolved.
     """
-    from . import optimization  # noqa: F401  (registers StaticOptimization)
-    from . import reactions  # noqa: F401  (registers JointReaction)
-
     model_path = setup.path("model_file", must_exist=True)
     if model_path is None:
         raise setup.error("model_file", "", "no model file given")

@@ -58,6 +58,7 @@ from ..io.tables import TimeSeriesTable, read_table
 from ..mechanics.joints import ROTATIONAL
 from ..state import State
 from . import setup as _setup
+from ._roots import implicit_root
 
 __all__ = [
     "IKInfo",
@@ -572,8 +573,6 @@ def _implicit(system, st: _Static, base: State, q_star, obs, weights, prob):
     drops it). ``implicit_root`` differentiates that root with one linear solve of
     ``dF/d(d, lam)``: the Hessian of the Lagrangian bordered by the constraints.
     """
-    from .gradients import implicit_root
-
     tree = system.topology.tree
     nu = tree.nu
     cq, fixed_q = np.asarray(st.coord_q, np.int32), np.asarray(st.fixed_q, np.int32)

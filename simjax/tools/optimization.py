@@ -88,7 +88,8 @@ from ..muscles.rigid_tendon import RigidTendonMuscle
 from ..muscles.schutte import Schutte1993Muscle_Deprecated
 from ..muscles.thelen import Thelen2003Muscle
 from . import motion
-from .analyze import AnalysisJob, Frames, _text, analysis_frames, register_analysis
+from ._roots import implicit_root
+from ._analyses import AnalysisJob, Frames, _text, analysis_frames
 from .setup import SetupError
 
 __all__ = ["static_optimization", "static_optimization_problem", "solve_static_optimization"]
@@ -158,8 +159,6 @@ def _with_derivatives(A, b, lb, ub, p, x, y, zl, zu):
     implicit function theorem on the KKT conditions with the active bounds held,
     ``g(x) - A^T y = 0`` over the free controls, ``x = bound`` over the active ones,
     ``A x = b``. A bound is active where its multiplier exceeds its slack."""
-    from .gradients import implicit_root
-
     k = x.shape[0]
     hl, hu = jnp.isfinite(lb), jnp.isfinite(ub)
     lbf, ubf = jnp.where(hl, lb, 0.0), jnp.where(hu, ub, 0.0)
@@ -689,6 +688,3 @@ def _analysis(job: AnalysisJob, node) -> dict:
             dict(forces.metadata),
         )
     return {"activation": acts, "force": forces}
-
-
-register_analysis("StaticOptimization", _analysis)

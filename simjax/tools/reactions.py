@@ -55,7 +55,7 @@ from ..mechanics.constraints import CoordinateCouplerConstraint
 from ..mechanics.dynamics import generalized_forces, mobilizer_reactions
 from ..mechanics.joints import Joint
 from ..muscles.path import PathActuator, path_forces
-from .analyze import AnalysisJob, _text, analysis_error, find_frame, register_analysis, zero_controls
+from ._analyses import AnalysisJob, _text, analysis_error, find_frame, zero_controls
 from .dynamics import exclude_forces
 
 __all__ = ["joint_reaction", "actuator_forces_at"]
@@ -396,6 +396,3 @@ def _analysis(job: AnalysisJob, node) -> dict:
             job.frames.times, values, spec.labels, {"header": "Joint Reaction Loads", "inDegrees": "no"}
         )
     }
-
-
-register_analysis("JointReaction", _analysis)
