@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..component import ModelError
-from ..model import resolve_path
+from ..component import resolve_path
 
 __all__ = [
     "resolve_coordinate",

@@ -47,7 +47,7 @@ import numpy as np
 
 from .. import spatial
 from ..component import Component, ModelError, Stage, _as_property, flag, output, prop, socket
-from ..model import resolve_path
+from ..component import resolve_path
 from ..groups import Forces, point_force_on_bodies
 from ._common import about_body_origins, point_velocities
 from .base import Force

@@ -667,8 +667,6 @@ def _controls_files(setup: Setup) -> list[str]:
 
 
 def _run_analyses(setup: Setup, system, frames: Frames, items) -> dict:
-    from . import optimization, reactions  # noqa: F401  (they register their analyses)
-
     out = {}
     times = frames.store_times
     for node in items:
@@ -742,8 +740,6 @@ def _run(setup: Setup) -> dict:
     analyses_node = setup.element("AnalysisSet")
     objects = analyses_node.find("objects") if analyses_node is not None else None
     items = list(objects.children) if objects is not None else []
-    if items:
-        from . import optimization, reactions  # noqa: F401  (they register their analyses)
     for c in items:
         if c.tag not in ANALYSES:
             raise SetupError(

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from .. import spatial
-from ..model import resolve_path
+from ..component import resolve_path
 from . import shapes
 from .meshes import MeshReadError, find_mesh_file, read_mesh
 from .shapes import TriangleMesh
