@@ -117,6 +117,17 @@ def test_pendulum_swing_up_in_implicit_mode_matches_moco(tmp_path):
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])
     states, controls = _compare(solution, ref, system)
     assert states < 1e-5 and controls < 1e-4, (states, controls)
+    # the accelerations, Moco's derivatives, by its names
+    assert solution.derivative_names == tuple(ref["derivatives"]) and len(solution.derivative_names) == 1
+    accel, accel_moco = np.asarray(solution.derivatives)[:, 0], ref["derivatives"][solution.derivative_names[0]]
+    assert np.abs(accel - accel_moco).max() < 1e-3 * np.abs(accel_moco).max()
+    # the penalty is an objective term of its own, as Moco's
+    terms = optimize.files.objective_terms(solution, problem)
+    assert (
+        abs(terms["accelerations"] - ref["objective_terms"]["accelerations"])
+        < 1e-3 * ref["objective_terms"]["accelerations"]
+    )
+    assert abs(sum(terms.values()) - float(solution.objective)) < 1e-9 * abs(float(solution.objective))
     with pytest.raises(ValueError, match="dynamics_mode 'semi'"):
         optimize.transcribe(problem, 30, dynamics_mode="semi")
 
@@ -184,11 +195,23 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
     assert optimize.STATUS[int(solution.status)] == "solved"
     assert abs(float(solution.objective) - ref["objective"]) < 2e-6 * ref["objective"]
     # the penalty is part of the objective: 0.01 * integral of w^2 by the Hermite-Simpson quadrature
-    w = np.asarray(solution.nlp.z)[:, [5, 11]]
+    # (the derivative, by Moco's name: at the mesh points and at the midpoints)
+    assert (
+        solution.derivative_names
+        == tuple(ref["derivatives"])
+        == ("/forceset/muscle/implicitderiv_normalized_tendon_force",)
+    )
+    w = np.asarray(solution.derivatives)[:, 0]
+    assert np.array_equal(w, np.asarray(solution.nlp.z)[:, [5, 11]].reshape(-1)[:-1])
     tau = np.asarray(solution.time)[::2]
     h = np.diff(tau)
-    penalty = 0.01 * np.sum(h / 6 * (w[:-1, 0] ** 2 + w[1:, 0] ** 2 + 4 * w[:-1, 1] ** 2))
+    penalty = 0.01 * np.sum(h / 6 * (w[:-1:2] ** 2 + w[2::2] ** 2 + 4 * w[1::2] ** 2))
     assert penalty > 1e-6 * ref["objective"]
+    terms = optimize.files.objective_terms(solution, problem)
+    assert abs(terms["auxiliary_derivatives"] - penalty) < 1e-12 * penalty
+    assert abs(sum(terms.values()) - float(solution.objective)) < 1e-9 * float(solution.objective)
+    moco_penalty = ref["objective_terms"]["auxiliary_derivatives"]
+    assert abs(penalty - moco_penalty) < 0.05 * moco_penalty, (penalty, moco_penalty)
     states = np.abs(np.asarray(solution.states) - _moco.states_in_system_order(ref, system)).max(axis=0)
     controls = np.abs(np.asarray(solution.controls) - _moco.controls_in_system_order(ref, system)).max()
     # (height m, speed m/s, activation, normalized tendon force; excitation)
@@ -215,6 +238,14 @@ def test_kinematic_constraints_are_enforced_as_moco_enforces_them(tmp_path):
     assert states < 1e-6 and controls < 1e-5, (states, controls)
     q = np.asarray(solution.states)[::2, :2]  # (the mesh points)
     np.testing.assert_allclose(q[:, 1], q[:, 0] / 2, atol=1e-9)
+    # the multiplier and the velocity correction, in the solution file by Moco's names
+    optimize.write_trajectory(solution, tmp_path / "ours.sto", problem)
+    ours, moco = optimize.read_trajectory(tmp_path / "ours.sto"), optimize.read_trajectory(ref["solution_path"])
+    assert list(ours["multipliers"]) == list(moco["multipliers"]) == ["lambda_cid2_p0"]
+    assert list(ours["slacks"]) == list(moco["slacks"]) == ["gamma_cid2_p0"]
+    lam, lam_moco = ours["multipliers"]["lambda_cid2_p0"], moco["multipliers"]["lambda_cid2_p0"]
+    assert np.abs(lam - lam_moco).max() < 1e-5 * np.abs(lam_moco).max()
+    assert np.abs(ours["slacks"]["gamma_cid2_p0"] - moco["slacks"]["gamma_cid2_p0"]).max() < 1e-12
     with pytest.raises(ValueError, match="needs the 'hermite-simpson' scheme"):
         optimize.transcribe(problem, 20, scheme="trapezoidal")
 

@@ -259,8 +259,9 @@ class CoordinateCouplerConstraint(Constraint):
 
     @classmethod
     def group_rows(cls, group, params, ctx):
-        """The group's equations: one row per constraint, ``q_dep - scale * f(q_ind)``, with its
-        velocity error, Jacobian and bias."""
+        """The group's equations: one row per constraint, ``scale * f(q_ind) - q_dep`` (OpenSim's
+        sign, so that the multipliers are Simbody's), with its velocity error, Jacobian and
+        bias."""
         from ..function_bank import bank_eval
 
         s = group.static
@@ -270,7 +271,7 @@ class CoordinateCouplerConstraint(Constraint):
         nu = ctx.tree.nu
         G = jnp.zeros((len(s["iq"]), nu), q.dtype)
         rows = jnp.arange(len(s["iq"]))
-        G = G.at[rows, s["du"]].add(1.0).at[rows, s["iu"]].add(-k * f1)
-        b = k * f2 * u[s["iu"]] ** 2
-        perr = q[s["dq"]] - k * f0
+        G = G.at[rows, s["du"]].add(-1.0).at[rows, s["iu"]].add(k * f1)
+        b = -k * f2 * u[s["iu"]] ** 2
+        perr = k * f0 - q[s["dq"]]
         return ConstraintRows(perr, G @ u, G, b)

@@ -43,7 +43,14 @@ class OptimalTrajectory(eqx.Module):
     midpoints between them: ``n = 2 N + 1``); ``states (n, ny)``, ``controls (n, nc)``
     in ``state_names``/``control_names`` order; ``parameters (n_parameters,)`` in
     ``parameter_names`` order (the problem's ``Parameter``s); ``objective``; ``status`` (see
-    ``ipm.STATUS``); ``iterations``; ``nlp``: the solver's ``Solution``.
+    ``ipm.STATUS``); ``iterations``; ``nlp``: the solver's ``Solution``; the other
+    variables at every grid point, as Moco's ``MocoTrajectory`` groups them:
+    ``derivatives (n, nd)`` (implicit mode's accelerations, m/s² or rad/s²; implicit
+    tendons' normalized force derivatives, 1/s), ``multipliers (n, nl)`` (the
+    kinematic constraints' Lagrange multipliers) and ``slacks (n, nl)`` (their velocity
+    corrections), named by ``derivative_names``, ``multiplier_names`` and
+    ``slack_names`` (see ``variable_names``); ``penalty_weights``: the solve's
+    ``(accelerations_weight, auxiliary_derivatives_weight)``.
     """
 
     time: jax.Array
@@ -57,6 +64,13 @@ class OptimalTrajectory(eqx.Module):
     state_names: tuple = eqx.field(static=True)
     control_names: tuple = eqx.field(static=True)
     parameter_names: tuple = eqx.field(static=True, default=())
+    derivatives: jax.Array | None = None
+    multipliers: jax.Array | None = None
+    slacks: jax.Array | None = None
+    derivative_names: tuple = eqx.field(static=True, default=())
+    multiplier_names: tuple = eqx.field(static=True, default=())
+    slack_names: tuple = eqx.field(static=True, default=())
+    penalty_weights: tuple = eqx.field(static=True, default=(None, None))
 
     def state(self, name: str):
         """The column of state ``name``."""
@@ -104,6 +118,55 @@ def implicit_tendons(system) -> tuple[np.ndarray, tuple[str, ...]]:
     suffix = "/" + _TENDON_DERIVATIVE
     idx = [i for i, n in enumerate(system.d_names) if n.endswith(suffix)]
     return np.asarray(idx, int), tuple(system.d_names[i][: -len(suffix)] for i in idx)
+
+
+def multiplier_names(system) -> tuple[str, ...]:
+    """Moco's names of the kinematic constraints' multipliers, one per constraint
+    equation in ``Context.constraints``' row order: ``lambda_cid{c}_p{i}``, ``c`` the
+    constraint's index among Simbody's (each coordinate's lock, then its prescribed
+    motion where it has one, in mobility order; then the ConstraintSet's members in
+    the model's order; then the welds that close loops), ``i`` its equation.
+
+    The velocity corrections of Posa et al.'s method are named with ``gamma_`` for
+    ``lambda_`` (Moco's slacks)."""
+    from ..forward import prescribed_motion
+    from ..mechanics.constraints import Constraint
+
+    model, topology = system.model, system.topology
+    nq = topology.tree.nq
+    prescribed = prescribed_motion(system, 0.0)
+    prescribed_q = sorted(int(i) for i in (prescribed[0] if prescribed is not None else ()))
+    # Simbody's index of each coordinate's lock; a prescribed coordinate's motion follows its lock
+    lock = np.arange(nq) + np.searchsorted(np.asarray(prescribed_q, int), np.arange(nq))
+    members = model.paths(Constraint)
+    first = nq + len(prescribed_q)
+    cid = {path: first + k for k, path in enumerate(members)}
+    names = []
+    for group in topology.role_groups("constraints"):
+        for path in group.paths:
+            names += [f"lambda_cid{cid[path]}_p{i}" for i in range(group.cls.num_equations)]
+    if len(topology.locked_u):  # (refused by transcribe; named for completeness)
+        names += [f"lambda_cid{lock[i]}_p0" for i in topology.locked_u]
+    names += [f"lambda_cid{lock[i] + 1}_p0" for i in (prescribed[0] if prescribed is not None else ())]
+    for k in range(len(topology.tree.loop_welds)):
+        names += [f"lambda_cid{first + len(members) + k}_p{i}" for i in range(6)]
+    return tuple(names)
+
+
+def variable_names(problem: Problem, dynamics_mode: str = "explicit") -> dict[str, tuple[str, ...]]:
+    """Moco's names of a transcription's variables beside the states and controls, by
+    kind, as ``transcribe``'s ``unpack`` returns them: ``"derivatives"`` (in implicit
+    mode the accelerations, ``.../accel``; then the implicit tendons' derivatives,
+    ``.../implicitderiv_normalized_tendon_force``), ``"multipliers"``
+    (``multiplier_names``) and ``"slacks"`` (the velocity corrections, ``gamma_...``;
+    none where the kinematics are prescribed)."""
+    system = problem.system
+    implicit = dynamics_mode == "implicit" and problem.kinematics is None
+    accelerations = [n[: -len("speed")] + "accel" for n in system.y_names if n.endswith("/speed")] if implicit else []
+    tendons = [system.d_names[i] for i in implicit_tendons(system)[0]]
+    lam = multiplier_names(system) if constraint_equations(system) else ()
+    gamma = tuple("gamma_" + n[len("lambda_") :] for n in lam) if problem.kinematics is None else ()
+    return {"derivatives": tuple(accelerations + tendons), "multipliers": lam, "slacks": gamma}
 
 
 def _check_constraints(system) -> None:
@@ -320,7 +383,9 @@ def transcribe(
     point's, then (Hermite–Simpson) its interval's midpoint's.
 
     **Returns:** ``(nlp, z0, g0, unpack)``: ``unpack(solution) -> (time, states,
-    controls)``.
+    controls, others)`` at every grid point, ``others`` the other variables by
+    Moco's kind: ``{"derivatives": [udot, w], "multipliers": lam, "slacks": gamma}``
+    (named by ``variable_names``).
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme {scheme!r}: choose one of {SCHEMES}")
@@ -574,30 +639,26 @@ def transcribe(
     def unpack(sol):
         t0, tf = sol.g[..., 0:1], sol.g[..., 1:2]
         Z = sol.z
+
+        def grid(lo, hi):
+            """Columns ``lo:hi`` of every grid point's variables, in time order."""
+            if not hs:
+                return Z[..., lo:hi]
+            pairs = jnp.stack([Z[..., :-1, lo:hi], Z[..., :-1, P + lo : P + hi]], -2)
+            return jnp.concatenate([pairs.reshape(Z.shape[:-2] + (2 * (K - 1), hi - lo)), Z[..., -1:, lo:hi]], -2)
+
         if hs:
             tmid = 0.5 * (tau[:-1] + tau[1:])
             frac = jnp.concatenate([jnp.stack([tau[:-1], tmid], 1).reshape(-1), tau[-1:]])
-            y = jnp.concatenate(
-                [
-                    jnp.stack([Z[..., :-1, :ny], Z[..., :-1, P : P + ny]], -2).reshape(
-                        Z.shape[:-2] + (2 * (K - 1), ny)
-                    ),
-                    Z[..., -1:, :ny],
-                ],
-                -2,
-            )
-            c = jnp.concatenate(
-                [
-                    jnp.stack([Z[..., :-1, ny : ny + nc], Z[..., :-1, P + ny : P + ny + nc]], -2).reshape(
-                        Z.shape[:-2] + (2 * (K - 1), nc)
-                    ),
-                    Z[..., -1:, ny : ny + nc],
-                ],
-                -2,
-            )
         else:
-            frac, y, c = tau, Z[..., :ny], Z[..., ny : ny + nc]
-        return t0 + frac * (tf - t0), y, c
+            frac = tau
+        a = grid(ny + nc, P)
+        others = {
+            "derivatives": a[..., : n_udot + nw],
+            "multipliers": a[..., n_udot + nw : n_udot + nw + nl],
+            "slacks": a[..., n_udot + nw + nl :],
+        }
+        return t0 + frac * (tf - t0), grid(0, ny), grid(ny, ny + nc), others
 
     return nlp, jnp.asarray(z0, dtype), jnp.asarray(g0, dtype), unpack
 
@@ -649,7 +710,7 @@ def solve(
             multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
     # (at top level nothing can ask for derivatives)
     sol = _solve(nlp, z0, g0, options, multipliers, not _at_top_level())
-    return _trajectory(problem, unpack, sol)
+    return _trajectory(problem, unpack, sol, dynamics_mode, (accelerations_weight, auxiliary_derivatives_weight))
 
 
 def solve_batch(
@@ -710,9 +771,10 @@ def _as_arrays(options):
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
 
 
-def _trajectory(problem, unpack, sol) -> OptimalTrajectory:
+def _trajectory(problem, unpack, sol, dynamics_mode="explicit", penalty_weights=(None, None)) -> OptimalTrajectory:
     """The ``OptimalTrajectory`` of a solver's ``Solution`` (one, or a batch)."""
-    t, y, c = unpack(sol)
+    t, y, c, others = unpack(sol)
+    names = variable_names(problem, dynamics_mode)
     npar = len(problem.parameters)
     return OptimalTrajectory(
         time=t,
@@ -726,6 +788,13 @@ def _trajectory(problem, unpack, sol) -> OptimalTrajectory:
         state_names=problem.state_names,
         control_names=problem.control_names,
         parameter_names=problem.parameter_names,
+        derivatives=others["derivatives"],
+        multipliers=others["multipliers"],
+        slacks=others["slacks"],
+        derivative_names=names["derivatives"],
+        multiplier_names=names["multipliers"],
+        slack_names=names["slacks"],
+        penalty_weights=tuple(None if w is None else float(w) for w in penalty_weights),
     )
 
 

@@ -11,9 +11,11 @@
 The file layout (``MocoTrajectory::convertToTable``): a ``time`` column (every point of
 the grid: with Hermite–Simpson the mesh points and the midpoints between them), then the
 states by path (``/jointset/pin/q/value``), the controls by actuator path
-(``/forceset/tau``), then input controls, multipliers, derivatives, slacks and
-parameters (none for simjax's explicit transcription; a parameter's value sits in the
-first row, NaN below). The header counts each group (``num_states=``,
+(``/forceset/tau``), then input controls (none), the kinematic constraints'
+multipliers (``lambda_cid2_p0``), derivatives (implicit mode's ``.../accel``, implicit
+tendons' ``.../implicitderiv_normalized_tendon_force``), slacks (the velocity
+corrections, ``gamma_cid2_p0``) and parameters (a parameter's value sits in the first
+row, NaN below). The header counts each group (``num_states=``,
 ``num_controls=``, ``num_input_controls=``, ``num_multipliers=``,
 ``num_derivatives=``, ``num_slacks=``, ``num_parameters=``), says ``inDegrees=no``, and
 for a solution adds ``success=true|false``, ``status=`` (IPOPT's return status:
@@ -122,7 +124,10 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
     """Each goal's weighted term of the objective at ``solution`` (``{goal name:
     value}``), as Moco's ``MocoSolution.getObjectiveTerm``: endpoint terms at the
     solution's initial and final times, integrals by the transcription's own rule on
-    its grid (Simpson's with Hermite–Simpson, else the trapezoidal rule).
+    its grid (Simpson's with Hermite–Simpson, else the trapezoidal rule). Where the
+    solve minimized the implicit variables (``accelerations_weight``,
+    ``auxiliary_derivatives_weight``), their terms too, by Moco's names
+    ``accelerations`` and ``auxiliary_derivatives``.
 
     **Arguments:** ``solution`` (not batched); ``problem``: the problem it solves;
     ``goal_names``: one name per goal (default: each goal's ``name`` if it has one,
@@ -152,14 +157,26 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
             f = np.asarray(
                 jax.vmap(lambda ti, yi, ci: goal.integrand(problem, ti, yi, ci, system))(jnp.asarray(t), y, c), float
             )
-            if hs:
-                h = t[2::2] - t[:-2:2]
-                integral = float(np.sum(h / 6.0 * (f[:-2:2] + 4.0 * f[1::2] + f[2::2])))
-            else:
-                integral = float(np.sum(np.diff(t) / 2.0 * (f[:-1] + f[1:])))
-            value += goal.weight * integral
+            value += goal.weight * _integral(t, f, hs)
         out[name] = value
+    # Moco's penalties on the implicit variables, named as Moco names them
+    derivatives = np.zeros((len(t), 0)) if solution.derivatives is None else np.asarray(solution.derivatives, float)
+    accelerations = np.asarray([n.endswith("/accel") for n in solution.derivative_names], bool)
+    for name, weight, columns in zip(
+        ("accelerations", "auxiliary_derivatives"), solution.penalty_weights, (accelerations, ~accelerations)
+    ):
+        if weight is not None and columns.any():
+            out[name] = weight * _integral(t, np.sum(derivatives[:, columns] ** 2, axis=1), hs)
     return out
+
+
+def _integral(t, f, hs: bool) -> float:
+    """The integral of ``f`` over the grid ``t`` by the transcription's quadrature:
+    Simpson's rule with Hermite–Simpson, else the trapezoidal rule."""
+    if hs:
+        h = t[2::2] - t[:-2:2]
+        return float(np.sum(h / 6.0 * (f[:-2:2] + 4.0 * f[1::2] + f[2::2])))
+    return float(np.sum(np.diff(t) / 2.0 * (f[:-1] + f[1:])))
 
 
 def _check_single(solution) -> None:
@@ -182,6 +199,16 @@ def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None)
             f"states {states.shape} and controls {controls.shape} do not match "
             f"{len(solution.state_names)} state and {len(solution.control_names)} control names"
         )
+    # (Moco's order: multipliers, derivatives, slacks)
+    others = []
+    for kind in ("multipliers", "derivatives", "slacks"):
+        labels = tuple(getattr(solution, kind[:-1] + "_names"))
+        values = getattr(solution, kind)
+        values = np.zeros((len(time), 0)) if values is None else np.asarray(values, float)
+        if values.shape != (len(time), len(labels)):
+            raise ValueError(f"the solution's {kind} {values.shape} do not match its {len(labels)} {kind[:-1]} names")
+        names += list(labels)
+        others.append(values)
     parameters = np.asarray(solution.parameters, float)
     names += list(solution.parameter_names)
     meta = {
@@ -189,9 +216,9 @@ def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None)
         "num_states": str(states.shape[1]),
         "num_controls": str(controls.shape[1]),
         "num_input_controls": "0",
-        "num_multipliers": "0",
-        "num_derivatives": "0",
-        "num_slacks": "0",
+        "num_multipliers": str(others[0].shape[1]),
+        "num_derivatives": str(others[1].shape[1]),
+        "num_slacks": str(others[2].shape[1]),
         "num_parameters": str(len(parameters)),
     }
     status = int(np.asarray(solution.status))
@@ -212,7 +239,7 @@ def trajectory_table(solution: OptimalTrajectory, problem=None, goal_names=None)
         # (a parameter's column: its value in the first row, NaN below, as Moco's)
         columns = np.full((len(time), len(parameters)), np.nan)
         columns[:1] = parameters
-        return TimeSeriesTable(time, np.concatenate([states, controls, columns], axis=1), names, meta)
+        return TimeSeriesTable(time, np.concatenate([states, controls, *others, columns], axis=1), names, meta)
     except ValueError as exc:
         raise ValueError(f"the solution cannot be written as a table: {exc}") from None
 
