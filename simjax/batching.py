@@ -14,6 +14,11 @@ program run per device by ``jax.shard_map``, so no device waits for another's
 worlds): each device solves its shard, which stays on it, and the caller gathers
 what it reads. A batch that does not divide evenly is padded with copies of its last
 element, and the padding dropped.
+
+Batches whose elements see each other (inverse kinematics' frames, each warm-started
+from the one before) run per device through ``map_shards``: each device's program
+gets a ``BatchAxis`` whose collectives (``previous``, ``max``) reach across the
+shards.
 """
 
 from __future__ import annotations
@@ -30,7 +35,16 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .compiling import jit
 
-__all__ = ["map_batch", "cache_chunk", "usable_cores", "batch_mesh", "gather"]
+__all__ = [
+    "BatchAxis",
+    "map_batch",
+    "map_shards",
+    "cache_chunk",
+    "usable_cores",
+    "batch_mesh",
+    "gather",
+    "mesh_for",
+]
 
 
 def map_batch(
@@ -98,7 +112,7 @@ def map_chunks(call: Callable, *args, chunk_size: int | None, workers: int | Non
     n = leaves[0].shape[0]
     # inside jit or grad the chunks join the caller's trace, which is per thread: they
     # are traced one after another, by default as one chunk (one copy of the program)
-    traced = any(isinstance(a, jax.core.Tracer) for a in leaves)
+    traced = _traced(leaves)
     mesh = None if traced else batch_mesh(devices)
     if mesh is not None:
         return _map_sharded(call, args, n, mesh, chunk_size)
@@ -162,6 +176,96 @@ def batch_mesh(devices=None) -> Mesh | None:
     return Mesh(np.asarray(devices), ("batch",))
 
 
+def mesh_for(devices, *trees) -> Mesh | None:
+    """The mesh a batch of ``trees`` is sharded over: ``batch_mesh(devices)``, or ``None``
+    where any of their leaves is traced (inside ``jax.jit``, ``jax.grad`` or
+    ``jax.vmap`` the batch joins the caller's program, unsharded).
+
+    **Arguments:** ``devices``: as ``batch_mesh``; ``trees``: the batch's pytrees.
+
+    **Returns:** a ``Mesh`` or ``None`` (run unsharded).
+    """
+    return None if _traced(jax.tree.leaves(trees)) else batch_mesh(devices)
+
+
+def _traced(leaves) -> bool:
+    return any(isinstance(a, jax.core.Tracer) for a in leaves)
+
+
+class BatchAxis(eqx.Module):
+    """The batch axis as one shard of a ``map_shards`` batch sees it: which of its
+    elements are real (not padding), and collectives over the whole batch.
+
+    **Fields:** ``valid``: ``(n_shard,)`` bool, ``False`` at the padding;
+    ``names``: the mesh axes the batch is split over (``None`` unsharded: the shard is
+    the whole batch); ``size``: the number of shards.
+    """
+
+    valid: jax.Array
+    names: tuple | None = eqx.field(static=True, default=None)
+    size: int = eqx.field(static=True, default=1)
+
+    def previous(self, x, first):
+        """Each element's predecessor in the whole batch (across shards).
+
+        **Arguments:** ``x``: an array whose leading axis is the shard's batch;
+        ``first``: what the batch's first element gets (the shape of ``x[0]``).
+
+        **Returns:** ``y`` of ``x``'s shape with ``y[i] = x[i - 1]`` over the whole
+        batch, ``y[0] = first``.
+        """
+        head = jnp.asarray(first, x.dtype)[None]
+        if self.names is not None and self.size > 1:  # the last element of the shard before
+            incoming = jax.lax.ppermute(x[-1:], self.names, [(i, i + 1) for i in range(self.size - 1)])
+            head = jnp.where(jax.lax.axis_index(self.names) == 0, head, incoming)
+        return jnp.concatenate([head, x[:-1]])
+
+    def max(self, x):
+        """The largest of ``x`` over the whole batch's real elements.
+
+        **Arguments:** ``x``: an array whose leading axis is the shard's batch.
+
+        **Returns:** a scalar, the same on every shard (``-inf`` for an empty batch).
+        """
+        x = jnp.where(self.valid.reshape(self.valid.shape + (1,) * (x.ndim - 1)), x, -jnp.inf)
+        m = jnp.max(x, initial=-jnp.inf)
+        return jax.lax.pmax(m, self.names) if self.names is not None else m
+
+
+def map_shards(call: Callable, *args, devices=None):
+    """``call(axis, *args)`` over a batch whose elements see each other: each device runs
+    ``call`` on its shard, and ``axis`` (a ``BatchAxis``) reaches the others.
+
+    Unsharded (one device, or inside a trace), ``call`` runs once on the whole batch.
+    Sharded, the batch is padded to a multiple of the devices with copies of its last
+    element (``axis.valid`` is ``False`` there) and split into contiguous shards, one a
+    device, all in one call (one compiled program; ``jax.shard_map``), and the padding
+    is dropped from the outputs.
+
+    **Arguments:** ``call``: a pytree (e.g. a ``jax.tree_util.Partial`` of a
+    module-level function) called as ``call(axis, *shard)``; its array leaves are
+    shared by every element (replicated on the devices) and its other leaves hashed to
+    cache the compiled program; it returns a pytree of arrays, each with the shard's
+    batch as leading axis; ``args``: pytrees of arrays with a common leading batch
+    axis; ``devices``: as ``map_batch``'s.
+
+    **Returns:** ``call``'s outputs over the whole batch (sharded over the mesh when
+    sharded).
+    """
+    leaves = jax.tree.leaves(args)
+    n = leaves[0].shape[0]
+    mesh = mesh_for(devices, args, call)
+    if mesh is None:
+        return _whole(call, *args)
+    return _map_sharded(call, args, n, mesh, None, collective=True)
+
+
+@jit
+def _whole(call, *args):
+    n = jax.tree.leaves(args)[0].shape[0]
+    return call(BatchAxis(jnp.ones(n, bool)), *args)
+
+
 def gather(tree):
     """A batch's results as NumPy arrays, whole, in this process.
 
@@ -182,10 +286,11 @@ def gather(tree):
     return jax.tree.map(np.asarray, jax.device_get(tree))
 
 
-def _map_sharded(call, args, n: int, mesh: Mesh, chunk_size: int | None):
+def _map_sharded(call, args, n: int, mesh: Mesh, chunk_size: int | None, collective: bool = False):
     """``call`` over the batch ``args`` (``n`` elements) sharded over ``mesh``: in calls
     of ``chunk_size`` elements a device (default: the whole batch at once), the last
-    padded with copies of the last element."""
+    padded with copies of the last element. ``collective``: ``call`` takes a
+    ``BatchAxis`` first (``map_shards``), and the batch goes in one call."""
     size = mesh.size
     per_device = -(-n // size)
     if chunk_size is not None:
@@ -200,7 +305,7 @@ def _map_sharded(call, args, n: int, mesh: Mesh, chunk_size: int | None):
     for start in range(0, n, step):
         idx = np.minimum(np.arange(start, start + step), n - 1)  # the last call padded
         chunk = jax.tree.map(lambda a: a[idx], args)
-        outs.append(_on_mesh(static, mesh, dyn, _place(chunk, batched)))
+        outs.append(_on_mesh(static, mesh, n if collective else None, dyn, _place(chunk, batched)))
     out = outs[0] if len(outs) == 1 else jax.tree.map(lambda *a: jnp.concatenate(a), *outs)
     return out if len(outs) * step == n else jax.tree.map(lambda a: a[:n], out)
 
@@ -221,11 +326,17 @@ def _place(tree, sharding: NamedSharding):
 
 
 @jit
-def _on_mesh(static, mesh, dyn, chunk):
+def _on_mesh(static, mesh, n, dyn, chunk):
     spec = PartitionSpec(mesh.axis_names)
 
     def local(dyn, chunk):  # one device's shard, solved on it alone
-        return eqx.combine(dyn, static)(*chunk)
+        fn = eqx.combine(dyn, static)
+        if n is None:
+            return fn(*chunk)
+        # (map_shards: the shard's place in the batch, its padding, the collectives)
+        m = jax.tree.leaves(chunk)[0].shape[0]
+        position = jax.lax.axis_index(mesh.axis_names) * m + jnp.arange(m)
+        return fn(BatchAxis(position < n, mesh.axis_names, mesh.size), *chunk)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(), spec), out_specs=spec, check_vma=False)(
         dyn, chunk

@@ -725,6 +725,7 @@ def solve_batch(
     dynamics_mode: str = "explicit",
     accelerations_weight: float | None = None,
     auxiliary_derivatives_weight: float | None = None,
+    devices=None,
 ) -> OptimalTrajectory:
     """Solve a batch of variants of one problem at once: one compiled solver,
     ``vmap``-ed over the variants (on a GPU, side by side). Each variant ends with its
@@ -737,10 +738,18 @@ def solve_batch(
     weights per variant, in ``problem.goals`` order (default: the problem's);
     ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``,
     ``accelerations_weight``, ``auxiliary_derivatives_weight``: as ``transcribe``;
-    ``options``: as ``solve``.
+    ``options``: as ``solve``; ``devices``: a list of devices or a
+    ``jax.sharding.Mesh`` to shard the variants over (as ``simjax.map_batch``'s;
+    default: all local devices when there are several, else one; not inside ``jit``,
+    ``vmap`` or ``grad``). Sharded, each device solves its variants with the same
+    compiled solver (a batch that does not divide evenly padded with copies of the last
+    variant, dropped after); solutions and statuses equal the unsharded batch's.
 
-    **Returns:** an ``OptimalTrajectory`` whose arrays have a leading axis ``B``.
+    **Returns:** an ``OptimalTrajectory`` whose arrays have a leading axis ``B`` (sharded
+    over the devices when sharded).
     """
+    from ..batching import gather, map_chunks, mesh_for
+
     nlp, z0, g0, unpack = _transcribed(
         problem, mesh, scheme, interpolate_controls, dynamics_mode, accelerations_weight, auxiliary_derivatives_weight
     )
@@ -759,10 +768,17 @@ def solve_batch(
     shown = bool(options.progress)
     if shown:
         options = dataclasses.replace(options, progress="batch")
-    sol = _solve_batch(nlp, z0, g0, options, values, weights, edit)
+    mesh = mesh_for(devices, values, weights)
+    if mesh is None:
+        sol = _solve_batch(nlp, z0, g0, options, values, weights, edit)
+    else:
+        # (a Partial of a module-level function: the compiled program cached per problem)
+        call = jax.tree_util.Partial(_solve_variants, nlp, z0, g0, options, edit)
+        batch = (values,) if weights is None else (values, weights)
+        sol = map_chunks(call, *batch, chunk_size=None, workers=None, cpu_chunk=1, devices=mesh)
     if shown:
-        progress.finish_batch(np.asarray(sol.status), ipm.STATUS)
-    return _trajectory(problem, unpack, sol)
+        progress.finish_batch(gather(sol.status), ipm.STATUS)
+    return _trajectory(problem, unpack, sol, dynamics_mode, (accelerations_weight, auxiliary_derivatives_weight))
 
 
 def _as_arrays(options):
@@ -810,6 +826,11 @@ def _solve_batch(nlp, z0, g0, options, values, weights, edit):
         return ipm.solve(eqx.tree_at(lambda n: n.theta, nlp, theta), z0, g0, options)
 
     return jax.vmap(one)(values, weights)
+
+
+def _solve_variants(nlp, z0, g0, options, edit, values, weights=None):
+    """``_solve_batch`` of one device's variants (``solve_batch`` sharded)."""
+    return _solve_batch(nlp, z0, g0, options, values, weights, edit)
 
 
 def _recent(cache: list, objects: tuple, key, build, size: int = 4):

@@ -377,16 +377,19 @@ def _solve_frame(system, st, problem, q0, data, lo_q, hi_q, max_steps, tol):
     return q, ok
 
 
-@eqx.filter_jit
-@full_precision
-def _solve(system, st: _Static, base: State, q_start, obs, weights, cvals, cweights, lo_q, hi_q, cw, tol):
+def _solve(system, st: _Static, base: State, q_start, cweights, lo_q, hi_q, cw, tol, axis, obs, weights, cvals):
     """All frames, in passes of a batched (vmap) solve that reproduce OpenSim's warm starts.
+
+    Run by ``batching.map_shards`` (``_run_solve``): on the whole batch, or on one
+    device's shard of the frames, ``axis`` (a ``batching.BatchAxis``) carrying the warm
+    start from the shard before and the largest change over every shard.
 
     **Arguments:** ``obs (F, M, 3)`` observed markers (m, 0 where missing), ``weights
     (F, M)`` the per-frame normalized weights ``w_i / sum w`` (0 where missing),
     ``cvals (F, C)``/``cweights (C,)`` coordinate tasks, ``lo_q/hi_q`` clamped ranges.
 
-    **Returns:** ``q (F, nq)``, converged ``(F,)``, model markers ``(F, M, 3)``, passes.
+    **Returns:** ``q (F, nq)``, converged ``(F,)``, model markers ``(F, M, 3)``, passes
+    ``(F,)`` (the same for every frame).
     """
     locations = _marker_locations(system, st)
     params = _tree_params(system, base)
@@ -411,16 +414,16 @@ def _solve(system, st: _Static, base: State, q_start, obs, weights, cvals, cweig
 
     def body(carry):
         q, _, _, k = carry
-        starts = jnp.concatenate([q_start[None], q[:-1]])
+        starts = axis.previous(q, q_start)
         q_new, ok = jax.vmap(full)(starts, obs, weights, cvals)
-        return q_new, ok, jnp.max(jnp.abs(q_new - q)), k + 1
+        return q_new, ok, axis.max(jnp.abs(q_new - q)), k + 1
 
     q0 = jnp.broadcast_to(q_start, (n,) + q_start.shape)
     init = (q0, jnp.zeros(n, bool), jnp.asarray(jnp.inf, q_start.dtype), jnp.asarray(0))
     q, ok, change, passes = jax.lax.while_loop(cond, body, init)
     ok = ok & (change <= st.pass_tol)
     x = jax.vmap(lambda qq: _marker_points(system, st, base, qq, locations, params))(q)
-    return q, ok, x, passes
+    return q, ok, x, jnp.full(n, passes)
 
 
 def _marker_locations(system, st):
@@ -455,6 +458,7 @@ def solve_inverse_kinematics(
     max_steps: int = 100,
     max_passes: int | None = None,
     return_info: bool = False,
+    devices=None,
 ):
     """Inverse kinematics of one trial as a pure JAX function of the system and the data.
 
@@ -482,6 +486,11 @@ def solve_inverse_kinematics(
     - ``constraint_weight``, ``initial_state``, ``tol``, ``max_steps``,
       ``max_passes``: as ``inverse_kinematics``.
     - ``return_info``: also return an ``IKInfo``.
+    - ``devices``: a list of devices or a ``jax.sharding.Mesh`` to shard the frames
+      over (as ``map_batch``'s; default: all local devices when there are several,
+      else one). Each device solves a contiguous block of frames, the warm start
+      passed on from the block before; the result equals the unsharded one. Inside
+      ``jit``, ``vmap`` or ``grad`` the frames are not sharded.
 
     **Returns:** ``q (n_frames, nq)`` (rad or m), or ``(q, IKInfo)``.
 
@@ -515,7 +524,7 @@ def solve_inverse_kinematics(
     w = w / jnp.where(wsum > 0, wsum, 1.0)
     obs = jnp.where(present[..., None], positions, 0.0)
     st, prob = _prepare(system, paths, n, coordinate_tasks, constraint_weight, base, tol, max_steps, max_passes)
-    q, ok, _, passes = _run_solve(system, st, base, obs, w, prob)
+    q, ok, _, passes = _run_solve(system, st, base, obs, w, prob, devices)
     if not _at_top_level():  # (at top level nothing can ask for derivatives)
         q = _implicit(system, st, base, q, obs, w, prob)
     return (q, IKInfo(ok, passes)) if return_info else q
@@ -787,25 +796,26 @@ def _prepare(
     return st, data
 
 
-def _run_solve(system, st, base, obs, weights, data):
-    """``_solve`` on the prepared problem, without derivatives."""
-    args = _no_gradient(
+def _run_solve(system, st, base, obs, weights, data, devices=None):
+    """``_solve`` on the prepared problem, without derivatives, its frames sharded over
+    ``devices`` (``batching.map_shards``).
+
+    **Returns:** ``q (F, nq)``, converged ``(F,)``, model markers ``(F, M, 3)`` and the
+    passes (a scalar).
+    """
+    from ..batching import map_shards
+
+    system, base, shared, frames = _no_gradient(
         (
             system,
             base,
-            data["q_start"],
-            obs,
-            weights,
-            data["cvals"],
-            data["cweights"],
-            data["lo"],
-            data["hi"],
-            data["cw"],
-            data["tol"],
+            (data["q_start"], data["cweights"], data["lo"], data["hi"], data["cw"], data["tol"]),
+            (obs, weights, data["cvals"]),
         )
     )
-    system, base, rest = args[0], args[1], args[2:]
-    return _solve(system, st, base, *rest)
+    call = jax.tree_util.Partial(_solve, system, st, base, *shared)
+    q, ok, x, passes = map_shards(call, *frames, devices=devices)
+    return q, ok, x, passes[0]
 
 
 def _no_gradient(tree):
@@ -849,6 +859,7 @@ def inverse_kinematics(
     tol: float = 1e-10,
     max_steps: int = 100,
     max_passes: int | None = None,
+    devices=None,
 ) -> IKResult:
     """OpenSim's inverse kinematics over every frame of a marker table, in one batched solve.
 
@@ -874,6 +885,11 @@ def inverse_kinematics(
     - ``max_steps``: iteration limit per frame and pass; ``max_passes``: limit on the
       passes that reproduce OpenSim's frame-to-frame warm starts (default
       ``n_frames + 1``, which reproduces them exactly).
+    - ``devices``: a list of devices or a ``jax.sharding.Mesh`` to shard the frames
+      over (as ``map_batch``'s; default: all local devices when there are several,
+      else one). Each device solves a contiguous block of frames (the last padded with
+      copies of the last frame, dropped after), the warm start passed on from the
+      block before: the result equals the unsharded one.
 
     **Returns:** an ``IKResult``.
 
@@ -950,8 +966,11 @@ def inverse_kinematics(
     wn = np.where(present, w[None, :], 0.0) / np.where(wsum > 0, wsum, 1.0)[:, None]
     obs0 = np.where(present[..., None], obs, 0.0)
     dtype = base.q.dtype
-    q, ok, x, passes = _run_solve(system, st, base, jnp.asarray(obs0, dtype), jnp.asarray(wn, dtype), prob)
-    q, ok, x, passes = np.asarray(q), np.asarray(ok), np.asarray(x), int(passes)
+    q, ok, x, passes = _run_solve(system, st, base, jnp.asarray(obs0, dtype), jnp.asarray(wn, dtype), prob, devices)
+    from ..batching import gather
+
+    q, ok, x, passes = gather((q, ok, x, passes))
+    passes = int(passes)
 
     sq = np.where(present, np.sum((x - obs0) ** 2, axis=-1), 0.0)
     total = sq.sum(axis=1)

@@ -176,14 +176,19 @@ def _with_derivatives(A, b, lb, ub, p, x, y, zl, zu):
     return implicit_root(kkt, jnp.concatenate([x, y]))[:k]
 
 
-def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int | None = None):
+def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int | None = None, devices=None):
     """Static optimization's problem at a batch of frames: ``min sum |x| ** exponent``
     subject to ``A x = b`` and ``lower <= x <= upper``.
 
     **Arguments:** ``A (n, m, k)``: generalized force per unit control of each actuator
     (N m or N); ``b (n, m)``: the generalized forces to supply; ``lower``, ``upper``
     ``(k,)``: bounds (``±inf`` allowed); ``exponent``: ``>= 2``; ``iterations``:
-    Newton steps (default: 40 for the exponent 2, 200 for others).
+    Newton steps (default: 40 for the exponent 2, 200 for others); ``devices``: a list
+    of devices or a ``jax.sharding.Mesh`` to shard the frames over (as
+    ``map_batch``'s; default: all local devices when there are several, else one; not
+    inside ``jit``, ``vmap`` or ``grad``). Sharded, each device solves its frames (an
+    uneven batch padded with copies of the last frame, dropped after): the same
+    result.
 
     **Returns:** ``(x (n, k), violation (n,))``: the controls and ``max |A x - b|``.
 
@@ -194,10 +199,19 @@ def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int 
     iterations are not differentiated). ``A`` must have full row rank over the
     controls not at a bound.
     """
+    from ..batching import map_chunks, mesh_for
     from ..compiling import _at_top_level
 
     if iterations is None:
         iterations = _default_iterations(exponent)
+    mesh = mesh_for(devices, A, b, lower, upper)
+    if mesh is not None:  # (at top level: no derivatives)
+        call = jax.tree_util.Partial(
+            _solve_frames, jnp.asarray(lower), jnp.asarray(upper), float(exponent), int(iterations)
+        )
+        return map_chunks(
+            call, jnp.asarray(A), jnp.asarray(b), chunk_size=None, workers=None, cpu_chunk=1, devices=mesh
+        )
     # (at top level nothing can ask for derivatives)
     return _solve(
         jnp.asarray(A),
@@ -224,6 +238,11 @@ def _solve(A, b, lower, upper, exponent, iterations, derivatives):
         return x, jnp.max(jnp.abs(A @ x - b))
 
     return jax.vmap(one)(A, b)
+
+
+def _solve_frames(lower, upper, exponent, iterations, A, b):
+    """``_solve`` of one device's frames (``solve_static_optimization`` sharded)."""
+    return _solve(A, b, lower, upper, exponent, iterations, False)
 
 
 # -- the problem ------------------------------------------------------------------------------
@@ -347,10 +366,12 @@ def static_optimization_problem(system, states, udot, *, use_muscle_physiology: 
     return A, b, lower, upper
 
 
-def _problem_of(system, states, udot, physiology):
+def _problem_of(system, states, udot, physiology, devices=None):
     """``static_optimization_problem``'s ``(A, b, lower, upper)`` with the actuators'
     strengths ``F (n, k)`` after ``b`` (muscles: ``F_i``; others: 1, their optimal force
-    is in ``A``)."""
+    is in ``A``); the frames sharded over ``devices`` (as ``map_batch``'s)."""
+    from ..batching import map_chunks, mesh_for
+
     model = system.model
     paths = system.actuator_paths
     mus_cols = np.asarray([i for i, p in enumerate(paths) if isinstance(model.find(p), Muscle)], int)
@@ -360,7 +381,23 @@ def _problem_of(system, states, udot, physiology):
     off_paths = off.actuator_paths
     kept = [i for i, p in enumerate(paths) if p in off_paths]
     off_cols = (np.asarray(kept, int), np.asarray([off_paths.index(paths[i]) for i in kept], int))
-    return _problem(system, off, rigid, states, jnp.asarray(udot), bool(physiology), muscles, kinds, mus_cols, off_cols)
+    udot = jnp.asarray(udot)
+    mesh = mesh_for(devices, system, states, udot)
+    if mesh is not None:
+        call = jax.tree_util.Partial(
+            _problem_frames, system, off, rigid, bool(physiology), muscles, kinds, mus_cols, off_cols
+        )
+        A, b, F, lower, upper = map_chunks(call, states, udot, chunk_size=None, workers=None, cpu_chunk=1, devices=mesh)
+        return A, b, F, lower[0], upper[0]
+    return _problem(system, off, rigid, states, udot, bool(physiology), muscles, kinds, mus_cols, off_cols)
+
+
+def _problem_frames(system, off, rigid, physiology, muscles, kinds, mus_cols, off_cols, states, udot):
+    """``_problem`` of one device's frames, the bounds repeated per frame (``_problem_of``
+    sharded)."""
+    A, b, F, lower, upper = _problem(system, off, rigid, states, udot, physiology, muscles, kinds, mus_cols, off_cols)
+    n = b.shape[0]
+    return A, b, F, jnp.broadcast_to(lower, (n,) + lower.shape), jnp.broadcast_to(upper, (n,) + upper.shape)
 
 
 def _muscle_kinds(model, muscles) -> tuple:
@@ -570,6 +607,7 @@ def static_optimization(
     activation_exponent: float = 2.0,
     use_muscle_physiology: bool = True,
     iterations: int | None = None,
+    devices=None,
 ):
     """OpenSim's StaticOptimization (as run by the AnalyzeTool) on a coordinates table.
 
@@ -586,6 +624,10 @@ def static_optimization(
     - ``use_muscle_physiology``: muscle strengths from their force-length-velocity
       curves (see the module), else their maximum isometric forces.
     - ``iterations``: Newton steps (default: 40 for the exponent 2, 200 for others).
+    - ``devices``: a list of devices or a ``jax.sharding.Mesh`` to shard the frames over
+      (as ``map_batch``'s; default: all local devices when there are several, else
+      one). Each device makes and solves its frames' problems (an uneven batch padded
+      with copies of the last frame, dropped after): the same result.
 
     **Returns:** ``(activations, forces, violation)``: ``TimeSeriesTable`` of the
     controls (labels ``system.actuator_names``), of the actuators' forces (N or N m),
@@ -619,9 +661,12 @@ def static_optimization(
     (ud,) = motion._evaluate_splines(T, U[:, u_cols], at, 5, (1,))
     udot = jnp.zeros((len(at), U.shape[1])).at[:, np.asarray(u_cols, int)].set(jnp.asarray(ud))
 
-    A, b, F, lower, upper = _problem_of(system, frames.states, udot, use_muscle_physiology)
-    x, viol = solve_static_optimization(A, b, lower, upper, activation_exponent, iterations)
-    forces = np.asarray(x) * np.where(muscle[None, :], np.asarray(F), optimal[None, :])
+    from ..batching import gather
+
+    A, b, F, lower, upper = _problem_of(system, frames.states, udot, use_muscle_physiology, devices)
+    x, viol = solve_static_optimization(A, b, lower, upper, activation_exponent, iterations, devices)
+    x, F, viol = gather((x, F, viol))
+    forces = x * np.where(muscle[None, :], F, optimal[None, :])
     acts = TimeSeriesTable(at, np.asarray(x), names, {"header": "Static Optimization", "inDegrees": "no"})
     ftab = TimeSeriesTable(at, forces, names, {"header": "ModelForces", "inDegrees": "no"})
     return acts, ftab, np.asarray(viol)
