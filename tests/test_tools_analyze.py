@@ -190,9 +190,13 @@ def test_static_optimization_matches_opensim(pipeline):
     n = got.shape[1]
     strength_got, strength_ref = fgot[:, :n] / got, fref[:, :n] / ref
     np.testing.assert_allclose(strength_got, strength_ref, rtol=1e-6)
-    # forces within 1e-3 of each actuator's peak (1 N or N m at least: reserves of a few mN m)
-    peak = np.maximum(np.abs(fref[:, :n]).max(0), 1.0)
-    assert np.all(np.abs(fgot[:, :n] - fref[:, :n]) <= 1e-3 * peak)
+    # forces within 1e-3 of each actuator's strength (its force at full activation; 1 N
+    # or N m at least: reserves of a few mN m), as the activations are within 1e-3: at some
+    # frames OpenSim's IPOPT ends in "Restoration failed" with acceleration violations of
+    # ~1e-4, its activations ~1e-4 from the optimum (a weak muscle's force off by ~2e-3
+    # of its own peak in this window)
+    scale = np.maximum(np.nanmax(np.abs(strength_ref), axis=0), 1.0)
+    assert np.all(np.abs(fgot[:, :n] - fref[:, :n]) <= 1e-3 * scale)
     # the external loads ForceReporter records with them
     np.testing.assert_allclose(fgot[:, n:], fref[:, n:], rtol=0, atol=1e-7 * np.abs(fref).max())
 
