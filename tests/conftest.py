@@ -30,6 +30,8 @@ SLOWEST_FIRST = (
     "tests/test_optimize_goals.py",
     "notebook:06_gait_pipeline.ipynb",
     "tests/test_optimize_collocation.py",
+    "tests/test_sharding.py",
+    "tests/test_tools_rra.py",
 )
 
 

@@ -155,3 +155,19 @@ def test_missing_coordinates_file(pipeline):
 def test_function_is_exported():
     inverse_dynamics = sys.modules["simjax.tools.dynamics"].inverse_dynamics
     assert simjax.tools.inverse_dynamics is inverse_dynamics
+
+
+def test_force_set_files_must_exist(tmp_path):
+    from simjax.tools.setup import read_setup
+
+    (tmp_path / "reserves.xml").write_text("<OpenSimDocument/>")
+    path = tmp_path / "setup.xml"
+    path.write_text(
+        '<OpenSimDocument Version="40000"><AnalyzeTool name="a">'
+        "<force_set_files>reserves.xml more/missing.xml</force_set_files></AnalyzeTool></OpenSimDocument>"
+    )
+    setup = read_setup(path)
+    with pytest.raises(SetupError, match=r"force_set_files.*more/missing\.xml.*does not exist"):
+        setup.existing_paths("force_set_files")
+    path.write_text(path.read_text().replace(" more/missing.xml", ""))
+    assert read_setup(path).existing_paths("force_set_files") == [str(tmp_path / "reserves.xml")]

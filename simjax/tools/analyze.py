@@ -527,7 +527,7 @@ def _run(setup: Setup) -> dict:
     ti = setup.number("initial_time", None)
     tf = setup.number("final_time", None)
     loads_path = setup.path("external_loads_file", must_exist=True)
-    force_files = [os.path.normpath(os.path.join(setup.folder, w)) for w in setup.words("force_set_files")]
+    force_files = setup.existing_paths("force_set_files")
     replace = setup.flag("replace_force_set", False)
     results = setup.path("results_directory") or setup.folder
     for prop in (

@@ -703,12 +703,7 @@ def _run(setup: Setup) -> dict:
         raise setup.error("model_file", "", "no model file given")
     if not os.path.exists(model_path):
         raise setup.error("model_file", setup.text("model_file"), f"resolved to {model_path!r}, which does not exist")
-    force_files = []
-    for w in setup.words("force_set_files"):
-        f = os.path.normpath(os.path.join(setup.folder, w))
-        if not os.path.exists(f):
-            raise setup.error("force_set_files", w, f"resolved to {f!r}, which does not exist")
-        force_files.append(f)
+    force_files = setup.existing_paths("force_set_files")
     replace = setup.flag("replace_force_set", False)
     t0 = setup.number("initial_time", 0.0)
     t1 = setup.number("final_time", 1.0)

@@ -456,12 +456,7 @@ def _run(setup: Setup) -> dict:
     coordinate of the model.
     """
     model_path = _existing(setup, "model_file", required=True)
-    force_files = []
-    for w in setup.words("force_set_files"):
-        f = os.path.normpath(os.path.join(setup.folder, w))
-        if not os.path.exists(f):
-            raise setup.error("force_set_files", w, f"resolved to {f!r}, which does not exist")
-        force_files.append(f)
+    force_files = setup.existing_paths("force_set_files")
     replace = setup.flag("replace_force_set", False)
     kin_path = _existing(setup, "desired_kinematics_file")
     if setup.has("desired_points_file"):

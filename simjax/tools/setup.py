@@ -131,6 +131,20 @@ class Setup:
             )
         return resolved
 
+    def existing_paths(self, prop: str) -> list[str]:
+        """The property's words (e.g. ``force_set_files``) as paths resolved against the
+        setup's folder, each of which must exist.
+
+        **Raises:** ``SetupError`` naming the property, the word and the resolved path.
+        """
+        out = []
+        for word in self.words(prop):
+            resolved = os.path.normpath(os.path.join(self.folder, word))
+            if not os.path.exists(resolved):
+                raise self.error(prop, word, f"resolved to {resolved!r}, which does not exist")
+            out.append(resolved)
+        return out
+
     def output_path(self, file_prop: str, directory_prop: str = "results_directory") -> str | None:
         """Where the output named by ``file_prop`` goes: inside ``results_directory``
         (resolved against the setup's folder) unless it is absolute."""
