@@ -18,7 +18,7 @@ machine next to OpenSim 4.6:
   gradient, and the gradient's wall time relative to the forward run;
 - the process's peak memory;
 - the issue's goals, each met or missed by a factor, and why;
-- OpenSim's tools (IK, ID, static optimization) run from the Gait10dof18musc pipeline's setup files by both
+- OpenSim's tools (IK, ID, static optimization, RRA) run from the Gait10dof18musc pipeline's setup files by both
   engines (``benchmarks.tools``; ``--no-tools`` skips them);
 - trajectory optimisation against OpenSim Moco's MocoCasADiSolver on tests/_moco.py's problems
   (``benchmarks.optimize``; ``--no-optimize`` skips it).

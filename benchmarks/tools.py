@@ -6,13 +6,15 @@ copied to a temporary folder so that both engines write their outputs there:
 
 - inverse kinematics over every frame of ``subject01_walk.trc`` (``IK/walk_Setup_IK.xml``);
 - inverse dynamics of that motion with the ground reactions (``ID/walk_Setup_ID.xml``);
-- static optimization of that motion (``SO/walk_Setup_SO.xml``: an AnalyzeTool, 0.5-2.5 s).
+- static optimization of that motion (``SO/walk_Setup_SO.xml``: an AnalyzeTool, 0.5-2.5 s);
+- the residual reduction algorithm on it (``RRA/walk_Setup_RRA.xml``, 0-2.5 s).
 
 Each engine runs its tool from the setup file (``opensim.InverseKinematicsTool(setup)
 .run()``, ``simjax.tools.run(setup)``), best of 3 after a first run (simjax's first run
-compiles; its compile time is reported apart). Goals (issue 39): IK <= 0.1x OpenSim's
-time, ID <= 0.5x, static optimization <= 0.1x. Pin to one core to compare with OpenSim's single thread
-(``taskset -c 0 python -m benchmarks.tools``).
+compiles; its compile time is reported apart). Goals (issues 39 and 44): IK <= 0.1x
+OpenSim's time, ID <= 0.5x, static optimization <= 0.1x, RRA <= 0.1x. ``--tools`` picks
+some (the tools before them run once first, unmeasured, for their outputs). Pin to one
+core to compare with OpenSim's single thread (``taskset -c 0 python -m benchmarks.tools``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ TOOLS = (
     ("inverse kinematics", "IK/walk_Setup_IK.xml", "InverseKinematicsTool", 0.1),
     ("inverse dynamics", "ID/walk_Setup_ID.xml", "InverseDynamicsTool", 0.5),
     ("static optimization", "SO/walk_Setup_SO.xml", "AnalyzeTool", 0.1),
+    ("residual reduction", "RRA/walk_Setup_RRA.xml", "RRATool", 0.1),
 )
 
 
@@ -56,11 +59,12 @@ def _in(folder: str):
         os.chdir(here)
 
 
-def measure(pipeline: str = PIPELINE, reference: dict | None = None) -> list[dict]:
+def measure(pipeline: str = PIPELINE, reference: dict | None = None, tools=None) -> list[dict]:
     """Time each tool in both engines, or simjax alone against ``reference``.
 
     **Arguments:** ``pipeline``: the folder; ``reference``: OpenSim's time per tool
-    (s, by tool name, as ``measure_reference`` records it), or ``None`` to run OpenSim here.
+    (s, by tool name, as ``measure_reference`` records it; a tool it lacks is left
+    out), or ``None`` to run OpenSim here; ``tools``: the names to measure (default all).
 
     **Returns:** a row per tool (seconds).
     """
@@ -87,8 +91,12 @@ def measure(pipeline: str = PIPELINE, reference: dict | None = None) -> list[dic
                     warnings.simplefilter("ignore")
                     simjax.tools.run(setup)
 
-            if reference is None:
-                theirs()  # first: OpenSim's IK output is the ID's input (else simjax's own, same name)
+            wanted = tools is None or name in tools
+            if reference is None or not wanted:
+                # first: OpenSim's IK output is the ID's input (else simjax's own, same name)
+                (theirs if reference is None else ours)()
+            if not wanted or (reference is not None and name not in reference):
+                continue
             t = time.perf_counter()
             ours()
             first = time.perf_counter() - t
@@ -149,6 +157,7 @@ def main(argv=None) -> None:
     ap.add_argument("--reference", default=None, help="OpenSim's times from this file (no OpenSim needed)")
     ap.add_argument("--measure-reference", metavar="FILE", default=None)
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--tools", nargs="+", default=None, help=f"measure only these: {[t[0] for t in TOOLS]}")
     args = ap.parse_args(argv)
     if args.measure_reference:
         print(json.dumps(measure_reference(args.measure_reference, args.pipeline), indent=1))
@@ -158,7 +167,7 @@ def main(argv=None) -> None:
         with open(args.reference) as f:
             reference = json.load(f)["opensim_tools"]
         print(f"OpenSim's times: {reference['machine']}, {reference['date']}; simjax on {jax.devices()[0]}")
-    rows = measure(args.pipeline, reference)
+    rows = measure(args.pipeline, reference, args.tools)
     print(markdown(rows))
     if args.json:
         with open(args.json, "w") as f:
