@@ -62,7 +62,9 @@ _CHILD = textwrap.dedent(f"""
 
 def test_sharded_batch_equals_single_device_batch(tmp_path):
     out = tmp_path / "sharded.npz"
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    # (this process's XLA flags too, so that both compile alike)
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
     # the child compiles while this process does (two programs, on two cores)
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD, str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
