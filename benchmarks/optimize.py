@@ -15,6 +15,8 @@ each with 50 mesh intervals and, to show how the time grows with the mesh (simja
 KKT matrix is block tridiagonal, factorized in time linear in the number of mesh
 points), 200; and MocoInverse of gait10dof18musc walking (``measure_inverse``: Moco's
 own ``MocoInverse`` against ``optimize.inverse``'s problem, tests/_moco_gait.py).
+``--inverse-agreement 1e-6`` instead solves MocoInverse by both engines to a tight
+tolerance and compares their activations (``inverse_agreement``).
 
 simjax: ``collocation.transcribe``, then ``eqx.filter_jit(ipm.solve)`` (the program
 ``optimize.solve`` runs) traced and lowered, then compiled by XLA, each timed; then the
@@ -175,6 +177,40 @@ def measure_inverse(folder: str, repeat: int = 3) -> dict:
     }
 
 
+def inverse_agreement(folder: str, tolerance: float = 1e-6) -> dict:
+    """MocoInverse of gait10dof18musc walking (as ``measure_inverse``) by both engines
+    converged to ``tolerance`` (Moco's convergence and constraint tolerances, simjax's
+    ``Options(tol, constraint_tol)``): do they find the same muscle activity? (At
+    MocoInverse's default 1e-3 each stops early, at points apart by up to ~0.3 in
+    activation.) **Returns:** both objectives and the largest activation difference over
+    the grid (with the muscle and time where it is), and each muscle's RMS difference."""
+    import numpy as np
+
+    _moco_helpers()
+    import _moco_gait as mg
+
+    moco = mg.moco_inverse_gait(folder, convergence_tolerance=tolerance, constraint_tolerance=tolerance)
+    problem, n = gait_inverse_problem()
+    options = sjopt.Options(tol=tolerance, constraint_tol=tolerance)
+    # (optimize.inverse's solve)
+    sol = sjopt.solve(problem, mesh=n, options=options, interpolate_controls=False, auxiliary_derivatives_weight=0.01)
+    names = [name for name in problem.state_names if name.endswith("/activation")]
+    ours = np.asarray(sol.states)[:, [problem.state_names.index(name) for name in names]]
+    theirs = np.stack([moco["states"][name] for name in names], axis=1)
+    diff = np.abs(ours - theirs)
+    i, j = np.unravel_index(diff.argmax(), diff.shape)
+    return {
+        "tolerance": tolerance,
+        "simjax_objective": float(sol.objective),
+        "simjax_status": int(sol.status),
+        "moco_objective": moco["objective"],
+        "moco_status": moco["status"],
+        "largest_activation_difference": float(diff.max()),
+        "where": (names[j], float(np.asarray(sol.time)[i])),
+        "rms_by_muscle": dict(zip(names, np.sqrt((diff**2).mean(axis=0)).tolist())),
+    }
+
+
 def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, repeat: int = 3) -> dict:
     """One problem on one mesh, both engines. **Returns:** a row (seconds unless named)."""
     moco = _moco_helpers()
@@ -317,7 +353,19 @@ def main(argv=None) -> None:
     ap.add_argument("--meshes", default=",".join(map(str, MESHES)), help="numbers of mesh intervals")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per engine (best taken)")
     ap.add_argument("--no-inverse", action="store_true", help="skip MocoInverse of the gait")
+    ap.add_argument(
+        "--inverse-agreement",
+        type=float,
+        metavar="TOL",
+        default=None,
+        help="instead: MocoInverse of the gait by both engines converged to TOL, their activations compared",
+    )
     args = ap.parse_args(argv)
+    if args.inverse_agreement is not None:
+        with tempfile.TemporaryDirectory() as folder:
+            for key, value in inverse_agreement(folder, args.inverse_agreement).items():
+                print(f"{key}: {value}")
+        return
     print(markdown(measure([int(m) for m in args.meshes.split(",")], args.repeat, not args.no_inverse)))
 
 
