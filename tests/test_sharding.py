@@ -60,24 +60,35 @@ _CHILD = textwrap.dedent(f"""
 """)
 
 
-def test_sharded_batch_equals_single_device_batch(tmp_path):
-    out = tmp_path / "sharded.npz"
-    # (this process's XLA flags too, so that both compile alike)
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+def _beside_child(here, child_args, devices: int, timeout: float):
+    """``here()`` in this process while a child Python (``python -c *child_args``) runs
+    on ``devices`` forced CPU devices, both compiling at once (two programs, two
+    cores). The child compiles with this process's XLA flags (the same code but for the
+    devices). **Returns:** ``here()``'s value, once the child has ended well."""
+    flags = os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
     env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    # the child compiles while this process does (two programs, on two cores)
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, "-c", *child_args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
-        system, states, torques, props = _batch()
-        want = sj.simulate_batch(system, states, _T_FINAL, torques, properties=props, n_outputs=4, throw=False, **_KW)
-        log, _ = child.communicate(timeout=240)
+        value = here()
+        log, _ = child.communicate(timeout=timeout)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
     assert child.returncode == 0, log
+    return value
+
+
+def test_sharded_batch_equals_single_device_batch(tmp_path):
+    out = tmp_path / "sharded.npz"
+
+    def here():
+        system, states, torques, props = _batch()
+        return sj.simulate_batch(system, states, _T_FINAL, torques, properties=props, n_outputs=4, throw=False, **_KW)
+
+    want = _beside_child(here, [_CHILD, str(out)], devices=4, timeout=240)
     got = np.load(out)
     result = np.asarray(want.result)
     assert result[3] == sj.NONFINITE_STATE and (np.delete(result, 3) == 0).all()
@@ -218,24 +229,7 @@ def _sharded_equals_unsharded(tmp_path, cases, tol=1e-12):
     (sharded) at once; their outputs, ``{name: array}``, compared. **Returns:** this
     process's outputs."""
     out = tmp_path / "sharded.npz"
-    # (the child compiles with this process's XLA flags: the same code, but for the devices)
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _TOOLS_CHILD, str(out), cases.__name__],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        want = cases()
-        log, _ = child.communicate(timeout=480)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == 0, log
+    want = _beside_child(cases, [_TOOLS_CHILD, str(out), cases.__name__], devices=2, timeout=480)
     got = np.load(out)
     assert sorted(got.files) == sorted(want)
     for name, w in want.items():
