@@ -171,3 +171,18 @@ def test_force_set_files_must_exist(tmp_path):
         setup.existing_paths("force_set_files")
     path.write_text(path.read_text().replace(" more/missing.xml", ""))
     assert read_setup(path).existing_paths("force_set_files") == [str(tmp_path / "reserves.xml")]
+
+
+def test_xml_files_are_read_with_errors_naming_them(tmp_path):
+    from simjax.tools.setup import read_element
+
+    path = tmp_path / "loads.xml"
+    path.write_text('<OpenSimDocument Version="40000"><ExternalLoads name="x"/></OpenSimDocument>')
+    assert read_element(path, "ExternalLoads", "external loads").tag == "ExternalLoads"
+    with pytest.raises(SetupError, match=r"loads\.xml: no <CMC_TaskSet> element \(a hint\)"):
+        read_element(path, "CMC_TaskSet", "task set", "a hint")
+    path.write_text("<OpenSimDocument><ExternalLoads></OpenSimDocument>")
+    with pytest.raises(SetupError, match=r"loads\.xml:1:"):
+        read_element(path, "ExternalLoads", "external loads")
+    with pytest.raises(FileNotFoundError, match="task set file .*nowhere.xml"):
+        read_element(tmp_path / "nowhere.xml", "CMC_TaskSet", "task set")

@@ -15,11 +15,10 @@ from __future__ import annotations
 import os
 
 from ..forces.external import ExternalForce
-from ..io.osim._xml import XMLSyntaxError, parse
 import numpy as np
 
 from ..io.tables import TimeSeriesTable, read_table
-from .setup import SetupError
+from .setup import SetupError, read_element
 
 __all__ = ["read_external_loads", "read_external_force_specs", "add_external_loads"]
 
@@ -56,16 +55,7 @@ def read_external_force_specs(path: str | os.PathLike, data=None):
     ``SetupError`` for malformed XML or a missing ``<datafile>``.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"external loads file {path!r} does not exist")
-    with open(path, "rb") as fh:
-        try:
-            root = parse(fh.read())
-        except XMLSyntaxError as e:
-            raise SetupError(f"{path}:{e.line}: {e}") from None
-    node = root.find("ExternalLoads") if root.tag == "OpenSimDocument" else root
-    if node is None or node.tag != "ExternalLoads":
-        raise SetupError(f"{path}: no <ExternalLoads> element")
+    node = read_element(path, "ExternalLoads", "external loads")
     source = "the data given"
     if data is None:
         datafile = _text(node, "datafile")

@@ -56,7 +56,6 @@ from ..compiling import jit
 from ..control.controllers import PrescribedController
 from ..forward import Context
 from ..functions import SEARCH_RIGHT, Function, PiecewisePolynomial, _as_float
-from ..io.osim._xml import XMLSyntaxError, parse
 from ..io.states import _rotational_columns, state_variable_columns
 from ..io.tables import TableFileError, TimeSeriesTable, read_table, write_table
 from ..muscles.equilibrium import equilibrate_muscles
@@ -64,7 +63,7 @@ from ..simulate import simulate
 from ..state import State
 from .analyze import ANALYSES, AnalysisJob, Frames, load_model_with_force_sets
 from .external_loads import read_external_loads
-from .setup import Setup, SetupError, register_tool
+from .setup import Setup, SetupError, read_element, register_tool
 
 __all__ = [
     "forward",
@@ -189,14 +188,7 @@ def _number(node, tag, path, default=None):
 
 
 def _xml_controls(path: str) -> list[ControlLinear]:
-    with open(path, "rb") as fh:
-        try:
-            root = parse(fh.read())
-        except XMLSyntaxError as e:
-            raise SetupError(f"{path}:{e.line}: {e}") from None
-    node = root.find("ControlSet") if root.tag == "OpenSimDocument" else root
-    if node is None or node.tag != "ControlSet":
-        raise SetupError(f"{path}: no <ControlSet> element (a controls file is a ControlSet .xml or a .sto)")
+    node = read_element(path, "ControlSet", "controls", "a controls file is a ControlSet .xml or a .sto")
     objects = node.find("objects")
     out = []
     for c in objects.children if objects is not None else []:

@@ -180,6 +180,38 @@ class Setup:
         return unused
 
 
+def _parse_file(path: str):
+    """The root element of the XML file ``path``. **Raises:** ``SetupError`` naming the
+    file and the line of malformed XML."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return parse(data)
+    except XMLSyntaxError as e:
+        raise SetupError(f"{path}:{e.line}: {e}") from None
+
+
+def read_element(path: str | os.PathLike, tag: str, what: str, hint: str = "") -> Node:
+    """The ``<tag>`` element of an OpenSim XML file: the one inside its
+    ``<OpenSimDocument>``, or the file's root.
+
+    **Arguments:** ``path``: the file; ``tag``: e.g. ``"ExternalLoads"``; ``what``: the
+    file's role, for messages (``"external loads"``); ``hint``: added to the message
+    when the element is missing.
+
+    **Raises:** ``FileNotFoundError`` naming the file; ``SetupError`` for malformed XML
+    (the file and line) or a file without the element.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{what} file {path!r} does not exist")
+    root = _parse_file(path)
+    node = root.find(tag) if root.tag == "OpenSimDocument" else root
+    if node is None or node.tag != tag:
+        raise SetupError(f"{path}: no <{tag}> element" + (f" ({hint})" if hint else ""))
+    return node
+
+
 def read_setup(path: str | os.PathLike) -> Setup:
     """Read an OpenSim tool setup file.
 
@@ -191,12 +223,7 @@ def read_setup(path: str | os.PathLike) -> Setup:
     without a tool element.
     """
     path = os.fspath(path)
-    with open(path, "rb") as fh:
-        data = fh.read()
-    try:
-        root = parse(data)
-    except XMLSyntaxError as e:
-        raise SetupError(f"{path}:{e.line}: {e}") from None
+    root = _parse_file(path)
     if root.tag != "OpenSimDocument":
         node = root
     else:

@@ -45,11 +45,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..forward import Context
-from ..io.osim._xml import XMLSyntaxError, parse
 from ..io.tables import TimeSeriesTable
 from ..simulate import rhs
 from . import motion
-from .setup import SetupError, SetupWarning
+from .setup import SetupError, SetupWarning, read_element
 
 __all__ = [
     "TrackingTask",
@@ -128,16 +127,7 @@ def read_task_set(path: str | os.PathLike) -> list[TrackingTask]:
     track (``CMC_Point``, ``CMC_Orientation``).
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"task set file {path!r} does not exist")
-    with open(path, "rb") as fh:
-        try:
-            root = parse(fh.read())
-        except XMLSyntaxError as e:
-            raise SetupError(f"{path}: not a valid XML file: {e}") from None
-    node = root.find("CMC_TaskSet") if root.tag == "OpenSimDocument" else root
-    if node is None or node.tag != "CMC_TaskSet":
-        raise SetupError(f"{path}: no <CMC_TaskSet> in the file")
+    node = read_element(path, "CMC_TaskSet", "task set")
     objects = node.find("objects")
     tasks = []
     for c in objects.children if objects is not None else []:
