@@ -1,7 +1,6 @@
 """Test configuration: float64 everywhere, quiet OpenSim logging, each module's
-compiled programs released when it ends, simjax's compilation cache off, XLA's
-backend optimizations lowered, and the tests grouped and ordered for the two workers
-of ``pytest -n 2 --dist loadgroup``."""
+compiled programs released when it ends, simjax's compilation cache off, and the
+tests grouped and ordered for the two workers of ``pytest -n 2 --dist loadgroup``."""
 
 import gc
 import os
@@ -15,10 +14,6 @@ os.environ.setdefault("OPENSIM_LOG_LEVEL", "off")
 # write nothing to the user's cache folder (tests/test_compilation_cache.py turns it on in
 # subprocesses of its own)
 os.environ.setdefault("SIMJAX_NO_COMPILATION_CACHE", "1")
-# the suite is bound by compilation, not by run time: LLVM's lowest optimization level
-# compiles about a quarter faster, with the same float semantics (no fast-math either way)
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
 #: the slowest test groups (measured on the 2-core CI machines), started first so that
 #: neither worker is left alone with one of them at the end
