@@ -790,7 +790,8 @@ def _as_arrays(options):
 def _trajectory(problem, unpack, sol, dynamics_mode="explicit", penalty_weights=(None, None)) -> OptimalTrajectory:
     """The ``OptimalTrajectory`` of a solver's ``Solution`` (one, or a batch)."""
     t, y, c, others = unpack(sol)
-    names = variable_names(problem, dynamics_mode)
+    # (once per problem, as its transcription: the names need a trace of the constraints)
+    names = _recent(_NAMES, (problem,), dynamics_mode, lambda: variable_names(problem, dynamics_mode))
     npar = len(problem.parameters)
     return OptimalTrajectory(
         time=t,
@@ -849,6 +850,7 @@ def _recent(cache: list, objects: tuple, key, build, size: int = 4):
 
 
 _TRANSCRIBED: list = []
+_NAMES: list = []
 
 
 def _transcribed(
