@@ -30,6 +30,7 @@ SLOWEST_FIRST = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # (before xdist's own hook, which reads the groups)
 def pytest_collection_modifyitems(config, items):
     """Group the tests for ``--dist loadgroup``: each module one group (its
     module-scoped compiled fixtures built once, as with ``--dist loadfile``), except
