@@ -23,7 +23,8 @@ import jax
 
 __all__ = ["compiler_options", "jit", "unrolled_off_cpu"]
 
-_OPTIONS = {"cpu": {"xla_cpu_use_fusion_emitters": False}}
+# (jaxlib 0.11 dropped the option, and with it the choice: there it is not passed)
+_OPTIONS = {"cpu": {"xla_cpu_use_fusion_emitters": False}} if jax.__version_info__ < (0, 11) else {}
 
 
 def compiler_options(backend: str | None = None) -> dict:
