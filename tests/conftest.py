@@ -49,6 +49,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
+    # xdist would otherwise start the groups with the most tests first, whatever their time
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     try:
         import opensim
 
