@@ -2,8 +2,13 @@
 damped and rigid-tendon members of one group; its finalize-time checks.
 
 OpenSim 4.6 keeps the activation-dynamics constants in function-level statics (the
-first muscle evaluated sets them for all), so every muscle here uses the defaults.
+first muscle evaluated sets them for all), so every muscle here uses the defaults, and
+OpenSim is evaluated in a fresh process: a DeGroote muscle of other time constants
+evaluated earlier in the test process (a Moco test's gait model) would set them there.
 """
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
@@ -43,6 +48,11 @@ def _osim_muscle(name, props):
     return m
 
 
+def _opensim_reference(st):
+    """OpenSim's values at the states ``st`` (``osim_eval``), in this process."""
+    return osim_eval(osim_arm([_osim_muscle(n, p) for n, p in VARIANTS]), st, st["coords"])
+
+
 def test_degroote_matches_opensim_at_random_states():
     osim_model = osim_arm([_osim_muscle(n, p) for n, p in VARIANTS])
     system = sj_arm([sj.DeGrooteFregly2016Muscle(n, *ARGS, **p) for n, p in VARIANTS]).build()
@@ -61,7 +71,8 @@ def test_degroote_matches_opensim_at_random_states():
     st["dnames"] = ["/forceset/implicit/implicitderiv_normalized_tendon_force"]
     st["d"] = rng.uniform(-2.0, 2.0, (n, 1))
     coords = st["coords"]
-    ref = osim_eval(osim_model, st, coords)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
+        ref = fresh.submit(_opensim_reference, st).result()
     # keep states whose fibers are within the force-velocity curve's meaningful range
     keep = np.flatnonzero(np.all(np.abs(ref["normalized_fiber_velocity"]) < 1.5, axis=1))[:100]
     assert len(keep) == 100
