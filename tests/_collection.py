@@ -187,13 +187,24 @@ def _record(file, system, muscles, errors) -> None:
             fh.write(json.dumps(row) + "\n")
 
 
-def check_model(file: str, seed: int = 0) -> dict:
-    """Load ``file`` strictly, compare it with OpenSim at random states, simulate it.
+def simulated(file: str) -> bool:
+    """Whether ``check_model`` simulates ``file``: the first file of each of the
+    collection's folders (``Folder__name.osim``); the other files of a folder are
+    variants of its model (probes, springs, scalings), compared with OpenSim at random
+    states but not simulated again, to keep the suite's time (each simulation compiles
+    a program of its own)."""
+    folder = file.split("__", 1)[0]
+    return file == min(f for f in files() if f.split("__", 1)[0] == folder)
+
+
+def check_model(file: str, seed: int = 0, simulate: bool = True) -> dict:
+    """Load ``file`` strictly, compare it with OpenSim at random states, and (``simulate``)
+    simulate it.
 
     **Returns:** the worst relative errors by quantity (``errors``) and the
     simulation's result code and final coordinates (``result``, ``q_end``; ``None``
     where OpenSim's accelerations are undefined, NaN, at every state: a model of
-    massless bodies).
+    massless bodies; or where not simulated).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OsimWarning)
@@ -220,7 +231,7 @@ def check_model(file: str, seed: int = 0) -> dict:
     errors = {k: worst(ref[k], got[k]) for k in ("udot", "zdot", "tendon_force")}
     errors["length"] = float(np.abs(ref["length"] - got["length"]).max()) if paths else 0.0
     _record(file, system, paths, errors)
-    if np.isnan(ref["udot"]).all():
+    if not simulate or np.isnan(ref["udot"]).all():
         # OpenSim's dynamics are undefined too (a kinematic model: its bodies have no
         # mass, as the wrist model's): there is nothing to simulate
         return {"result": None, "q_end": None, "errors": errors}
