@@ -16,7 +16,11 @@ KKT matrix is block tridiagonal, factorized in time linear in the number of mesh
 points), 200; and MocoInverse of gait10dof18musc walking (``measure_inverse``: Moco's
 own ``MocoInverse`` against ``optimize.inverse``'s problem, tests/_moco_gait.py).
 ``--inverse-agreement 1e-6`` instead solves MocoInverse by both engines to a tight
-tolerance and compares their activations (``inverse_agreement``).
+tolerance and compares their activations (``inverse_agreement``);
+``--track-agreement 1e-6 [--track-window 0.6,1.4]`` solves MocoTrack of the same walking
+motion (the same model edits, the filtered IK coordinates as the states reference) by
+both engines to a tight tolerance and compares their objectives and coordinates
+(``track_agreement``).
 
 simjax: ``collocation.transcribe``, then ``eqx.filter_jit(ipm.solve)`` (the program
 ``optimize.solve`` runs) traced and lowered, then compiled by XLA, each timed; then the
@@ -105,20 +109,17 @@ def _simjax_timed(problem, mesh, scheme, options, interpolate_controls, repeat) 
     }
 
 
-def gait_inverse_problem():
-    """MocoInverse's problem for gait10dof18musc walking, as tests/_moco_gait.py poses it
-    to Moco (its model edits by simjax's ``model_edits``, the IK motion filtered at 6 Hz,
-    0.6-1.4 s, mesh interval 0.02 s); needs no OpenSim. **Returns:** ``(problem,
-    mesh_intervals)``."""
+def gait_model():
+    """gait10dof18musc with the model edits tests/_moco_gait.py's ``gait_model_processor``
+    makes in Moco (external loads, rigid tendons, DeGroote-Fregly muscles without passive
+    fiber force, a 1.5x wider active force-length curve, reserves of optimal force 1), by
+    simjax's ``model_edits``; needs no OpenSim. **Returns:** the built ``System``."""
     import functools
 
     _moco_helpers()
     import _moco_gait as mg
 
-    from simjax.io.tables import read_table
     from simjax.optimize import model_edits as edits
-    from simjax.optimize.moco_tools import inverse_problem
-    from simjax.tools.motion import filter_lowpass
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -128,11 +129,44 @@ def gait_inverse_problem():
             edits.ignore_tendon_compliance,
             edits.replace_muscles_with_degroote,
             edits.ignore_passive_fiber_forces,
-            functools.partial(edits.scale_active_fiber_force_curve_width, scale_factor=1.5),
-            functools.partial(edits.add_reserves, optimal_force=1.0),
+            functools.partial(edits.scale_active_fiber_force_curve_width, scale_factor=mg.ACTIVE_FORCE_WIDTH_SCALE),
+            functools.partial(edits.add_reserves, optimal_force=mg.RESERVE_OPTIMAL_FORCE),
         ).process()
-    kinematics = filter_lowpass(read_table(mg.IK_MOT_PATH), mg.CUTOFF_HZ)
-    return inverse_problem(model.build(), kinematics, initial_time=0.6, final_time=1.4, mesh_interval=0.02)
+    return model.build()
+
+
+def gait_kinematics():
+    """The walking trial's IK coordinates low-pass filtered at 6 Hz (``filter_lowpass``,
+    OpenSim's ``TabOpLowPassFilter``): bare coordinate names, degrees."""
+    _moco_helpers()
+    import _moco_gait as mg
+
+    from simjax.io.tables import read_table
+    from simjax.tools.motion import filter_lowpass
+
+    return filter_lowpass(read_table(mg.IK_MOT_PATH), mg.CUTOFF_HZ)
+
+
+def gait_inverse_problem():
+    """MocoInverse's problem for gait10dof18musc walking, as tests/_moco_gait.py poses it
+    to Moco (its model edits by simjax's ``model_edits``, the IK motion filtered at 6 Hz,
+    0.6-1.4 s, mesh interval 0.02 s); needs no OpenSim. **Returns:** ``(problem,
+    mesh_intervals)``."""
+    from simjax.optimize.moco_tools import inverse_problem
+
+    return inverse_problem(gait_model(), gait_kinematics(), initial_time=0.6, final_time=1.4, mesh_interval=0.02)
+
+
+def gait_states_reference(system):
+    """``gait_kinematics`` labelled as MocoTrack's states reference
+    (``TabOpUseAbsoluteStateNames``): each coordinate's column renamed
+    ``<coordinate path>/value`` (still degrees, ``inDegrees=yes``)."""
+    from simjax.io.tables import TimeSeriesTable
+
+    table = gait_kinematics()
+    paths = {path.rsplit("/", 1)[-1]: path for path in system.coordinate_paths}
+    labels = [f"{paths[label]}/value" for label in table.labels]
+    return TimeSeriesTable(table.times, table.values, labels, dict(table.metadata))
 
 
 def measure_inverse(folder: str, repeat: int = 3) -> dict:
@@ -208,6 +242,94 @@ def inverse_agreement(folder: str, tolerance: float = 1e-6) -> dict:
         "largest_activation_difference": float(diff.max()),
         "where": (names[j], float(np.asarray(sol.time)[i])),
         "rms_by_muscle": dict(zip(names, np.sqrt((diff**2).mean(axis=0)).tolist())),
+    }
+
+
+def track_agreement(folder: str, tolerance: float = 1e-6, window: tuple = (0.6, 1.4), rerun: bool = True) -> dict:
+    """MocoTrack of gait10dof18musc walking by both engines converged to ``tolerance``
+    (Moco's convergence and constraint tolerances, simjax's ``Options(tol,
+    constraint_tol)``; MocoTrack's own 1e-2 stops far from the optimum): the model edits
+    of MocoInverse, the 6 Hz filtered IK coordinates as the states reference,
+    ``initial_time, final_time = window``, everything else MocoTrack's defaults (tracking
+    weight 1 on the 10 coordinate values, control effort weight 0.001, mesh interval
+    0.02 s, Hermite-Simpson with interpolated midpoint controls, explicit dynamics,
+    guess from the bounds). Moco: tests/_moco_gait.py's ``moco_track_gait``; simjax:
+    ``optimize.track``'s problem (``track_problem``) solved as ``track`` solves it,
+    once compiling and (``rerun``) once again on the compiled solver.
+
+    **Returns:** both objectives (and their terms) and their relative difference, the
+    largest |coordinate value difference| at the mesh points (rotational coordinates in
+    rad, translational in m, with the coordinate and time where it is) and of the speeds,
+    the wall times, the iterations and the statuses."""
+    import numpy as np
+
+    _moco_helpers()
+    import _moco_gait as mg
+
+    from simjax.optimize import files
+    from simjax.optimize.moco_tools import track_problem
+
+    moco = mg.moco_track_gait(
+        folder, time=window, optim_convergence_tolerance=tolerance, optim_constraint_tolerance=tolerance
+    )
+    system = gait_model()
+    problem, n = track_problem(
+        system, gait_states_reference(system), initial_time=window[0], final_time=window[1], mesh_interval=0.02
+    )
+    options = sjopt.Options(tol=tolerance, constraint_tol=tolerance)
+    # (optimize.track's solve; the second call reuses the first's compiled solver)
+    run = lambda: sjopt.solve(problem, mesh=n, scheme="hermite-simpson", options=options, dynamics_mode="explicit")  # noqa: E731
+    t = time.perf_counter()
+    sol = jax.block_until_ready(run())
+    first_s = time.perf_counter() - t
+    run_s = None
+    if rerun:
+        t = time.perf_counter()
+        sol = jax.block_until_ready(run())
+        run_s = time.perf_counter() - t
+
+    # at the mesh points (every other Hermite-Simpson grid point), on Moco's mesh times
+    mesh_t = np.asarray(moco["time"])[moco["mesh_indices"]]
+    ours_t = np.asarray(sol.time)
+
+    def at_mesh(name):
+        ours = np.interp(mesh_t, ours_t, np.asarray(sol.states)[:, problem.state_names.index(name)])
+        return ours - np.asarray(moco["states"][name])[moco["mesh_indices"]]
+
+    tree = system.topology.tree
+    rotational = {p: str(tree.coordinates[p].motion_type).lower().startswith("rot") for p in system.coordinate_paths}
+    largest = {}
+    for kind in ("value", "speed"):
+        for rot in (True, False):
+            paths = [p for p in system.coordinate_paths if rotational[p] == rot]
+            rows = [(float(np.abs(at_mesh(f"{p}/{kind}")).max()), p) for p in paths]
+            if rows:
+                d, p = max(rows)
+                i = int(np.abs(at_mesh(f"{p}/{kind}")).argmax())
+                largest[(kind, rot)] = (d, p, float(mesh_t[i]))
+    sj_obj, mo_obj = float(sol.objective), moco["objective"]
+    same_grid = ours_t.shape == np.asarray(moco["time"]).shape and np.allclose(ours_t, moco["time"], atol=1e-12)
+    return {
+        "tolerance": tolerance,
+        "window": tuple(window),
+        "mesh_intervals": n,
+        "same_grid": bool(same_grid),
+        "simjax_objective": sj_obj,
+        "moco_objective": mo_obj,
+        "objective_relative_difference": (sj_obj - mo_obj) / abs(mo_obj),
+        "simjax_objective_terms": files.objective_terms(sol, problem),
+        "moco_objective_terms": moco["objective_terms"],
+        "max_coordinate_value_difference_rad": largest[("value", True)],
+        "max_coordinate_value_difference_m": largest.get(("value", False)),
+        "max_coordinate_speed_difference_rad_s": largest[("speed", True)],
+        "max_coordinate_speed_difference_m_s": largest.get(("speed", False)),
+        "simjax_status": f"{int(sol.status)} ({sjopt.STATUS[int(sol.status)]})",
+        "moco_status": moco["status"],
+        "simjax_iterations": int(sol.iterations),
+        "moco_iterations": moco["iterations"],
+        "simjax_seconds_first_call_with_compile": first_s,
+        "simjax_seconds_compiled": run_s,
+        "moco_solve_seconds": moco["solve_seconds"],
     }
 
 
@@ -360,7 +482,26 @@ def main(argv=None) -> None:
         default=None,
         help="instead: MocoInverse of the gait by both engines converged to TOL, their activations compared",
     )
+    ap.add_argument(
+        "--track-agreement",
+        type=float,
+        metavar="TOL",
+        default=None,
+        help="instead: MocoTrack of the gait by both engines converged to TOL, objectives and states compared",
+    )
+    ap.add_argument(
+        "--track-window",
+        default="0.6,1.4",
+        metavar="T0,T1",
+        help="the time window (s) of --track-agreement",
+    )
     args = ap.parse_args(argv)
+    if args.track_agreement is not None:
+        window = tuple(float(x) for x in args.track_window.split(","))
+        with tempfile.TemporaryDirectory() as folder:
+            for key, value in track_agreement(folder, args.track_agreement, window, args.repeat > 0).items():
+                print(f"{key}: {value}")
+        return
     if args.inverse_agreement is not None:
         with tempfile.TemporaryDirectory() as folder:
             for key, value in inverse_agreement(folder, args.inverse_agreement).items():

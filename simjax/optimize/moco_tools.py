@@ -124,7 +124,9 @@ def _window(tool, table, initial_time, final_time, mesh_interval):
         raise ValueError(f"{tool}: initial time {t0} s is after the final time {tf} s")
     if not mesh_interval > 0:
         raise ValueError(f"{tool}: mesh_interval must be positive, got {mesh_interval!r}")
-    return t0, tf, int(math.ceil((tf - t0) / mesh_interval - 1e-12))
+    # as MocoTool::updateTimeInfo, to the last bit: (0.8 - 0.6) / 0.02 = 10.000000000000004
+    # gives 11 intervals there, (1.4 - 0.6) / 0.02 = 39.99999999999999 gives 40
+    return t0, tf, int(math.ceil((tf - t0) / mesh_interval))
 
 
 def _posed(
