@@ -2,7 +2,9 @@
 compiled programs released when it ends, simjax's compilation cache off, and the
 tests grouped and ordered for the two workers of ``pytest -n 2 --dist loadgroup``."""
 
+import collections
 import gc
+import json
 import os
 
 import jax
@@ -15,37 +17,65 @@ os.environ.setdefault("OPENSIM_LOG_LEVEL", "off")
 # subprocesses of its own)
 os.environ.setdefault("SIMJAX_NO_COMPILATION_CACHE", "1")
 
-#: the slowest test groups (measured on the 2-core CI machines), started first so that
-#: neither worker is left alone with one of them at the end
-SLOWEST_FIRST = (
-    "notebook:07_trajectory_optimization.ipynb",
-    "notebook:02_muscle_control_optimization.ipynb",
-    "tests/test_optimize_inverse.py",
-    "tests/test_tools_analyze.py",
-    "tests/test_optimize_goals.py",
-    "notebook:06_gait_pipeline.ipynb",
-    "tests/test_optimize_collocation.py",
-    "tests/test_sharding.py",
-    "tests/test_tools_rra.py",
-)
+#: each test group's time on a 2-core machine (s): the slowest groups start first, so
+#: that neither worker is left alone with one of them at the end. Rewrite it with
+#: ``pytest -n 2 --dist loadgroup --write-group-durations tests/durations.json``.
+DURATIONS_FILE = os.path.join(os.path.dirname(__file__), "durations.json")
+#: a group that the file does not know yet (a new module) is taken to take this long (s)
+UNKNOWN_DURATION = 60.0
+
+
+def _group(nodeid: str) -> str:
+    """The test group of a test (its node id, with or without xdist's ``@group``): its
+    module, or for a notebook the notebook alone."""
+    tail = nodeid.rsplit("]", 1)[-1]
+    if "@" in tail:  # (xdist's suffix; a parameter may hold an "@" of its own)
+        nodeid = nodeid[: len(nodeid) - len(tail) + tail.index("@")]
+    path, _, test = nodeid.partition("::")
+    if os.path.basename(path) == "test_notebooks.py" and test.startswith("test_notebook_runs["):
+        return f"notebook:{test[len('test_notebook_runs[') : -1]}"
+    return f"tests/{os.path.basename(path)}"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--write-group-durations",
+        metavar="PATH",
+        default=None,
+        help="write each test group's total time (s) as JSON to PATH when the run ends",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # (before xdist's own hook, which reads the groups)
 def pytest_collection_modifyitems(config, items):
     """Group the tests for ``--dist loadgroup``: each module one group (its
     module-scoped compiled fixtures built once, as with ``--dist loadfile``), except
-    the notebooks, one group each so that both workers run them; the groups in
-    ``SLOWEST_FIRST`` go first, the others keep their order."""
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-
-    def group(item) -> str:
-        if item.path.name == "test_notebooks.py" and hasattr(item, "callspec"):
-            return f"notebook:{item.callspec.params['name']}"
-        return f"tests/{item.path.name}"
-
+    the notebooks, one group each so that both workers run them; the groups run
+    slowest first (``DURATIONS_FILE``), in collection order where equal."""
+    try:
+        with open(DURATIONS_FILE, encoding="utf-8") as f:
+            durations = json.load(f)
+    except FileNotFoundError:
+        durations = {}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
-    items.sort(key=lambda item: rank.get(group(item), len(rank)))  # (stable: the rest in order)
+        item.add_marker(pytest.mark.xdist_group(_group(item.nodeid)))
+    items.sort(key=lambda item: -durations.get(_group(item.nodeid), UNKNOWN_DURATION))  # (stable)
+
+
+_group_times: collections.Counter = collections.Counter()
+
+
+def pytest_runtest_logreport(report):
+    # (on the controller, which receives every worker's reports; and without xdist)
+    _group_times[_group(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--write-group-durations")
+    if path and not hasattr(session.config, "workerinput"):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({g: round(t, 1) for g, t in _group_times.most_common()}, f, indent=1)
+            f.write("\n")
 
 
 def pytest_configure(config):
