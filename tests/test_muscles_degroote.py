@@ -3,17 +3,14 @@ damped and rigid-tendon members of one group; its finalize-time checks.
 
 OpenSim 4.6 keeps the activation-dynamics constants in function-level statics (the
 first muscle evaluated sets them for all), so every muscle here uses the defaults, and
-OpenSim is evaluated in a fresh process: a DeGroote muscle of other time constants
-evaluated earlier in the test process (a Moco test's gait model) would set them there.
+OpenSim is evaluated in a fresh process (``_fresh_process``).
 """
-
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
 
 import simjax as sj
+from _fresh_process import in_fresh_process
 from _muscle_oracle import assert_close, osim_arm, osim_eval, random_states, select, sj_arm, sj_eval
 
 opensim = pytest.importorskip("opensim")
@@ -71,8 +68,7 @@ def test_degroote_matches_opensim_at_random_states():
     st["dnames"] = ["/forceset/implicit/implicitderiv_normalized_tendon_force"]
     st["d"] = rng.uniform(-2.0, 2.0, (n, 1))
     coords = st["coords"]
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
-        ref = fresh.submit(_opensim_reference, st).result()
+    ref = in_fresh_process(_opensim_reference, st)
     # keep states whose fibers are within the force-velocity curve's meaningful range
     keep = np.flatnonzero(np.all(np.abs(ref["normalized_fiber_velocity"]) < 1.5, axis=1))[:100]
     assert len(keep) == 100

@@ -3,11 +3,10 @@
 run live on the same model, data and settings (tests/_moco_gait.py)."""
 
 import functools
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
+from _fresh_process import in_fresh_process
 
 from simjax.io.tables import read_table
 from simjax.optimize import model_edits as edits
@@ -32,11 +31,8 @@ def test_the_kinematics_filter_is_moco_s(tmp_path):
 
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory):
-    # (Moco in a fresh process: OpenSim 4.6 keeps DeGroote's activation time constants in
-    # statics set by the first muscle evaluated in a process, which here may be another
-    # test's muscle of other constants)
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
-        moco = fresh.submit(mg.moco_inverse_gait, tmp_path_factory.mktemp("moco_inverse")).result()
+    # (the gait model's DeGroote muscles have time constants of their own: _fresh_process)
+    moco = in_fresh_process(mg.moco_inverse_gait, tmp_path_factory.mktemp("moco_inverse"))
     model = edits.ModelProcessor(
         str(mg.MODEL_PATH),
         functools.partial(edits.add_external_loads, path=str(mg.GRF_XML_PATH)),
