@@ -114,11 +114,15 @@ class _Packed(eqx.Module):
         return system, controls, self.d, parameters
 
 
+# (jitted so that the solver's several traces of the field, for its first step, its step
+# and its stages, share one trace: a wrapping model's field takes seconds to trace)
+@eqx.filter_jit
 def _vector_field(t, y, args):
     system, controls, d, parameters = args.unpack()
     return rhs(system, t, y, d, controls, parameters)
 
 
+@eqx.filter_jit
 def _searched_field(t, y, args, searches):
     """``_vector_field`` with its searches (the solvers' ``searched``)."""
     system, controls, d, parameters = args.unpack()
