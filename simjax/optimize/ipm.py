@@ -251,18 +251,6 @@ class _Problem:
             -Y[1],
         )
 
-    def jacobians(self, V):
-        """``(J, JB)`` alone (for the scaling)."""
-        th, nz = self.nlp.theta, self.nz
-
-        def stage_c(v, k):
-            return self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz : 2 * nz], v[2 * nz :], th)
-
-        return (
-            jax.vmap(jax.jacfwd(stage_c))(self._inputs(V), self.ks),
-            jax.jacfwd(lambda g: self.bs * self.nlp.border_constraints(g, th))(V[2]),
-        )
-
 
 def _bounds(nlp: StagedNLP, rs, bs):
     lo = (nlp.z_lower, rs * nlp.c_lower, nlp.border_lower, bs * nlp.g_lower)
@@ -356,8 +344,10 @@ def solve(
     raw = _Problem(nlp, jnp.ones((), dtype), jnp.ones((K, m), dtype), jnp.ones(mg, dtype))
     V0 = (z0, jnp.zeros((K, m), dtype), g0, jnp.zeros(mg, dtype))
     if options.scale:
-        J0, JB0 = raw.jacobians(V0)
-        gf = jax.grad(lambda V: raw.primal(V)[0])(V0)
+        # (one evaluation for the Jacobians, the objective's gradient (the Lagrangian's
+        # at zero multipliers) and the residuals: one copy of the model's functions in
+        # the program where three would be; its unused Hessians are dead code to XLA)
+        _, J0, _, JB0, gf, _, r0, _ = raw.evaluate(V0, (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)))
         big = options.max_gradient
         fs = jnp.minimum(1.0, big / jnp.maximum(_max_abs((gf[0], gf[2])), 1e-300))
         rs = jnp.minimum(1.0, big / jnp.maximum(jnp.max(jnp.abs(J0), axis=2, initial=0.0), 1e-300))
@@ -366,6 +356,7 @@ def solve(
         fs, rs, bs = (jnp.where(ok, a, 1.0) for a in (fs, rs, bs))
     else:
         fs, rs, bs = raw.fs, raw.rs, raw.bs
+        r0 = raw.primal(V0)[1]
     P = _Problem(nlp, fs, rs, bs)
     lo, hi = _bounds(nlp, rs, bs)
     fixed = _map(lambda a, b: a == b, lo, hi)
@@ -383,7 +374,6 @@ def solve(
         x = jnp.where(hu, jnp.minimum(x, u - pu), x)
         return jnp.where(fx, l, x)
 
-    r0 = raw.primal(V0)[1]
     S0 = r0[0] * rs  # (the slacks at their constraints' values)
     SG0 = r0[1] * bs
     V0 = _map(push, (z0, S0, g0, SG0), lo, hi, has_lo, has_hi, fixed)
