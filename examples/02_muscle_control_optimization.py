@@ -135,7 +135,7 @@ arm_value_and_grad = jax.jit(jax.value_and_grad(lambda p: arm_objective(p, arm_r
 # float64 and not weakly typed, like the optimiser's updates, so jit compiles once
 arm_params = jnp.full((4, 6), -2.0, dtype=jnp.float64)
 
-arm_steps = 40 if CI else 80
+arm_steps = 20 if CI else 80
 arm_params, arm_history = descend(arm_value_and_grad, arm_params, optax.adam(0.1, b1=0.5), arm_steps)
 arm_final = arm_run(arm_params, throw=False)   # the same compiled solve as the random search's
 arm_miss = np.degrees(np.asarray(arm_final.q[-1] - ARM_TARGET))
