@@ -114,8 +114,9 @@ class _Packed(eqx.Module):
         return system, controls, self.d, parameters
 
 
-# (jitted so that the solver's several traces of the field, for its first step, its step
-# and its stages, share one trace: a wrapping model's field takes seconds to trace)
+# (jitted so that Diffrax's several traces of the field, for its term check, its loop
+# body's shape and the loop body, share one trace: a wrapping model's field takes
+# seconds to trace; the program holds one copy of it either way)
 @eqx.filter_jit
 def _vector_field(t, y, args):
     system, controls, d, parameters = args.unpack()
