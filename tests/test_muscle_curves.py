@@ -1,11 +1,7 @@
 """Muscle curves against OpenSim 4.6: Millard2012 curve objects, Thelen2003Muscle and
 DeGrooteFregly2016Muscle curve functions; gradients, jit, vmap and float32."""
 
-import json
 import math
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +10,7 @@ import pytest
 
 from simjax.muscles import curves as C
 
+from _fresh_process import in_fresh_process
 from _platforms import assert_loop_only_on_cpu
 
 opensim = pytest.importorskip("opensim")
@@ -542,12 +539,13 @@ def test_degroote_curves_match_opensim(width, e_pe, e_t):
     _close(C.degroote_force_velocity(C.degroote_force_velocity_inverse(fv)), fv, 1e-12, "fv(fv^-1)")
 
 
-_DEGROOTE_ACTIVATION_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
+def _opensim_activation_derivatives(ta, td, b, grid):
+    """OpenSim's DeGroote activation derivative at each ``(activation, excitation)`` of
+    ``grid``, for a muscle of these time constants (s) and smoothing (run in a fresh
+    process: ``_fresh_process``)."""
     import opensim
+
     opensim.Logger.setLevelString("Off")
-    ta, td, b, grid = json.loads(sys.argv[1])
     m = opensim.DeGrooteFregly2016Muscle()
     m.setName("m")
     m.set_activation_time_constant(ta)
@@ -572,25 +570,14 @@ _DEGROOTE_ACTIVATION_SCRIPT = textwrap.dedent(
         model.setControls(s, controls)
         model.realizeAcceleration(s)
         out.append(m.getStateVariableDerivativeValue(s, "activation"))
-    print(json.dumps(out))
-    """
-)
+    return out
 
 
 def test_degroote_activation_dynamics_matches_opensim():
-    # OpenSim 4.6 keeps the activation time constants and smoothing in function-level
-    # statics (the first muscle evaluated in a process fixes them), so the reference
-    # is computed in a fresh interpreter.
+    # (OpenSim's activation constants are process-wide statics: _fresh_process)
     ta, td, b = 0.03, 0.08, 5.0
     grid = [(a, e) for a in (0.0, 0.1, 0.5, 0.95) for e in (0.0, 0.3, 0.6, 1.0)]
-    proc = subprocess.run(
-        [sys.executable, "-c", _DEGROOTE_ACTIVATION_SCRIPT, json.dumps([ta, td, b, grid])],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    ref = json.loads(proc.stdout.strip().splitlines()[-1])
+    ref = in_fresh_process(_opensim_activation_derivatives, ta, td, b, grid)
     a, e = np.array(grid).T
     _close(C.degroote_activation_derivative(a, e, ta, td, b), ref, 1e-13, "DeGroote da/dt")
     g = jax.grad(C.degroote_activation_derivative)(0.3, 0.31)
