@@ -404,11 +404,6 @@ def solve(
     def infeasibility(r):
         return _sum(_map(jnp.abs, r))
 
-    def merit(V, mu):
-        """``(infeasibility, barrier objective)`` at ``V``."""
-        f, r, _ = P.primal(V)
-        return infeasibility(r), barrier(V, f, mu)
-
     def violation(r):
         """The largest unscaled constraint violation, from the residuals."""
         return jnp.maximum(jnp.max(jnp.abs(r[0] / rs), initial=0.0), jnp.max(jnp.abs(r[1] / bs), initial=0.0))
@@ -439,13 +434,12 @@ def solve(
     def factor_corrected(H, J, HB, JB, sigma, mu, dw_last, gauss_newton, active=True):
         """Factor with the smallest regularization that gives the right inertia (only
         while ``active``: under ``vmap`` a ``lax.cond``'s untaken branch runs too, and
-        its loops should stop at once)."""
-        dc0 = 0.0
-        if gauss_newton:
-            # the constraints' least squares (Levenberg-Marquardt: with dc = 1 the step
-            # minimizes |r + J dx|^2 / 2 plus the barrier, where r + J dx = 0 has no
-            # solution within the bounds)
-            H, HB, dc0 = jnp.zeros_like(H), jnp.zeros_like(HB), 1.0
+        its loops should stop at once). ``gauss_newton`` (a traced flag): the
+        constraints' least squares instead (Levenberg-Marquardt: with dc = 1 the step
+        minimizes |r + J dx|^2 / 2 plus the barrier, where r + J dx = 0 has no solution
+        within the bounds)."""
+        H, HB = jnp.where(gauss_newton, 0.0, H), jnp.where(gauss_newton, 0.0, HB)
+        dc0 = jnp.where(gauss_newton, 1.0, 0.0).astype(dtype)
         F = kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, 0.0, dc0))
         dc = jnp.where(F.inertia[2] > 0, jnp.maximum(_DC * mu**0.25, dc0), dc0)
         first = jnp.where(dw_last == 0.0, _DW0, jnp.maximum(_DW_MIN, _KW_MINUS * dw_last))
@@ -481,9 +475,8 @@ def solve(
             has_hi,
             V,
         )
-        if gauss_newton:  # the feasibility problem |r|^2 / 2 alone (Sigma keeps the step inside)
-            grad_b = _map(jnp.zeros_like, grad_b)
-        grad_b = _map(lambda g, f: jnp.where(f, g, 0.0), grad_b, free)
+        # (gauss_newton: the feasibility problem |r|^2 / 2 alone; Sigma keeps the step inside)
+        grad_b = _map(lambda g, f: jnp.where(f & ~gauss_newton, g, 0.0), grad_b, free)
         gs = grad_b[1]
         rs_, rb_ = to_stages(grad_b, (r[0] + inverse * gs, r[1]))
         dxs, dxb = kkt.solve(F, -rs_, -rb_)
@@ -520,9 +513,11 @@ def solve(
         ok = (theta_t <= (1 - _GAMMA_THETA) * filt[:, 0]) | (phi_t <= filt[:, 1])
         return jnp.all(ok | ~jnp.isfinite(filt[:, 0])) & (theta_t <= theta_max)
 
-    def line_search(V, dV, amax, mu, theta, phi, slope, filt, active):
-        """The filter line search: ``(alpha, accepted, phi_type)`` (searching only while
-        ``active``)."""
+    def search(V, dV, amax, mu, theta, phi, slope, filt, squares, gauss_newton, active):
+        """The backtracking search along ``dV``: ``(alpha, accepted, phi_type)``
+        (searching only while ``active``). A Newton step's is the filter line search; a
+        restoration step's (``gauss_newton``, a traced flag) asks for a decrease of the
+        residuals' sum of ``squares``."""
         switching_ok = slope < 0
         amin = jnp.where(
             switching_ok,
@@ -535,15 +530,20 @@ def solve(
         # (at a feasible point IPOPT's bound is zero: a floor keeps the search finite
         # where no step is acceptable, e.g. a non-finite objective)
         amin = jnp.maximum(jnp.where(theta <= theta_min, amin, _GAMMA_ALPHA * _GAMMA_THETA), 1e-14)
+        amin = jnp.where(gauss_newton, 1e-12, amin)
 
         def trial(a):
-            theta_t, phi_t = merit(step_to(V, dV, a), mu)
+            Vt = step_to(V, dV, a)
+            f_t, r_t, _ = P.primal(Vt)
+            theta_t, phi_t = infeasibility(r_t), barrier(Vt, f_t, mu)
             finite = jnp.isfinite(theta_t) & jnp.isfinite(phi_t)
             switching = switching_ok & (a * (-slope) ** _S_PHI > _DELTA * theta**_S_THETA) & (theta <= theta_min)
             armijo = phi_t <= phi + _ETA * a * slope
             sufficient = (theta_t <= (1 - _GAMMA_THETA) * theta) | (phi_t <= phi - _GAMMA_PHI * theta)
             ok = finite & acceptable(theta_t, phi_t, filt) & jnp.where(switching, armijo, sufficient)
-            return ok, switching & armijo
+            t = _sum(_map(jnp.square, r_t))
+            restored = jnp.isfinite(t) & (t <= (1 - 1e-4 * a) * squares)
+            return jnp.where(gauss_newton, restored, ok), ~gauss_newton & switching & armijo
 
         def cond(c):
             a, ok, _ = c
@@ -559,19 +559,6 @@ def solve(
         false = jnp.zeros((), bool)
         a, ok, phi_type = jax.lax.while_loop(cond, body, (2.0 * amax, false, false))
         return a, ok, phi_type
-
-    def restoration_search(V, dV, amax, theta, active):
-        def cond(c):
-            a, ok = c
-            return ~ok & (0.5 * a >= 1e-12) & active
-
-        def body(c):
-            a, _ = c
-            a = a * 0.5
-            t = _sum(_map(jnp.square, P.primal(step_to(V, dV, a))[1]))
-            return a, jnp.isfinite(t) & (t <= (1 - 1e-4 * a) * theta)
-
-        return jax.lax.while_loop(cond, body, (2.0 * amax, jnp.zeros((), bool)))
 
     def stationary_infeasibility(V, r, J, JB):
         """Whether the rows' violation of their bounds, ``v = c - clip(c, lower,
@@ -670,25 +657,43 @@ def solve(
         HB, JB = jnp.where(finite, HB, 0.0), jnp.where(finite, JB, 0.0)
         # (in a batch, a problem that has finished waits for the others: no loops for it)
         running = s["status"] < 0
-        F, dw, inertia_ok, inverse = factor_corrected(H, J, HB, JB, sigma, mu, s["dw"], False, running)
-        dV, dY, dZL, dZU, slope, _ = direction(V, ZL, ZU, gL, r, mu, F, False, inverse)
         tau = jnp.maximum(0.99, 1.0 - mu)
-        amax, az = fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau)
-        theta, phi = infeasibility(r), barrier(V, f, mu)
-        a, accepted, phi_type = line_search(V, dV, amax, mu, theta, phi, slope, filt, running)
+        theta, phi, squares = infeasibility(r), barrier(V, f, mu), _sum(_map(jnp.square, r))
+
+        def needs_restoration(step):
+            accepted, inertia_ok = step[6], step[8]
+            return ~(accepted & inertia_ok) & running
+
+        def attempt(c):
+            """Pass 0: the Newton step and its filter line search; pass 1, where that
+            found no acceptable step: a Gauss-Newton step on the constraints alone (the
+            restoration phase). One pass's code serves both, so that the compiled
+            program holds one copy of the factorization, the solve and the search.
+            A pass's result: ``(dV, dY, dZL, dZU, az, a, accepted, phi_type,
+            inertia_ok, dw)``."""
+            k, steps = c
+            restoring = k == 1
+            active = jnp.where(restoring, needs_restoration(steps[0]), running)
+            dw_last = jnp.where(restoring, 0.0, s["dw"])
+            F, dw, inertia_ok, inverse = factor_corrected(H, J, HB, JB, sigma, mu, dw_last, restoring, active)
+            dV, dY, dZL, dZU, slope, _ = direction(V, ZL, ZU, gL, r, mu, F, restoring, inverse)
+            amax, az = fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau)
+            a, accepted, phi_type = search(V, dV, amax, mu, theta, phi, slope, filt, squares, restoring, active)
+            step = (dV, dY, dZL, dZU, az, a, accepted, phi_type, inertia_ok, dw)
+            steps = tuple(_map(lambda new, old: jnp.where(k == i, new, old), step, steps[i]) for i in range(2))
+            return k + 1, steps
+
+        def another(c):
+            k, steps = c
+            return (k == 0) | ((k == 1) & needs_restoration(steps[0]))
+
+        zero, false = jnp.zeros((), dtype), jnp.zeros((), bool)
+        blank = (*_map(jnp.zeros_like, (V, Y, ZL, ZU)), zero, zero, false, false, false, zero)
+        _, (newton, gn) = jax.lax.while_loop(another, attempt, (jnp.zeros((), jnp.int32), (blank, blank)))
+        dV, dY, dZL, dZU, az, a, accepted, phi_type, inertia_ok, dw = newton
         accepted = accepted & inertia_ok
         restoring = ~accepted & running
-
-        def restoration(_):
-            """A Gauss-Newton step on the constraints alone."""
-            Fr, _, _, inverse_r = factor_corrected(H, J, HB, JB, sigma, mu, jnp.zeros((), dtype), True, restoring)
-            dVr, _, dZLr, dZUr, _, _ = direction(V, ZL, ZU, gL, r, mu, Fr, True, inverse_r)
-            amax_r, az_r = fraction_to_boundary(V, dVr, ZL, ZU, dZLr, dZUr, tau)
-            ar, restored = restoration_search(V, dVr, amax_r, _sum(_map(jnp.square, r)), restoring)
-            return dVr, dZLr, dZUr, az_r, ar, restored
-
-        skipped = (dV, dZL, dZU, az, jnp.zeros((), dtype), jnp.ones((), bool))
-        dVr, dZLr, dZUr, az_r, ar, restored = jax.lax.cond(restoring, restoration, lambda _: skipped, None)
+        dVr, _, dZLr, dZUr, az_r, ar, restored = gn[:7]
         a_used = jnp.where(restoring, jnp.where(restored, ar, 0.0), a)
         dV_used = jax.tree_util.tree_map(lambda x, y: jnp.where(restoring, y, x), dV, dVr)
         Vn = step_to(V, dV_used, a_used)
