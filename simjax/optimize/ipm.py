@@ -240,6 +240,35 @@ class _Problem:
         f = self.fs * (jnp.sum(costs) + cost_b)
         return H, J, HB, JB, gL, f, (self._residual(c, S), cb - SG), costs
 
+    def first_order(self, V):
+        """``(J, JB, gf, r)``: the rows' Jacobians (as ``evaluate``'s), the scaled
+        objective's gradient (a ``V``-shaped tree) and the residuals at ``V``, by
+        forward differentiation alone (a smaller program than ``evaluate``'s, which
+        differentiates a reverse-mode gradient)."""
+        S, G, SG = V[1:]
+        th, nz = self.nlp.theta, self.nz
+
+        def stage(v, k):
+            cost = self.fs * self.nlp.cost(k, v[:nz], v[nz : 2 * nz], v[2 * nz :], th)
+            c = self.rs[k] * self.nlp.constraints(k, v[:nz], v[nz : 2 * nz], v[2 * nz :], th)
+            return (cost, c), c
+
+        (g, J), c = jax.vmap(jax.jacfwd(stage, has_aux=True))(self._inputs(V), self.ks)
+
+        def border(gv):
+            cost = self.fs * self.nlp.border_cost(gv, th)
+            cb = self.bs * self.nlp.border_constraints(gv, th)
+            return (cost, cb), cb
+
+        (gb, JB), cb = jax.jacfwd(border, has_aux=True)(G)
+        gf = (
+            _with_previous(g[:, :nz], g[:, nz : 2 * nz]),
+            jnp.zeros_like(S),
+            jnp.sum(g[:, 2 * nz :], axis=0) + gb,
+            jnp.zeros_like(SG),
+        )
+        return J, JB, gf, (self._residual(c, S), cb - SG)
+
     def transposed(self, J, JB, Y):
         """``J^T Y`` as a ``V``-shaped tree."""
         nz = self.nz
@@ -347,7 +376,7 @@ def solve(
         # (one evaluation for the Jacobians, the objective's gradient (the Lagrangian's
         # at zero multipliers) and the residuals: one copy of the model's functions in
         # the program where three would be; its unused Hessians are dead code to XLA)
-        _, J0, _, JB0, gf, _, r0, _ = raw.evaluate(V0, (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype)))
+        J0, JB0, gf, r0 = raw.first_order(V0)
         big = options.max_gradient
         fs = jnp.minimum(1.0, big / jnp.maximum(_max_abs((gf[0], gf[2])), 1e-300))
         rs = jnp.minimum(1.0, big / jnp.maximum(jnp.max(jnp.abs(J0), axis=2, initial=0.0), 1e-300))
@@ -440,28 +469,42 @@ def solve(
         within the bounds)."""
         H, HB = jnp.where(gauss_newton, 0.0, H), jnp.where(gauss_newton, 0.0, HB)
         dc0 = jnp.where(gauss_newton, 1.0, 0.0).astype(dtype)
-        F = kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, 0.0, dc0))
-        dc = jnp.where(F.inertia[2] > 0, jnp.maximum(_DC * mu**0.25, dc0), dc0)
         first = jnp.where(dw_last == 0.0, _DW0, jnp.maximum(_DW_MIN, _KW_MINUS * dw_last))
-        good = jnp.all(F.inertia == expected)
+
+        def factored(dw, dc):
+            return kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, dw, dc))
 
         def cond(c):
             F, dw, _, tries = c
-            return ~jnp.all(F.inertia == expected) & (dw <= _DW_MAX) & (tries < 60) & active
+            wrong = ~jnp.all(F.inertia == expected) & (dw <= _DW_MAX) & (tries < 60) & active
+            return (tries < 0) | wrong
 
         def body(c):
+            # (try -1 is the matrix as it is; the loop holds the program's one copy of
+            # the factorization)
             F, dw, dc, tries = c
-            dw = jnp.where(tries == 0, first, dw * jnp.where(dw_last == 0.0, _KW_PLUS_FIRST, _KW_PLUS))
+            dw = jnp.where(
+                tries < 0, 0.0, jnp.where(tries == 0, first, dw * jnp.where(dw_last == 0.0, _KW_PLUS_FIRST, _KW_PLUS))
+            )
             # zero eigenvalues that remain are the constraints' (rank deficiency at the
             # matrix's scale): their regularization grows too
             scale = jnp.maximum(jnp.max(jnp.abs(F.values), initial=0.0), jnp.max(jnp.abs(F.border_values), initial=0.0))
-            dc = jnp.where((tries > 0) & (F.inertia[2] > 0), jnp.maximum(10.0 * dc, 1e-12 * scale), dc)
-            return kkt.factor(_assemble(P, H, J, HB, JB, sigma, free, dw, dc)), dw, dc, tries + 1
+            dc = jnp.where(
+                tries < 0,
+                dc0,
+                jnp.where(
+                    tries == 0,
+                    jnp.where(F.inertia[2] > 0, jnp.maximum(_DC * mu**0.25, dc0), dc0),
+                    jnp.where(F.inertia[2] > 0, jnp.maximum(10.0 * dc, 1e-12 * scale), dc),
+                ),
+            )
+            return factored(dw, dc), dw, dc, tries + 1
 
-        F, dw, _, _ = jax.lax.while_loop(cond, body, (F, jnp.zeros((), dtype), dc, jnp.zeros((), jnp.int32)))
-        ok = jnp.all(F.inertia == expected)
-        dw = jnp.where(good, 0.0, dw)
-        return F, dw, ok, P.condensed(sigma[1], free[1], dw)[0]
+        shape = jax.eval_shape(factored, jnp.zeros((), dtype), dc0)
+        blank = _map(lambda a: jnp.zeros(a.shape, a.dtype), shape)
+        init = (blank, jnp.zeros((), dtype), dc0, -jnp.ones((), jnp.int32))
+        F, dw, _, _ = jax.lax.while_loop(cond, body, init)
+        return F, dw, jnp.all(F.inertia == expected), P.condensed(sigma[1], free[1], dw)[0]
 
     def direction(V, ZL, ZU, gL, r, mu, F, gauss_newton, inverse):
         """The Newton step from ``factor_corrected``'s ``F`` and the slacks' ``inverse``."""
@@ -513,11 +556,12 @@ def solve(
         ok = (theta_t <= (1 - _GAMMA_THETA) * filt[:, 0]) | (phi_t <= filt[:, 1])
         return jnp.all(ok | ~jnp.isfinite(filt[:, 0])) & (theta_t <= theta_max)
 
-    def search(V, dV, amax, mu, theta, phi, slope, filt, squares, gauss_newton, active):
-        """The backtracking search along ``dV``: ``(alpha, accepted, phi_type)``
-        (searching only while ``active``). A Newton step's is the filter line search; a
-        restoration step's (``gauss_newton``, a traced flag) asks for a decrease of the
-        residuals' sum of ``squares``."""
+    def search(V, dV, amax, mu, theta, phi, slope, filt, squares, gauss_newton, active, f, r):
+        """The backtracking search along ``dV``: ``(alpha, accepted, phi_type, (f, r))``
+        (searching only while ``active``), with the scaled objective and residuals at
+        the last trial (``f``, ``r`` where there was none). A Newton step's is the
+        filter line search; a restoration step's (``gauss_newton``, a traced flag) asks
+        for a decrease of the residuals' sum of ``squares``."""
         switching_ok = slope < 0
         amin = jnp.where(
             switching_ok,
@@ -543,22 +587,19 @@ def solve(
             ok = finite & acceptable(theta_t, phi_t, filt) & jnp.where(switching, armijo, sufficient)
             t = _sum(_map(jnp.square, r_t))
             restored = jnp.isfinite(t) & (t <= (1 - 1e-4 * a) * squares)
-            return jnp.where(gauss_newton, restored, ok), ~gauss_newton & switching & armijo
+            return jnp.where(gauss_newton, restored, ok), ~gauss_newton & switching & armijo, (f_t, r_t)
 
         def cond(c):
-            a, ok, _ = c
+            a, ok, _, _ = c
             return ~ok & (0.5 * a >= amin) & active
 
         def body(c):
-            a, _, _ = c
-            a = a * 0.5
-            ok, phi_type = trial(a)
-            return a, ok, phi_type
+            a = c[0] * 0.5
+            return a, *trial(a)
 
         # (the first trial, the full step, is the loop's: one trace of the model)
         false = jnp.zeros((), bool)
-        a, ok, phi_type = jax.lax.while_loop(cond, body, (2.0 * amax, false, false))
-        return a, ok, phi_type
+        return jax.lax.while_loop(cond, body, (2.0 * amax, false, false, (f, r)))
 
     def stationary_infeasibility(V, r, J, JB):
         """Whether the rows' violation of their bounds, ``v = c - clip(c, lower,
@@ -617,6 +658,7 @@ def solve(
         log=log0,
         reset=multipliers is None,
         far=0,
+        fr=(jnp.zeros((), dtype), (jnp.zeros((K, m), dtype), jnp.zeros(mg, dtype))),
         last=(
             jnp.zeros((K, 2 * nz + ng, 2 * nz + ng), dtype),
             jnp.zeros((K, m, 2 * nz + ng), dtype),
@@ -670,7 +712,7 @@ def solve(
             restoration phase). One pass's code serves both, so that the compiled
             program holds one copy of the factorization, the solve and the search.
             A pass's result: ``(dV, dY, dZL, dZU, az, a, accepted, phi_type,
-            inertia_ok, dw)``."""
+            inertia_ok, dw, (f, r) at the last trial)``."""
             k, steps = c
             restoring = k == 1
             active = jnp.where(restoring, needs_restoration(steps[0]), running)
@@ -678,8 +720,8 @@ def solve(
             F, dw, inertia_ok, inverse = factor_corrected(H, J, HB, JB, sigma, mu, dw_last, restoring, active)
             dV, dY, dZL, dZU, slope, _ = direction(V, ZL, ZU, gL, r, mu, F, restoring, inverse)
             amax, az = fraction_to_boundary(V, dV, ZL, ZU, dZL, dZU, tau)
-            a, accepted, phi_type = search(V, dV, amax, mu, theta, phi, slope, filt, squares, restoring, active)
-            step = (dV, dY, dZL, dZU, az, a, accepted, phi_type, inertia_ok, dw)
+            searched = search(V, dV, amax, mu, theta, phi, slope, filt, squares, restoring, active, f, r)
+            step = (dV, dY, dZL, dZU, az, *searched[:3], inertia_ok, dw, searched[3])
             steps = tuple(_map(lambda new, old: jnp.where(k == i, new, old), step, steps[i]) for i in range(2))
             return k + 1, steps
 
@@ -688,13 +730,30 @@ def solve(
             return (k == 0) | ((k == 1) & needs_restoration(steps[0]))
 
         zero, false = jnp.zeros((), dtype), jnp.zeros((), bool)
-        blank = (*_map(jnp.zeros_like, (V, Y, ZL, ZU)), zero, zero, false, false, false, zero)
+        blank = (
+            *_map(jnp.zeros_like, (V, Y, ZL, ZU)),
+            zero,
+            zero,
+            false,
+            false,
+            false,
+            zero,
+            _map(jnp.zeros_like, (f, r)),
+        )
         _, (newton, gn) = jax.lax.while_loop(another, attempt, (jnp.zeros((), jnp.int32), (blank, blank)))
-        dV, dY, dZL, dZU, az, a, accepted, phi_type, inertia_ok, dw = newton
+        dV, dY, dZL, dZU, az, a, accepted, phi_type, inertia_ok, dw, fr = newton
         accepted = accepted & inertia_ok
         restoring = ~accepted & running
         dVr, _, dZLr, dZUr, az_r, ar, restored = gn[:7]
         a_used = jnp.where(restoring, jnp.where(restored, ar, 0.0), a)
+        # (the objective and residuals at the next iterate: its search's last trial, or
+        # this iterate's where it stays)
+        fr = _map(
+            lambda new, restored_, here: jnp.where(restoring, jnp.where(restored, restored_, here), new),
+            fr,
+            gn[10],
+            (f, r),
+        )
         dV_used = jax.tree_util.tree_map(lambda x, y: jnp.where(restoring, y, x), dV, dVr)
         Vn = step_to(V, dV_used, a_used)
         Yn = _map(lambda y, d: y + a * d, Y, dY)
@@ -788,6 +847,7 @@ def solve(
             reset=restoring & ~done,
             last=(H, J, HB, JB),
             far=far,
+            fr=keep(fr, (f, r)),
         )
 
     def cond(s):
@@ -815,7 +875,12 @@ def solve(
             from_stages,
             expected,
         )
-    f, r, _ = P.primal(V) if not derivatives else _Problem(live, fs, rs, bs).primal(V)
+    if derivatives:
+        f, r, _ = _Problem(live, fs, rs, bs).primal(V)
+    elif options.max_iter > 0:
+        f, r = s["fr"]  # (the last iteration's: no copy of the model's functions for it)
+    else:
+        f, r, _ = P.primal(V)
     return Solution(
         z=V[0],
         g=V[2],
