@@ -1,5 +1,6 @@
 """Sweeps that lose nothing: 200 cases of a double pendulum in chunks of 50, one Parquet
-file a chunk. An interrupted sweep (an exception after a chunk, or a SIGKILL) restarts
+file a chunk; a muscle model's cases with their own controls, equilibrated, with their
+trajectories. An interrupted sweep (an exception after a chunk, or a SIGKILL) restarts
 to exactly 200 rows, each case once, equal to an uninterrupted sweep; a failing case
 is recorded with its result code and inputs; bad spec input is refused, naming the
 column, path or output, before anything runs."""
@@ -176,6 +177,59 @@ def test_sigkilled_sweep_resumes_from_the_command_line(reference, tmp_path, caps
     _check_complete(out, want)
 
 
+def test_equilibrium_controls_and_trajectories_per_case(tmp_path):
+    """A muscle model's cases, each with its own optimal fiber length and control
+    (a table column of an actuator's path), equilibrated at the start
+    (``equilibrate``) and kept at 5 times (``trajectories``): each case equals
+    ``equilibrate_muscles`` and ``simulate`` of its own system; the trajectories end
+    at the rows' final states and stay out of the rows' dataset."""
+    from simjax.sweep import read_trajectories
+
+    n, samples = 3, 5
+    cases = pd.DataFrame(
+        {
+            "/forceset/RightMuscle|optimal_fiber_length": [0.18, 0.2, 0.22],
+            "/forceset/LeftMuscle": [0.1, 0.4, 0.8],
+            "/forceset/RightMuscle/fiber_length": [0.05, 0.05, 0.05],  # (a guess: equilibrated)
+        }
+    )
+    spec = {
+        "model": "Tug_of_War_Millard",
+        "cases": str(tmp_path / "cases.csv"),
+        "t_final": 0.02,
+        "outputs": ["/jointset/ground_block/block_tz/value", "/forceset/LeftMuscle|tendon_force"],
+        "controls": 0.3,
+        "equilibrate": True,
+        "trajectories": samples,
+        "chunk_size": 2,
+        "simulate": {"solver": "rk4", "dt": 0.002},
+    }
+    cases.to_csv(spec["cases"], index=False)
+    out = str(tmp_path / "out")
+    summary = sweep(spec, out, progress=False)
+    assert (summary.n_chunks, summary.failed) == (2, 0)
+    rows, traj = read_sweep(out), read_trajectories(out)
+    assert len(pd.read_parquet(out)) == n  # (the trajectories' subfolder is not read as rows)
+    assert list(traj.columns[:2]) == ["case", "time"] and len(traj) == n * samples
+    system = read_spec(spec).system
+    for c in range(n):
+        case_system = sj.System(
+            system.model.set("/forceset/RightMuscle", optimal_fiber_length=cases.iloc[c, 0]), system.topology
+        )
+        controls = np.array([0.3, cases.iloc[c, 1]])
+        state = system.default_state()
+        state = state.replace(z=state.z.at[system.z_names.index("/forceset/RightMuscle/fiber_length")].set(0.05))
+        start = sj.equilibrate_muscles(case_system, state, controls)
+        want = sj.simulate(case_system, start, 0.02, controls, solver="rk4", dt=0.002, n_outputs=samples)
+        np.testing.assert_allclose(rows.iloc[c]["/jointset/ground_block/block_tz/value"], want.q[-1, 0], rtol=1e-12)
+        mine = traj[traj["case"] == c]
+        np.testing.assert_allclose(mine["time"], want.t, rtol=1e-12)
+        np.testing.assert_allclose(mine[list(system.y_names)].to_numpy(), want.y, rtol=1e-10, atol=1e-12)
+    # the equilibrium moved the fiber off the table's guess
+    first = traj[traj["time"] == 0.0]
+    assert (first["/forceset/RightMuscle/fiber_length"] > 0.09).all()
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -190,6 +244,9 @@ def test_sigkilled_sweep_resumes_from_the_command_line(reference, tmp_path, caps
         (dict(model="no_such_model"), r"'model'"),
         (dict(coordinates={"q9": 0.0}), r"'coordinates'"),
         (dict(chunk_size=0), r"'chunk_size'"),
+        (dict(equilibrate="yes"), r"'equilibrate'"),
+        (dict(trajectories=1), r"'trajectories'"),
+        (dict(cases={"/forceset/Torq9": [1.0]}), r"column '/forceset/Torq9': neither.*nor an actuator's path"),
         (dict(typo=1), r"unknown key"),
     ],
 )

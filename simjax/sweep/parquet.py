@@ -16,7 +16,19 @@ import os
 
 import numpy as np
 
-__all__ = ["chunk_path", "finished_chunks", "prepare_folder", "write_chunk", "read_sweep"]
+__all__ = [
+    "chunk_path",
+    "finished_chunks",
+    "prepare_folder",
+    "write_chunk",
+    "read_sweep",
+    "write_trajectories",
+    "read_trajectories",
+]
+
+#: the subfolder of a sweep's trajectories (pyarrow and pandas skip it, by its "_", when
+#: they read the sweep's rows)
+TRAJECTORIES = "_trajectories"
 
 _MANIFEST = "_sweep.json"
 
@@ -48,9 +60,10 @@ def prepare_folder(out_dir: str, fingerprint: str, n_cases: int, chunk_size: int
             )
     else:
         _atomic_write(manifest, json.dumps(record, indent=1).encode())
-    for name in os.listdir(out_dir):
-        if name.startswith(".chunk-") and ".tmp" in name:
-            os.remove(os.path.join(out_dir, name))
+    for folder in (out_dir, os.path.join(out_dir, TRAJECTORIES)):
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            if name.startswith(".chunk-") and ".tmp" in name:
+                os.remove(os.path.join(folder, name))
 
 
 def finished_chunks(out_dir: str) -> set[int]:
@@ -75,12 +88,27 @@ def write_chunk(out_dir: str, index: int, columns: dict) -> str:
 
     **Returns:** the file's path.
     """
+    return _write_table(chunk_path(out_dir, index), columns)
+
+
+def write_trajectories(out_dir: str, index: int, columns: dict) -> str:
+    """Write one chunk's trajectories (``{name: (n_rows,) array}``: ``case``, ``time``
+    and the state variables, a row a case and time) as a Parquet file in the sweep's
+    ``_trajectories`` subfolder, atomically.
+
+    **Returns:** the file's path.
+    """
+    folder = os.path.join(out_dir, TRAJECTORIES)
+    os.makedirs(folder, exist_ok=True)
+    return _write_table(chunk_path(folder, index), columns)
+
+
+def _write_table(final: str, columns: dict) -> str:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.table({name: pa.array(np.asarray(values)) for name, values in columns.items()})
-    final = chunk_path(out_dir, index)
-    tmp = os.path.join(out_dir, f".{os.path.basename(final)}.tmp{os.getpid()}")
+    tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp{os.getpid()}")
     pq.write_table(table, tmp)
     _fsync(tmp)
     os.replace(tmp, final)
@@ -95,6 +123,24 @@ def read_sweep(out_dir: str):
     import pyarrow.dataset as ds
 
     return ds.dataset(out_dir, format="parquet").to_table().to_pandas().sort_values("case", ignore_index=True)
+
+
+def read_trajectories(out_dir: str):
+    """The sweep's trajectories (written with the spec's ``trajectories``), all chunks
+    together, as a pandas ``DataFrame`` sorted by case and time: columns ``case``,
+    ``time`` (s) and every state variable; samples a case did not reach are NaN.
+
+    **Arguments:** ``out_dir``: the sweep's output folder.
+
+    **Raises:** ``FileNotFoundError`` where the sweep kept no trajectories.
+    """
+    import pyarrow.dataset as ds
+
+    folder = os.path.join(out_dir, TRAJECTORIES)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{out_dir!r} holds no trajectories: run the sweep with 'trajectories' in its spec")
+    table = ds.dataset(folder, format="parquet").to_table().to_pandas()
+    return table.sort_values(["case", "time"], ignore_index=True, kind="stable")
 
 
 def _atomic_write(path: str, data: bytes) -> None:

@@ -8,6 +8,12 @@ properties of the case table are batched leaves of one vmapped solve
 are several. A case that fails (a non-finite state, a step budget exceeded) keeps its
 row, with its result code and its inputs; its outputs are NaN or what the solve
 reached.
+
+With the spec's ``equilibrate`` each chunk's initial states first go through a vmapped
+``equilibrate_muscles`` (each case with its own properties and controls); with
+``trajectories`` each chunk's sampled states are written too, to
+``_trajectories/chunk-000003.parquet`` before the chunk's own file, so that a finished
+chunk always has them.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import time
 
 import numpy as np
 
-from .parquet import chunk_path, finished_chunks, prepare_folder, write_chunk
+from .parquet import chunk_path, finished_chunks, prepare_folder, write_chunk, write_trajectories
 from .spec import SweepSpec, read_spec
 
 __all__ = ["SweepSummary", "sweep"]
@@ -60,6 +66,9 @@ def sweep(spec, out_dir: str, *, cases=None, devices=None, progress: bool = True
     - ``on_chunk``: called as ``on_chunk(index, path)`` after each chunk's file is
       written.
 
+    With the spec's ``trajectories``, every case's states at that many times are
+    written too (``read_trajectories``).
+
     Run in several processes after ``jax.distributed.initialize`` (one a host or a
     GPU; ``simjax sweep --processes N`` on one machine), every process calls ``sweep``
     with the same arguments: each chunk is sharded over all processes' devices, and
@@ -93,8 +102,10 @@ def sweep(spec, out_dir: str, *, cases=None, devices=None, progress: bool = True
     cases_done = sum(min(size, n - j * size) for j in done if j < n_chunks)
     for k in todo:
         rows = np.arange(k * size, min((k + 1) * size, n))
-        columns = runner(rows)
+        columns, samples = runner(rows)
         failed += int(np.count_nonzero(columns["result"]))
+        if writer and samples is not None:
+            write_trajectories(out_dir, k, samples)
         path = write_chunk(out_dir, k, columns) if writer else chunk_path(out_dir, k)
         ran += 1
         cases_done += len(rows)
@@ -170,9 +181,15 @@ class _Runner:
         self.targets = tuple(property_target(system, name) for name in spec.properties)
         self.component_outputs = tuple(o for o in spec.outputs if o not in where)
         self.controls = None if spec.controls is None else jnp.asarray(spec.controls)
+        if spec.case_controls and self.controls is None:
+            self.controls = jnp.zeros(len(system.actuator_paths))
         self._outputs_fn = _outputs_function(system, self.targets, self.component_outputs)
+        self._equilibrate_fn = _equilibrate_function(system, self.targets)
 
-    def __call__(self, rows: np.ndarray) -> dict:
+    def __call__(self, rows: np.ndarray):
+        """The rows of the cases ``rows`` (``{column: (m,) array}``), and their
+        trajectories' rows (``None`` without the spec's ``trajectories``)."""
+        import jax
         import jax.numpy as jnp
 
         from ..batching import gather, map_batch
@@ -193,8 +210,18 @@ class _Runner:
             z=jnp.asarray(arrays["z"]),
             d=jnp.asarray(arrays["d"]),
         )
-        controls = None if self.controls is None else jnp.broadcast_to(self.controls, (size,) + self.controls.shape)
+        controls = None
+        if self.controls is not None:
+            controls = np.tile(np.asarray(self.controls), (size, 1))
+            for name, values in spec.case_controls.items():
+                controls[:, spec.system.actuator_paths.index(name)] = values[idx]
+            controls = jnp.asarray(controls)
         props = {name: jnp.asarray(values[idx]) for name, values in spec.properties.items()}
+        if spec.equilibrate:
+            values = tuple(props.values())
+            args = (values, states) if controls is None else (values, states, controls)
+            states = gather(map_batch(self._equilibrate_fn, *args, devices=self.devices))
+            states = jax.tree.map(jnp.asarray, states)
         traj = simulate_batch(
             spec.system,
             states,
@@ -203,11 +230,14 @@ class _Runner:
             properties=props,
             devices=self.devices,
             throw=False,
-            n_outputs=2,
+            n_outputs=spec.trajectories or 2,
             **spec.simulate,
         )
         # (every process of a multi-process run gets the whole chunk's results)
-        got = gather(dict(y_end=traj.y_end, t_end=traj.t_end, d=traj.d, result=traj.result, num_steps=traj.num_steps))
+        kept = dict(y_end=traj.y_end, t_end=traj.t_end, d=traj.d, result=traj.result, num_steps=traj.num_steps)
+        if spec.trajectories:
+            kept.update(t=traj.t, y=traj.y)
+        got = gather(kept)
         y_end = got["y_end"]
         columns = {"case": spec.case[rows]}
         for name, values in spec.properties.items():
@@ -236,7 +266,31 @@ class _Runner:
         columns["result"] = np.asarray(got["result"], np.int64)[:m]
         columns["num_steps"] = np.asarray(got["num_steps"], np.int64)[:m]
         columns["t_end"] = np.asarray(got["t_end"], np.float64)[:m]
+        return columns, (self._samples(spec.case[rows], got) if spec.trajectories else None)
+
+    def _samples(self, case: np.ndarray, got: dict) -> dict:
+        """The trajectories' rows, one a case and time: ``case``, ``time`` (s) and every
+        state variable (``y_names``); samples a case did not reach are NaN."""
+        m, n = len(case), self.spec.trajectories
+        t = np.asarray(got["t"], np.float64)[:m]
+        y = np.asarray(got["y"], np.float64)[:m]
+        reached = np.isfinite(t)
+        columns = {"case": np.repeat(case, n), "time": np.where(reached, t, np.nan).reshape(-1)}
+        for j, name in enumerate(self.spec.system.y_names):
+            columns[name] = np.where(reached, y[:, :, j], np.nan).reshape(-1)
         return columns
+
+
+def _equilibrate_function(system, targets):
+    """``fn(values, state[, controls]) -> state`` for one case: its muscles in
+    equilibrium, with its properties set."""
+    from ..muscles.equilibrium import equilibrate_muscles
+    from ..simulate import with_properties
+
+    def fn(values, state, controls=None):
+        return equilibrate_muscles(with_properties(system, targets, values), state, controls)
+
+    return fn
 
 
 def _outputs_function(system, targets, names):

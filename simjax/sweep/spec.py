@@ -10,6 +10,8 @@ A spec is a JSON file (or TOML, on Python 3.11+), or the same as a ``dict``::
       "outputs": ["/jointset/r_elbow/r_elbow_flex/value", "/forceset/TRIlong|fiber_force"],
       "coordinates": {"r_elbow_flex": 0.5},  # optional: initial values for every case
       "controls": 0.1,                       # optional: a constant control (or a list)
+      "equilibrate": true,                   # optional: each case's muscles in equilibrium at the start
+      "trajectories": 51,                    # optional: keep each case's states at 51 times
       "chunk_size": 500,                     # optional: cases a Parquet file
       "simulate": {"accuracy": 1e-4}         # optional: keywords of ``simulate``
     }
@@ -21,10 +23,20 @@ Each column of the case table is one of:
   ``path|property[i]`` for element ``i`` of a vector property), in its units;
 - an initial state variable by its OpenSim name (``/jointset/r_elbow/r_elbow_flex/value``,
   ``.../speed``, ``/forceset/TRIlong/activation``), overriding the spec's ``coordinates``;
+- an actuator's path (``/forceset/TRIlong``): the case's constant control of that
+  actuator, overriding the spec's ``controls`` (whose other actuators keep theirs, or 0
+  without ``controls``);
 - ``case``: the case's id (an integer; default the row number).
 
 An output is a state variable's name or a component output ``"path|output"``; each is
 kept at the end of the simulation (its value at ``t_final``).
+
+``equilibrate``: each case starts from its muscles' equilibrium (OpenSim's
+``equilibrateMuscles``), found with its own properties, initial coordinates and
+controls; the fiber states of the table are then starting guesses only.
+``trajectories``: every state variable of each case at this many evenly spaced times
+from the start to ``t_final`` is written too, beside the rows
+(``simjax.sweep.read_trajectories``).
 """
 
 from __future__ import annotations
@@ -55,7 +67,9 @@ class SweepSpec:
     (``{column: (n_cases,) float64}``, in the properties' units); ``states``
     (``{state variable name: (n_cases,) float64}``); ``case`` (``(n_cases,)`` int64
     ids); ``coordinates`` (``{coordinate: value}`` for every case); ``controls``
-    (``None`` or a constant, in actuator order); ``chunk_size`` (cases a file);
+    (``None`` or a constant, in actuator order); ``case_controls`` (``{actuator path:
+    (n_cases,) float64}``, the table's control columns); ``equilibrate`` (bool);
+    ``trajectories`` (samples a case, or ``None``); ``chunk_size`` (cases a file);
     ``simulate`` (keywords of ``simulate``); ``fingerprint`` (a hash of the spec and
     the cases, that a restart must match).
     """
@@ -72,6 +86,9 @@ class SweepSpec:
     chunk_size: int
     simulate: dict
     fingerprint: str
+    case_controls: dict = dataclasses.field(default_factory=dict)
+    equilibrate: bool = False
+    trajectories: int | None = None
 
     @property
     def n_cases(self) -> int:
@@ -79,7 +96,19 @@ class SweepSpec:
         return len(self.case)
 
 
-_KEYS = {"model", "cases", "t_final", "outputs", "coordinates", "controls", "chunk_size", "simulate", "strict"}
+_KEYS = {
+    "model",
+    "cases",
+    "t_final",
+    "outputs",
+    "coordinates",
+    "controls",
+    "equilibrate",
+    "trajectories",
+    "chunk_size",
+    "simulate",
+    "strict",
+}
 #: keywords of ``simulate`` a sweep fixes itself
 _FIXED = {"ts", "n_outputs", "save_steps", "events", "throw", "progress"}
 
@@ -148,7 +177,15 @@ def read_spec(spec, *, cases=None) -> SweepSpec:
     controls = spec.get("controls")
     if controls is not None:
         controls = _controls(system, controls)
-    properties, states, case = _columns(system, table)
+    equilibrate = spec.get("equilibrate", False)
+    if not isinstance(equilibrate, bool):
+        raise SpecError(f"'equilibrate' must be true or false, got {equilibrate!r}")
+    trajectories = spec.get("trajectories")
+    if trajectories is not None and (
+        not isinstance(trajectories, int) or isinstance(trajectories, bool) or trajectories < 2
+    ):
+        raise SpecError(f"'trajectories' must be an integer of at least 2 (samples a case), got {trajectories!r}")
+    properties, states, case_controls, case = _columns(system, table)
     fingerprint = _fingerprint(
         dict(
             model=os.path.abspath(model_path),
@@ -158,10 +195,14 @@ def read_spec(spec, *, cases=None) -> SweepSpec:
             controls=None if controls is None else controls.tolist(),
             chunk_size=chunk_size,
             simulate=sim,
+            # (only where set: the fingerprints of sweeps without them are unchanged)
+            **({"equilibrate": True} if equilibrate else {}),
+            **({"trajectories": trajectories} if trajectories else {}),
         ),
         properties,
         states,
         case,
+        case_controls,
     )
     return SweepSpec(
         model_path=model_path,
@@ -176,6 +217,9 @@ def read_spec(spec, *, cases=None) -> SweepSpec:
         chunk_size=chunk_size,
         simulate=sim,
         fingerprint=fingerprint,
+        case_controls=case_controls,
+        equilibrate=equilibrate,
+        trajectories=trajectories,
     )
 
 
@@ -272,7 +316,7 @@ def _columns(system, table):
 
     from ..simulate import property_target
 
-    properties, states, case = {}, {}, None
+    properties, states, controls, case = {}, {}, {}, None
     n = table.num_rows
     if n == 0:
         raise SpecError("'cases': the table has no rows")
@@ -290,12 +334,13 @@ def _columns(system, table):
                 target = property_target(system, name)
             except ValueError as e:
                 raise SpecError(f"column {name!r}: {e}") from None
-        elif name in system.y_names:
+        elif name in system.y_names or name in system.actuator_paths:
             target = None
         else:
+            actuators = f", nor an actuator's path (e.g. {system.actuator_paths[0]!r})" if system.actuator_paths else ""
             raise SpecError(
                 f"column {name!r}: neither a model property ('component path|property') nor a state "
-                f"variable of the model (e.g. {system.y_names[0]!r})"
+                f"variable of the model (e.g. {system.y_names[0]!r}){actuators}"
             )
         if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
             raise SpecError(f"column {name!r}: must be numeric, but its type is {column.type}")
@@ -303,7 +348,7 @@ def _columns(system, table):
             raise SpecError(f"column {name!r}: {column.null_count} missing value(s)")
         values = column.to_numpy().astype(np.float64)
         if target is None:
-            states[name] = values
+            (controls if name in system.actuator_paths else states)[name] = values
             continue
         path, prop, _ = target
         bounds = system.find(path).property_fields()[prop].metadata.get("bounds")
@@ -316,12 +361,12 @@ def _columns(system, table):
         properties[name] = values
     if case is None:
         case = np.arange(n, dtype=np.int64)
-    return properties, states, case
+    return properties, states, controls, case
 
 
-def _fingerprint(settings: dict, properties: dict, states: dict, case: np.ndarray) -> str:
+def _fingerprint(settings: dict, properties: dict, states: dict, case: np.ndarray, controls: dict) -> str:
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode())
-    for group in (properties, states):
+    for group in (properties, states) + ((controls,) if controls else ()):
         for name in sorted(group):
             digest.update(name.encode())
             digest.update(np.ascontiguousarray(group[name]).tobytes())
