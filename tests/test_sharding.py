@@ -1,8 +1,11 @@
 """Batches sharded over devices: ``simulate_batch`` and ``map_batch`` over 4 CPU devices
 (forced with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``, which must be set
 before JAX starts, hence a subprocess) equal the single-device batch world by world,
-result codes included; an uneven batch is padded and the padding dropped."""
+result codes included; an uneven batch is padded and the padding dropped. The batched
+tools sharded over 2 devices of one process, and over the devices of 2 processes joined
+by JAX's distributed runtime, equal them unsharded."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -224,12 +227,78 @@ _TOOLS_CHILD = textwrap.dedent(f"""
 """)
 
 
-def _sharded_equals_unsharded(tmp_path, cases, tol=1e-12):
-    """``cases()`` here (one device: unsharded) and in a child process on 2 CPU devices
-    (sharded) at once; their outputs, ``{name: array}``, compared. **Returns:** this
-    process's outputs."""
+_PROCESSES_CHILD = textwrap.dedent(f"""
+    import sys
+    import jax
+    # (one process of two, joined on the loopback address before JAX starts its backends)
+    jax.distributed.initialize(sys.argv[3], num_processes=2, process_id=int(sys.argv[4]))
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+    import simjax.batching as batching
+    sys.path.insert(0, {os.path.dirname(__file__)!r})
+    import test_sharding
+
+    assert jax.process_count() == 2 and jax.local_device_count() == 1, jax.devices()
+    sharded = []
+    on_mesh = batching._on_mesh
+    batching._on_mesh = lambda static, mesh, *a: sharded.append(mesh.size) or on_mesh(static, mesh, *a)
+    out = getattr(test_sharding, sys.argv[2])()
+    assert sharded == [2, 2, 2, 2], sharded  # (each over both processes' devices)
+    if jax.process_index() == 0:
+        np.savez(sys.argv[1], **out)
+""")
+
+
+@functools.cache
+def _unsharded_tools():
+    return _tools()
+
+
+def _beside_processes(here, child_args, timeout: float):
+    """``here()`` in this process while two child Pythons (``python -c *child_args
+    ADDRESS RANK``) run as one multi-process JAX program on the loopback address, one
+    CPU device each. **Returns:** ``here()``'s value, once both children have ended
+    well."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", *child_args, address, str(rank)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    try:
+        value = here()
+        logs = [child.communicate(timeout=timeout)[0] for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    for child, log in zip(children, logs):
+        assert child.returncode == 0, log
+    return value
+
+
+def _sharded_equals_unsharded(tmp_path, cases, tol=1e-12, processes=False):
+    """``cases()`` here (one device: unsharded) and, at once, in a child process on 2 CPU
+    devices, or (``processes``) in two child processes of one CPU device each joined by
+    JAX's distributed runtime (sharded); their outputs, ``{name: array}``, compared.
+    **Returns:** this process's outputs."""
     out = tmp_path / "sharded.npz"
-    want = _beside_child(cases, [_TOOLS_CHILD, str(out), cases.__name__], devices=2, timeout=480)
+    if processes:
+        want = _beside_processes(_unsharded_tools, [_PROCESSES_CHILD, str(out), cases.__name__], timeout=480)
+    else:
+        here = _unsharded_tools if cases is _tools else cases
+        want = _beside_child(here, [_TOOLS_CHILD, str(out), cases.__name__], devices=2, timeout=480)
     got = np.load(out)
     assert sorted(got.files) == sorted(want)
     for name, w in want.items():
@@ -246,6 +315,14 @@ def _sharded_equals_unsharded(tmp_path, cases, tol=1e-12):
 def test_sharded_tools_equal_unsharded_tools(tmp_path):
     want = _sharded_equals_unsharded(tmp_path, _tools)
     assert want["ik_converged"].all() and want["ik_passes"] > 1  # (the warm starts crossed the devices)
+
+
+def test_tools_in_two_processes_equal_unsharded_tools(tmp_path):
+    """The batched tools in a multi-process run (after ``jax.distributed.initialize``,
+    as on a cluster: one process a host or a GPU): the frames sharded over both
+    processes' devices, the same results as in one process."""
+    want = _sharded_equals_unsharded(tmp_path, _tools, processes=True)
+    assert want["ik_converged"].all()
 
 
 def test_sharded_solve_batch_equals_unsharded(tmp_path):
