@@ -12,7 +12,12 @@ accelerations as variables and the equations of motion as a residual. As Moco's 
 - Hermite–Simpson (separated): ``y_m - (y_k + y_{k+1})/2 - h/8 (f_k - f_{k+1}) = 0``,
   ``y_{k+1} - y_k - h/6 (f_k + 4 f_m + f_{k+1}) = 0``, the midpoint controls the mean
   of their neighbours' (Moco's ``interpolate_control_mesh_interior_points``);
-  integrals by Simpson's rule.
+  integrals by Simpson's rule;
+- multiple shooting (not Moco's): ``y_{k+1} - Phi_k(y_k) = 0``, ``Phi_k`` the state
+  reached over the interval by ``shooting_steps`` classical Runge-Kutta steps (as
+  ``simulate``'s ``"rk4"``) of the explicit dynamics, the controls linear from ``c_k``
+  to ``c_{k+1}`` (as a ``ControlTable`` of the mesh points); integrals by the
+  trapezoidal rule.
 
 The NLP is solved by ``ipm`` (the KKT matrix block tridiagonal over the mesh).
 """
@@ -33,7 +38,7 @@ from .problem import Ends, Problem
 
 __all__ = ["solve", "solve_batch", "transcribe", "OptimalTrajectory", "SCHEMES"]
 
-SCHEMES = ("trapezoidal", "hermite-simpson")
+SCHEMES = ("trapezoidal", "hermite-simpson", "multiple-shooting")
 
 
 class OptimalTrajectory(eqx.Module):
@@ -346,12 +351,15 @@ def transcribe(
     dynamics_mode: str = "explicit",
     accelerations_weight: float | None = None,
     auxiliary_derivatives_weight: float | None = None,
+    shooting_steps: int = 4,
 ):
     """The staged NLP of a problem and a starting point.
 
     **Arguments:** ``problem``; ``mesh``: the number of uniform intervals, or the
     mesh's times (any increasing sequence, normalized to ``[0, 1]``); ``scheme``:
-    ``"trapezoidal"`` or ``"hermite-simpson"``; ``interpolate_controls``: with
+    ``"trapezoidal"``, ``"hermite-simpson"`` or ``"multiple-shooting"`` (explicit
+    dynamics without kinematic constraints or implicit tendons; ``shooting_steps``
+    classical Runge-Kutta steps an interval); ``interpolate_controls``: with
     Hermite–Simpson, the midpoint controls the mean of their neighbours' (Moco's
     ``interpolate_control_mesh_interior_points``), else free; ``dynamics_mode``:
     Moco's ``multibody_dynamics_mode``, ``"explicit"`` (forward dynamics in the
@@ -389,6 +397,8 @@ def transcribe(
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme {scheme!r}: choose one of {SCHEMES}")
+    if not isinstance(shooting_steps, int) or isinstance(shooting_steps, bool) or shooting_steps < 1:
+        raise ValueError(f"shooting_steps must be a positive integer, got {shooting_steps!r}")
     if dynamics_mode not in DYNAMICS_MODES:
         raise ValueError(f"dynamics_mode {dynamics_mode!r}: choose one of {DYNAMICS_MODES}")
     for name, value in (
@@ -403,6 +413,7 @@ def transcribe(
     K = tau.shape[0]
     ny, nc = len(problem.state_names), len(problem.control_names)
     hs = scheme == "hermite-simpson"
+    shooting = scheme == "multiple-shooting"
     implicit = dynamics_mode == "implicit" and problem.kinematics is None
     n_udot = system.topology.tree.nu if implicit else 0  # accelerations per grid point
     nw = len(implicit_tendons(system)[1])  # implicit tendon derivatives per grid point
@@ -410,6 +421,13 @@ def transcribe(
     # states, velocity corrections (free at the midpoints, zero at the mesh points) and
     # the constraints' errors at the mesh points (Moco's Posa et al. 2016 method)
     nl = constraint_equations(system)
+    if shooting and (dynamics_mode != "explicit" or problem.kinematics is not None or nw or nl):
+        raise ValueError(
+            "the 'multiple-shooting' scheme integrates the explicit dynamics of the states alone: it takes "
+            f"neither dynamics_mode={dynamics_mode!r} (use 'explicit'), nor prescribed kinematics, nor "
+            f"implicit tendon dynamics ({nw} muscles), nor kinematic constraints ({nl} equations); use "
+            "'hermite-simpson' for these"
+        )
     ng = nl if problem.kinematics is None else 0
     if ng and not hs:
         raise ValueError(
@@ -502,6 +520,27 @@ def transcribe(
         value = h / 6 * (values[0] + values[1] + 4 * values[2]) if hs else h / 2 * (values[0] + values[1])
         return jnp.where(k < K - 1, value, 0.0)
 
+    def shoot(system, tk, h, y, c, cn):
+        """The state reached from ``y`` at ``tk`` after ``h`` (s): ``shooting_steps``
+        classical Runge-Kutta steps, the controls linear from ``c`` to ``cn``."""
+        dt = h / shooting_steps
+        span = jnp.where(h > 0, h, 1.0)  # (the last stage's empty interval: no 0 / 0)
+        none = jnp.zeros(0, dtype)
+
+        def f(t, y):
+            return dynamics(system, t, y, c + (t - tk) / span * (cn - c), None, none, none, none)[0]
+
+        # (unrolled: a lax.scan's carry would come out batched under the solver's
+        # jacfwd of a gradient, whose values it must leave unbatched)
+        for i in range(shooting_steps):
+            t = tk + i * dt
+            k1 = f(t, y)
+            k2 = f(t + dt / 2, y + dt / 2 * k1)
+            k3 = f(t + dt / 2, y + dt / 2 * k2)
+            k4 = f(t + dt, y + dt * k3)
+            y = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return y
+
     def constraints(k, z, zn, g, theta):
         """The linking rows (defects, interpolated controls), then the stage's own
         (residuals at the mesh point and midpoint, path constraints, the copies of the
@@ -510,21 +549,24 @@ def transcribe(
         tk, tn, h = times(k, g)
         system = model(theta, g)
         kn = jnp.minimum(k + 1, K - 1)
-        # (the points in one vmapped evaluation: one copy of the model in the program,
-        # not one a point, and as many fewer for XLA to compile)
-        points = [(tk, y, c) + extra(theta, k, "mesh", a), (tn, yn, cn) + extra(theta, kn, "mesh", an)]
-        if hs:
-            points.append((0.5 * (tk + tn), ym, cm) + extra(theta, k, "mid", am))
-        F, R, E = jax.vmap(lambda *point: dynamics(system, *point))(*_stacked(points))
-        f, fn, res = F[0], F[1], R[0]
-        own = [res, E[0]]  # (the kinematic errors at the mesh point only)
+        if shooting:
+            links, own = [yn - shoot(system, tk, h, y, c, cn)], []
+        else:
+            # (the points in one vmapped evaluation: one copy of the model in the program,
+            # not one a point, and as many fewer for XLA to compile)
+            points = [(tk, y, c) + extra(theta, k, "mesh", a), (tn, yn, cn) + extra(theta, kn, "mesh", an)]
+            if hs:
+                points.append((0.5 * (tk + tn), ym, cm) + extra(theta, k, "mid", am))
+            F, R, E = jax.vmap(lambda *point: dynamics(system, *point))(*_stacked(points))
+            f, fn, res = F[0], F[1], R[0]
+            own = [res, E[0]]  # (the kinematic errors at the mesh point only)
         if hs:
             fm, res_m = F[2], R[2]
             links = [ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn)]
             if interpolate_controls:
                 links.append(cm - 0.5 * (c + cn))
             own.append(jnp.where(k < K - 1, res_m, 0.0))
-        else:
+        elif not shooting:
             links = [yn - y - h / 2 * (f + fn)]
         links = jnp.where(k < K - 1, jnp.concatenate(links), 0.0)
         own += [jnp.asarray(pc.values(problem, system, tk, y, c), dtype) for pc in problem.path_constraints]
@@ -673,14 +715,15 @@ def solve(
     dynamics_mode: str = "explicit",
     accelerations_weight: float | None = None,
     auxiliary_derivatives_weight: float | None = None,
+    shooting_steps: int = 4,
 ) -> OptimalTrajectory:
     """Solve a problem by direct collocation.
 
     **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``,
-    ``dynamics_mode``, ``accelerations_weight``, ``auxiliary_derivatives_weight``: as
-    ``transcribe``; ``options``:
-    the solver's (``ipm.Options``; default tolerances 1e-8); ``guess``: a solution of
-    the same problem and mesh to start from (a warm start).
+    ``dynamics_mode``, ``accelerations_weight``, ``auxiliary_derivatives_weight``,
+    ``shooting_steps``: as ``transcribe``; ``options``: the solver's (``ipm.Options``;
+    default tolerances 1e-8); ``guess``: a solution of the same problem and mesh to
+    start from (a warm start).
 
     Inside ``jax.grad`` or another transformation the solution carries the
     derivatives of the optimum with respect to the system's properties and the goals'
@@ -694,7 +737,14 @@ def solve(
     from ..compiling import _at_top_level
 
     nlp, z0, g0, unpack = _transcribed(
-        problem, mesh, scheme, interpolate_controls, dynamics_mode, accelerations_weight, auxiliary_derivatives_weight
+        problem,
+        mesh,
+        scheme,
+        interpolate_controls,
+        dynamics_mode,
+        accelerations_weight,
+        auxiliary_derivatives_weight,
+        shooting_steps,
     )
     options = _as_arrays(options)
     multipliers = None
@@ -725,6 +775,7 @@ def solve_batch(
     dynamics_mode: str = "explicit",
     accelerations_weight: float | None = None,
     auxiliary_derivatives_weight: float | None = None,
+    shooting_steps: int = 4,
     devices=None,
 ) -> OptimalTrajectory:
     """Solve a batch of variants of one problem at once: one compiled solver,
@@ -737,7 +788,7 @@ def solve_batch(
     property); ``None``: the system is not varied; ``weights (B, n_goals)``: the goals'
     weights per variant, in ``problem.goals`` order (default: the problem's);
     ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``,
-    ``accelerations_weight``, ``auxiliary_derivatives_weight``: as ``transcribe``;
+    ``accelerations_weight``, ``auxiliary_derivatives_weight``, ``shooting_steps``: as ``transcribe``;
     ``options``: as ``solve``; ``devices``: a list of devices or a
     ``jax.sharding.Mesh`` to shard the variants over (as ``simjax.map_batch``'s;
     default: all local devices when there are several, else one; not inside ``jit``,
@@ -751,7 +802,14 @@ def solve_batch(
     from ..batching import gather, map_chunks, mesh_for
 
     nlp, z0, g0, unpack = _transcribed(
-        problem, mesh, scheme, interpolate_controls, dynamics_mode, accelerations_weight, auxiliary_derivatives_weight
+        problem,
+        mesh,
+        scheme,
+        interpolate_controls,
+        dynamics_mode,
+        accelerations_weight,
+        auxiliary_derivatives_weight,
+        shooting_steps,
     )
     options = _as_arrays(options)
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
@@ -861,6 +919,7 @@ def _transcribed(
     dynamics_mode,
     accelerations_weight=None,
     auxiliary_derivatives_weight=None,
+    shooting_steps=4,
 ):
     """``transcribe``'s result, the same objects for the same problem (the same object)
     and settings: solving it again (other tolerances, a warm start) reuses the compiled
@@ -872,6 +931,7 @@ def _transcribed(
         dynamics_mode,
         accelerations_weight,
         auxiliary_derivatives_weight,
+        shooting_steps,
     )
     return _recent(
         _TRANSCRIBED,
@@ -885,6 +945,7 @@ def _transcribed(
             dynamics_mode,
             accelerations_weight,
             auxiliary_derivatives_weight,
+            shooting_steps,
         ),
     )
 
