@@ -1089,6 +1089,67 @@ COUPLED_PENDULUM_PROBLEM = {
 }
 
 
+def constrained_chain_osim(folder) -> str:
+    """Write ``constrained_chain.osim`` in ``folder`` and return its path: a chain of five
+    1 kg bodies ``b1``..``b5`` from ground, by pins ``q1``-``q3``, a slider ``q4`` and a
+    pin ``q5``, each body 1 m below its parent, with one constraint of each kind
+    simjax supports, all satisfied at the default pose: a CoordinateCouplerConstraint
+    (``q2 = q1 / 2``), ``q4`` prescribed (constant 0), a PointOnLineConstraint (``b5``'s
+    origin on ground's line through (0, -4, 0) along x), a PointConstraint (``b5``'s
+    point (0, -1, 0) at ground's (0, -5, 0)) and a WeldConstraint (``b3`` to ``b1``,
+    2 m below it); a CoordinateActuator on each coordinate."""
+    osim = _opensim()
+    model = osim.Model()
+    model.setName("constrained_chain")
+    parent, bodies = model.getGround(), []
+    for i, joint_class in enumerate((osim.PinJoint,) * 3 + (osim.SliderJoint, osim.PinJoint)):
+        body = osim.Body(f"b{i + 1}", 1.0, osim.Vec3(0, -0.5, 0), osim.Inertia(0.1, 0.1, 0.1))
+        model.addBody(body)
+        offset = osim.Vec3(0, -1.0, 0) if i else osim.Vec3(0)
+        joint = joint_class(f"j{i + 1}", parent, offset, osim.Vec3(0), body, osim.Vec3(0), osim.Vec3(0))
+        joint.updCoordinate().setName(f"q{i + 1}")
+        model.addJoint(joint)
+        bodies.append(body)
+        parent = body
+    coupler = osim.CoordinateCouplerConstraint()
+    coupler.setName("coupler")
+    coupler.setIndependentCoordinateNames(osim.ArrayStr("q1", 1))
+    coupler.setDependentCoordinateName("q2")
+    coupler.setFunction(osim.LinearFunction(0.5, 0.0))
+    model.addConstraint(coupler)
+    model.updCoordinateSet().get("q4").setPrescribedFunction(osim.Constant(0.0))
+    model.updCoordinateSet().get("q4").setDefaultIsPrescribed(True)
+    ground = model.getGround()
+    on_line = osim.PointOnLineConstraint(ground, osim.Vec3(1, 0, 0), osim.Vec3(0, -4, 0), bodies[4], osim.Vec3(0))
+    on_line.setName("on_line")
+    model.addConstraint(on_line)
+    point = osim.PointConstraint(ground, osim.Vec3(0, -5, 0), bodies[4], osim.Vec3(0, -1, 0))
+    point.setName("point")
+    model.addConstraint(point)
+    weld = osim.WeldConstraint("weld", bodies[0], osim.Transform(osim.Vec3(0, -2, 0)), bodies[2], osim.Transform())
+    model.addConstraint(weld)
+    for i in range(5):
+        actuator = osim.CoordinateActuator(f"q{i + 1}")
+        actuator.setName(f"tau{i + 1}")
+        model.addForce(actuator)
+    model.finalizeConnections()
+    model.initSystem()
+    path = os.path.join(str(folder), "constrained_chain.osim")
+    model.printToXML(path)
+    return path
+
+
+def moco_multiplier_names(model_path) -> list[str]:
+    """Moco's names of the kinematic constraints' multipliers for the model at
+    ``model_path`` (those of the ``MocoCasADiSolver``'s initial guess: nothing solved)."""
+    osim = _opensim()
+    study = osim.MocoStudy()
+    problem = study.updProblem()
+    problem.setModel(osim.Model(str(model_path)))
+    problem.setTimeBounds(0.0, 1.0)
+    return list(study.initCasADiSolver().createGuess().getMultiplierNames())
+
+
 def moco_coupled_pendulum(folder, num_mesh_intervals=20, **kw) -> dict:
     """``COUPLED_PENDULUM_PROBLEM`` solved by Moco (Hermite-Simpson, its default
     Posa2016 kinematic constraint method) on ``coupled_pendulum_osim(folder)``."""

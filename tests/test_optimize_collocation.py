@@ -268,6 +268,15 @@ def test_kinematic_constraints_are_enforced_as_moco_enforces_them(tmp_path):
         optimize.transcribe(problem, 20, scheme="trapezoidal")
 
 
+def test_multiplier_names_are_moco_s_for_every_kind_of_constraint(tmp_path):
+    # a coupler, a prescribed coordinate, a point on a line, a point and a weld: each
+    # equation's multiplier by Moco's name (Simbody's constraint index and equation)
+    path = _moco.constrained_chain_osim(tmp_path)
+    names = optimize.collocation.multiplier_names(sj.load_osim(path).build())
+    assert len(names) == 1 + 1 + 2 + 3 + 6
+    assert sorted(names) == sorted(_moco.moco_multiplier_names(path))
+
+
 def test_locked_coordinates_are_refused():
     # (as Moco refuses them), by name
     model = (
