@@ -239,17 +239,24 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
 def test_kinematic_constraints_are_enforced_as_moco_enforces_them(tmp_path):
     # a double pendulum whose second pin follows the first by a CoordinateCouplerConstraint
     # (q2 = q1 / 2): Moco's Posa et al. (2016) method, multipliers at every grid point,
-    # velocity corrections at the midpoints, the constraint's errors zero at the mesh points
-    ref = _moco.moco_coupled_pendulum(tmp_path, num_mesh_intervals=20)
+    # velocity corrections at the midpoints, the constraint's errors zero at the mesh points;
+    # and the multipliers minimized (Moco's minimize_lagrange_multipliers, weight 0.5)
+    ref = _moco.moco_coupled_pendulum(
+        tmp_path, num_mesh_intervals=20, minimize_lagrange_multipliers=True, lagrange_multiplier_weight=0.5
+    )
     assert ref["success"], ref["status"]
     system = sj.load_osim(ref["model_path"]).build()
     assert optimize.collocation.constraint_equations(system) == 1
     problem = _moco.simjax_problem(ref["problem"], system)
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol))
+    solution = optimize.solve(
+        problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol), multipliers_weight=0.5
+    )
     assert int(solution.status) == 0
-    # (measured: equal to 1e-16 relative; states 4e-9, control 1.5e-7)
+    # (measured: equal to 4e-16 relative)
     assert abs(float(solution.objective) - ref["objective"]) < 1e-8 * ref["objective"]
+    terms = optimize.files.objective_terms(solution, problem)
+    assert abs(terms["multipliers"] - ref["objective_terms"]["multipliers"]) < 1e-6 * ref["objective"]
     moco_states = np.stack([ref["states"][n] for n in problem.state_names], 1)  # (q1, q2, u1, u2)
     states = np.abs(np.asarray(solution.states) - moco_states).max()
     controls = np.abs(np.asarray(solution.controls)[:, 0] - ref["controls"]["/forceset/tau"]).max()

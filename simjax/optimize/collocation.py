@@ -55,7 +55,7 @@ class OptimalTrajectory(eqx.Module):
     kinematic constraints' Lagrange multipliers) and ``slacks (n, nl)`` (their velocity
     corrections), named by ``derivative_names``, ``multiplier_names`` and
     ``slack_names`` (see ``variable_names``); ``penalty_weights``: the solve's
-    ``(accelerations_weight, auxiliary_derivatives_weight)``.
+    ``(accelerations_weight, auxiliary_derivatives_weight, multipliers_weight)``.
     """
 
     time: jax.Array
@@ -75,7 +75,7 @@ class OptimalTrajectory(eqx.Module):
     derivative_names: tuple = eqx.field(static=True, default=())
     multiplier_names: tuple = eqx.field(static=True, default=())
     slack_names: tuple = eqx.field(static=True, default=())
-    penalty_weights: tuple = eqx.field(static=True, default=(None, None))
+    penalty_weights: tuple = eqx.field(static=True, default=(None, None, None))
 
     def state(self, name: str):
         """The column of state ``name``."""
@@ -351,6 +351,7 @@ def transcribe(
     dynamics_mode: str = "explicit",
     accelerations_weight: float | None = None,
     auxiliary_derivatives_weight: float | None = None,
+    multipliers_weight: float | None = None,
     shooting_steps: int = 4,
 ):
     """The staged NLP of a problem and a starting point.
@@ -373,8 +374,12 @@ def transcribe(
     ``implicit_multibody_accelerations_weight``); ``auxiliary_derivatives_weight``:
     add ``weight * integral of |w|^2 dt``, ``w`` the implicit tendons' normalized
     tendon force derivatives (1/s; Moco's ``minimize_implicit_auxiliary_derivatives``
-    with ``implicit_auxiliary_derivatives_weight``); ``None``: not minimized (Moco's
-    default). Both are integrated by the scheme's quadrature, as the goals.
+    with ``implicit_auxiliary_derivatives_weight``); ``multipliers_weight``: add
+    ``weight * integral of |lambda|^2 dt``, ``lambda`` the kinematic constraints'
+    multipliers (Moco's ``minimize_lagrange_multipliers`` with
+    ``lagrange_multiplier_weight``: for redundant constraints, whose multipliers the
+    dynamics do not determine); ``None``: not minimized (Moco's default). All three
+    are integrated by the scheme's quadrature, as the goals.
 
     A model's kinematic constraints are enforced as Moco enforces them by default
     (Posa et al. 2016, Hermite–Simpson only): a multiplier per constraint equation at
@@ -404,6 +409,7 @@ def transcribe(
     for name, value in (
         ("accelerations_weight", accelerations_weight),
         ("auxiliary_derivatives_weight", auxiliary_derivatives_weight),
+        ("multipliers_weight", multipliers_weight),
     ):
         if value is not None and not float(value) >= 0:
             raise ValueError(f"{name} must be non-negative (or None: not minimized), got {value!r}")
@@ -461,7 +467,8 @@ def transcribe(
         [
             np.full(n_udot, accelerations_weight or 0.0),
             np.full(nw, auxiliary_derivatives_weight or 0.0),
-            np.zeros(nl + ng),
+            np.full(nl, multipliers_weight or 0.0),
+            np.zeros(ng),
         ]
     )
     penalized = bool(np.any(penalty > 0))
@@ -715,6 +722,7 @@ def solve(
     dynamics_mode: str = "explicit",
     accelerations_weight: float | None = None,
     auxiliary_derivatives_weight: float | None = None,
+    multipliers_weight: float | None = None,
     shooting_steps: int = 4,
 ) -> OptimalTrajectory:
     """Solve a problem by direct collocation.
@@ -744,6 +752,7 @@ def solve(
         dynamics_mode,
         accelerations_weight,
         auxiliary_derivatives_weight,
+        multipliers_weight,
         shooting_steps,
     )
     options = _as_arrays(options)
@@ -760,7 +769,8 @@ def solve(
             multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
     # (at top level nothing can ask for derivatives)
     sol = _solve(nlp, z0, g0, options, multipliers, not _at_top_level())
-    return _trajectory(problem, unpack, sol, dynamics_mode, (accelerations_weight, auxiliary_derivatives_weight))
+    weights = (accelerations_weight, auxiliary_derivatives_weight, multipliers_weight)
+    return _trajectory(problem, unpack, sol, dynamics_mode, weights)
 
 
 def solve_batch(
@@ -775,6 +785,7 @@ def solve_batch(
     dynamics_mode: str = "explicit",
     accelerations_weight: float | None = None,
     auxiliary_derivatives_weight: float | None = None,
+    multipliers_weight: float | None = None,
     shooting_steps: int = 4,
     devices=None,
 ) -> OptimalTrajectory:
@@ -809,6 +820,7 @@ def solve_batch(
         dynamics_mode,
         accelerations_weight,
         auxiliary_derivatives_weight,
+        multipliers_weight,
         shooting_steps,
     )
     options = _as_arrays(options)
@@ -836,7 +848,8 @@ def solve_batch(
         sol = map_chunks(call, *batch, chunk_size=None, workers=None, cpu_chunk=1, devices=mesh)
     if shown:
         progress.finish_batch(gather(sol.status), ipm.STATUS)
-    return _trajectory(problem, unpack, sol, dynamics_mode, (accelerations_weight, auxiliary_derivatives_weight))
+    weights = (accelerations_weight, auxiliary_derivatives_weight, multipliers_weight)
+    return _trajectory(problem, unpack, sol, dynamics_mode, weights)
 
 
 def _as_arrays(options):
@@ -845,7 +858,9 @@ def _as_arrays(options):
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.result_type(float)), options or ipm.Options())
 
 
-def _trajectory(problem, unpack, sol, dynamics_mode="explicit", penalty_weights=(None, None)) -> OptimalTrajectory:
+def _trajectory(
+    problem, unpack, sol, dynamics_mode="explicit", penalty_weights=(None, None, None)
+) -> OptimalTrajectory:
     """The ``OptimalTrajectory`` of a solver's ``Solution`` (one, or a batch)."""
     t, y, c, others = unpack(sol)
     # (once per problem, as its transcription: the names need a trace of the constraints)
@@ -919,6 +934,7 @@ def _transcribed(
     dynamics_mode,
     accelerations_weight=None,
     auxiliary_derivatives_weight=None,
+    multipliers_weight=None,
     shooting_steps=4,
 ):
     """``transcribe``'s result, the same objects for the same problem (the same object)
@@ -931,6 +947,7 @@ def _transcribed(
         dynamics_mode,
         accelerations_weight,
         auxiliary_derivatives_weight,
+        multipliers_weight,
         shooting_steps,
     )
     return _recent(
@@ -945,6 +962,7 @@ def _transcribed(
             dynamics_mode,
             accelerations_weight,
             auxiliary_derivatives_weight,
+            multipliers_weight,
             shooting_steps,
         ),
     )

@@ -159,11 +159,15 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
             )
             value += goal.weight * _integral(t, f, hs)
         out[name] = value
-    # Moco's penalties on the implicit variables, named as Moco names them
+    # Moco's penalties on the multipliers and the implicit variables, named and ordered as Moco's
+    weights = tuple(solution.penalty_weights) + (None,) * (3 - len(solution.penalty_weights))
+    multipliers = np.zeros((len(t), 0)) if solution.multipliers is None else np.asarray(solution.multipliers, float)
+    if weights[2] is not None and multipliers.shape[1]:
+        out["multipliers"] = weights[2] * _integral(t, np.sum(multipliers**2, axis=1), hs)
     derivatives = np.zeros((len(t), 0)) if solution.derivatives is None else np.asarray(solution.derivatives, float)
     accelerations = np.asarray([n.endswith("/accel") for n in solution.derivative_names], bool)
     for name, weight, columns in zip(
-        ("accelerations", "auxiliary_derivatives"), solution.penalty_weights, (accelerations, ~accelerations)
+        ("accelerations", "auxiliary_derivatives"), weights[:2], (accelerations, ~accelerations)
     ):
         if weight is not None and columns.any():
             out[name] = weight * _integral(t, np.sum(derivatives[:, columns] ** 2, axis=1), hs)

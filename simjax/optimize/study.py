@@ -84,9 +84,11 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
   ``transcription_scheme`` (``trapezoidal``, ``hermite-simpson``),
   ``interpolate_control_mesh_interior_points``, ``multibody_dynamics_mode``
   (``explicit``, or ``implicit`` with Moco's default acceleration bounds),
-  ``minimize_implicit_multibody_accelerations`` / ``implicit_multibody_accelerations_weight``
-  and ``minimize_implicit_auxiliary_derivatives`` / ``implicit_auxiliary_derivatives_weight``
-  (``transcribe``'s ``accelerations_weight`` and ``auxiliary_derivatives_weight``),
+  ``minimize_implicit_multibody_accelerations`` / ``implicit_multibody_accelerations_weight``,
+  ``minimize_implicit_auxiliary_derivatives`` / ``implicit_auxiliary_derivatives_weight``
+  and ``minimize_lagrange_multipliers`` / ``lagrange_multiplier_weight``
+  (``transcribe``'s ``accelerations_weight``, ``auxiliary_derivatives_weight`` and
+  ``multipliers_weight``),
   ``optim_convergence_tolerance`` / ``optim_constraint_tolerance`` /
   ``optim_max_iterations`` (``ipm.Options``' ``tol``, ``constraint_tol``, ``max_iter``;
   -1, Moco's default, is IPOPT's default: 1e-8, 1e-4, 3000), ``guess_file``
@@ -190,7 +192,6 @@ _SOLVER_IGNORED = {
     "output_interval": "IPOPT's intermediate output",
     "scale_variables_using_bounds": "simjax scales by gradients, as IPOPT does",
     "parameters_require_initsystem": "simjax sets parameters without re-initializing the model",
-    "lagrange_multiplier_weight": "the multipliers are not minimized",
     "state_projection_distance_weight": "Bordalba et al. 2023's method is not used",
     "projection_slack_variable_bounds": "Bordalba et al. 2023's method is not used",
     "enforce_path_constraint_mesh_interior_points": "path constraints",
@@ -262,8 +263,8 @@ class Study:
     ``Problem``); ``goal_names``: Moco's name of each of ``problem.goals``;
     ``mesh`` (intervals, or the normalized mesh); ``scheme``; ``interpolate_controls``;
     ``dynamics_mode`` (``"explicit"`` or ``"implicit"``); ``accelerations_weight``,
-    ``auxiliary_derivatives_weight`` (``collocation.transcribe``'s; ``None``: not
-    minimized); ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
+    ``auxiliary_derivatives_weight``, ``multipliers_weight`` (``collocation.transcribe``'s;
+    ``None``: not minimized); ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
     ``verbosity``; ``output``: where ``run_study`` writes the solution by default;
     ``ignored``: the unsupported settings ignored (as the warning listed them).
     """
@@ -283,12 +284,14 @@ class Study:
     dynamics_mode: str = "explicit"
     accelerations_weight: float | None = None
     auxiliary_derivatives_weight: float | None = None
+    multipliers_weight: float | None = None
 
     @property
     def settings(self) -> dict:
         """``collocation.solve``'s keyword arguments: ``mesh``, ``scheme``, ``options``,
         ``interpolate_controls``, ``dynamics_mode``, ``accelerations_weight``,
-        ``auxiliary_derivatives_weight`` (``solve(study.problem, **study.settings)``)."""
+        ``auxiliary_derivatives_weight``, ``multipliers_weight``
+        (``solve(study.problem, **study.settings)``)."""
         return {
             "mesh": self.mesh,
             "scheme": self.scheme,
@@ -297,6 +300,7 @@ class Study:
             "dynamics_mode": self.dynamics_mode,
             "accelerations_weight": self.accelerations_weight,
             "auxiliary_derivatives_weight": self.auxiliary_derivatives_weight,
+            "multipliers_weight": self.multipliers_weight,
         }
 
 
@@ -1141,7 +1145,6 @@ _DEFAULT_BOUNDS_ONLY = {
 _DEFAULT_ONLY = {
     "kinematic_constraint_method": "Posa2016",
     "enforce_constraint_derivatives": "true",
-    "minimize_lagrange_multipliers": "false",
     "minimize_state_projection_distance": "false",
 }
 
@@ -1206,9 +1209,17 @@ def _solver(r: _Reader, node) -> dict:
                     f"simjax enforces kinematic constraints by Moco's default only ({_DEFAULT_ONLY[tag]})",
                     text,
                 )
-        elif tag in ("minimize_implicit_multibody_accelerations", "minimize_implicit_auxiliary_derivatives"):
+        elif tag in (
+            "minimize_implicit_multibody_accelerations",
+            "minimize_implicit_auxiliary_derivatives",
+            "minimize_lagrange_multipliers",
+        ):
             minimize[tag] = r.flag(child, where)
-        elif tag in ("implicit_multibody_accelerations_weight", "implicit_auxiliary_derivatives_weight"):
+        elif tag in (
+            "implicit_multibody_accelerations_weight",
+            "implicit_auxiliary_derivatives_weight",
+            "lagrange_multiplier_weight",
+        ):
             weights[tag] = r.number(child, where)
             if not weights[tag] >= 0:
                 raise r.fail(child, where, "must be non-negative", text)
@@ -1234,11 +1245,19 @@ def _solver(r: _Reader, node) -> dict:
             r.error(child, where, "unknown property", text if text else None)
     if mesh is not None:
         out["mesh"] = mesh
-    for key, flag in (
-        ("accelerations_weight", "minimize_implicit_multibody_accelerations"),
-        ("auxiliary_derivatives_weight", "minimize_implicit_auxiliary_derivatives"),
+    for key, flag, weight in (
+        (
+            "accelerations_weight",
+            "minimize_implicit_multibody_accelerations",
+            "implicit_multibody_accelerations_weight",
+        ),
+        (
+            "auxiliary_derivatives_weight",
+            "minimize_implicit_auxiliary_derivatives",
+            "implicit_auxiliary_derivatives_weight",
+        ),
+        ("multipliers_weight", "minimize_lagrange_multipliers", "lagrange_multiplier_weight"),
     ):
-        weight = flag.replace("minimize_", "") + "_weight"
         out[key] = weights.get(weight, 1.0) if minimize.get(flag) else None
     for value, name in ((tol, "optim_convergence_tolerance"), (constraint_tol, "optim_constraint_tolerance")):
         if value != -1 and not value > 0:
@@ -1342,6 +1361,7 @@ def read_study(path: str | os.PathLike, strict: bool = True) -> Study:
         dynamics_mode=solver["dynamics_mode"],
         accelerations_weight=solver["accelerations_weight"],
         auxiliary_derivatives_weight=solver["auxiliary_derivatives_weight"],
+        multipliers_weight=solver["multipliers_weight"],
     )
 
 
@@ -1380,6 +1400,7 @@ def solve_study(study: Study):
         study.dynamics_mode,
         study.accelerations_weight,
         study.auxiliary_derivatives_weight,
+        study.multipliers_weight,
     )
 
 
