@@ -4,7 +4,8 @@ OpenSim's own RRA setup of the Gait10dof18musc walking example shipped with simj
 (residual and reserve actuators, the tracking tasks, ground reactions, 6 Hz filtering)
 is copied with a short window (0.6-0.7 s) and the mass-centre adjustment of the torso switched on. OpenSim's
 RRATool and ``simjax run`` both run it; the adjusted mass centre, the average
-residuals, the tracking errors and the files' names, headers and labels are compared.
+residuals, the tracking errors, the actuators' forces, speeds and powers and the files'
+names, headers and labels are compared.
 Bad input (an unknown body, a task for a coordinate the model lacks, a task kind simjax
 does not track) is reported by name.
 """
@@ -109,6 +110,11 @@ def test_tracking_errors_and_forces(runs):
     assert list(f_sj.labels) == list(f_os.labels)
     np.testing.assert_allclose(f_sj.times, f_os.times, atol=1e-9)
     np.testing.assert_allclose(np.asarray(f_sj.values), np.asarray(f_os.values), atol=1e-3)
+    # the actuators' speeds and powers (OpenSim's Actuation analysis)
+    for key, tol in (("Actuation_speed", 1e-4), ("Actuation_power", 1e-3)):
+        a_os, a_sj = read_table(os_dir / f"{NAME}_{key}.sto"), read_table(sj_dir / f"{NAME}_{key}.sto")
+        assert list(a_sj.labels) == list(a_os.labels)
+        np.testing.assert_allclose(np.asarray(a_sj.values), np.asarray(a_os.values), atol=tol, err_msg=key)
     for key in ("Kinematics_q", "Kinematics_u"):
         k_os, k_sj = read_table(os_dir / f"{NAME}_{key}.sto"), read_table(sj_dir / f"{NAME}_{key}.sto")
         assert list(k_sj.labels) == list(k_os.labels)
@@ -117,7 +123,16 @@ def test_tracking_errors_and_forces(runs):
 
 def test_output_headers(runs):
     os_dir, sj_dir, _ = runs
-    for key in ("Kinematics_q", "Kinematics_u", "Kinematics_dudt", "Actuation_force", "controls", "pErr"):
+    for key in (
+        "Kinematics_q",
+        "Kinematics_u",
+        "Kinematics_dudt",
+        "Actuation_force",
+        "Actuation_speed",
+        "Actuation_power",
+        "controls",
+        "pErr",
+    ):
         heads = []
         for d in (os_dir, sj_dir):
             with open(d / f"{NAME}_{key}.sto") as fh:

@@ -122,11 +122,18 @@ class CoordinateActuator(Actuator):
         """Generalized forces of the group: ``control * optimal_force`` (N or N·m) on each
         coordinate's ``u``.
 
-        **Returns:** ``Forces`` with ``mobility`` ``(nu,)`` and output ``actuation`` ``(k,)``."""
+        **Returns:** ``Forces`` with ``mobility`` ``(nu,)`` and outputs ``actuation`` and
+        ``speed`` ``(k,)``."""
         s = group.static
         act = ctx.controls[s["control"]] * params["optimal_force"]
         mob = jnp.zeros(ctx.tree.nu, act.dtype).at[s["u"]].add(jnp.where(s["on"], act, 0.0))
-        return Forces(mobility=mob, outputs={"actuation": act})
+        return Forces(mobility=mob, outputs={"actuation": act, "speed": ctx.state.u[s["u"]]})
+
+    @output(Stage.VELOCITY)
+    def speed(self, ctx):
+        """The actuator's speed (m/s or rad/s), as OpenSim's ``getSpeed``: the
+        coordinate's speed."""
+        return ctx.group_output(ctx.path, "speed")
 
 
 class PointActuator(Actuator):
@@ -189,17 +196,30 @@ class PointActuator(Actuator):
         """Body forces of the group: ``control * optimal_force`` (N) along the unit direction,
         applied at the point (m), both in Ground or the body's frame as set.
 
-        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and output ``actuation`` ``(k,)``."""
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and outputs ``actuation`` and
+        ``speed`` ``(k,)``."""
         s = group.static
         R, p = ctx.frames_in_ground(s["frames"])
-        pt = jnp.where(s["pglobal"][:, None], params["point"], spatial.transform_point((R, p), params["point"]))
+        in_body = spatial.transform_point((R, p), params["point"])
+        pt = jnp.where(s["pglobal"][:, None], params["point"], in_body)
         d = params["direction"] / jnp.linalg.norm(params["direction"], axis=-1, keepdims=True)
         d = jnp.where(s["fglobal"][:, None], d, spatial.mat_vec(R, d))
         act = ctx.controls[s["control"]] * params["optimal_force"]
         F = d * jnp.where(s["on"], act, 0.0)[:, None]
+        # (OpenSim's speed: the magnitude of the velocity of the point taken in the body,
+        # whether or not it is given in Ground)
+        V = ctx.vel.V[s["mob"]]
+        speed = jnp.linalg.norm(V[:, 3:] + spatial.cross(V[:, :3], in_body), axis=-1)
         return Forces(
-            body=point_force_on_bodies(ctx.tree.n_mob, s["mob"], pt, F, act.dtype), outputs={"actuation": act}
+            body=point_force_on_bodies(ctx.tree.n_mob, s["mob"], pt, F, act.dtype),
+            outputs={"actuation": act, "speed": speed},
         )
+
+    @output(Stage.VELOCITY)
+    def speed(self, ctx):
+        """The actuator's speed (m/s), as OpenSim's ``getSpeed``: the magnitude of the
+        point's velocity in Ground."""
+        return ctx.group_output(ctx.path, "speed")
 
 
 class TorqueActuator(Actuator):
@@ -259,13 +279,24 @@ class TorqueActuator(Actuator):
         """Body torques of the group: ``control * optimal_force`` (N·m) about the unit axis,
         on body A and its opposite on body B.
 
-        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and output ``actuation`` ``(k,)``."""
+        **Returns:** ``Forces`` with ``body`` ``(n_mob, 6)`` and outputs ``actuation`` and
+        ``speed`` ``(k,)``."""
         s = group.static
         R, _ = ctx.frames_in_ground(s["fa"])
-        ax = params["axis"] / jnp.linalg.norm(params["axis"], axis=-1, keepdims=True)
-        ax = jnp.where(s["glob"][:, None], ax, spatial.mat_vec(R, ax))
+        unit = params["axis"] / jnp.linalg.norm(params["axis"], axis=-1, keepdims=True)
+        ax = jnp.where(s["glob"][:, None], unit, spatial.mat_vec(R, unit))
         act = ctx.controls[s["control"]] * params["optimal_force"]
         T = ax * jnp.where(s["on"], act, 0.0)[:, None]
         n = ctx.tree.n_mob
         body = torque_on_bodies(n, s["mobA"], T, act.dtype) + torque_on_bodies(n, s["mobB"], -T, act.dtype)
-        return Forces(body=body, outputs={"actuation": act})
+        # (OpenSim's speed: the bodies' relative angular velocity in Ground along the axis
+        # as given, whether or not it is given in Ground)
+        V = ctx.vel.V
+        speed = jnp.sum((V[s["mobA"], :3] - V[s["mobB"], :3]) * unit, axis=-1)
+        return Forces(body=body, outputs={"actuation": act, "speed": speed})
+
+    @output(Stage.VELOCITY)
+    def speed(self, ctx):
+        """The actuator's speed (rad/s), as OpenSim's ``getSpeed``: the bodies' relative
+        angular velocity along the axis."""
+        return ctx.group_output(ctx.path, "speed")

@@ -19,10 +19,10 @@ The steps of ``RRATool::run``:
    squared stress that achieve the PD-tracking accelerations, and the model
    integrated over the window with them (one ``lax.scan`` over one compiled window
    step).
-4. The outputs: ``<name>_Kinematics_q/u/dudt.sto`` (degrees), ``_Actuation_force.sto``,
-   ``_controls.sto``, ``_states.sto``, ``_pErr.sto``, ``_avgResiduals.txt`` and, with
-   the adjustment, the adjusted model (the original model, its own forces, the new
-   mass centre) as ``output_model_file``.
+4. The outputs: ``<name>_Kinematics_q/u/dudt.sto`` (degrees),
+   ``_Actuation_force/speed/power.sto``, ``_controls.sto``, ``_states.sto``,
+   ``_pErr.sto``, ``_avgResiduals.txt`` and, with the adjustment, the adjusted model
+   (the original model, its own forces, the new mass centre) as ``output_model_file``.
 
 Differences from OpenSim, by design: the model is integrated over each window by one
 classical Runge-Kutta step (OpenSim's adaptive Runge-Kutta-Merson takes one step per
@@ -31,7 +31,7 @@ settings are read but do not steer it; the per-window least squares are solved
 exactly (OpenSim's ``optimizer_algorithm`` settings are checked, not used); actuators
 must be ideal (force = control × optimal_force: RRA's residual and reserve
 actuators); ``desired_points_file``, ``constraints_file``, analyses and controllers in
-the setup are refused by name. ``_Actuation_speed``/``_power.sto`` are not written.
+the setup are refused by name.
 """
 
 from __future__ import annotations
@@ -222,8 +222,9 @@ def rra(
     ``"residuals_after"`` (``average_residuals`` dicts, or ``None``), ``"track"``
     (``tracking.track``'s arrays), ``"task_names"``, ``"average_residuals"``: ``(F,
     M)`` of the tracking's actuator forces, ``"tables"``: ``{"Kinematics_q",
-    "Kinematics_u", "Kinematics_dudt", "Actuation_force", "controls", "states",
-    "pErr"}`` as OpenSim writes them, ``"message"``: OpenSim's summary text,
+    "Kinematics_u", "Kinematics_dudt", "Actuation_force", "Actuation_speed",
+    "Actuation_power", "controls", "states", "pErr"}`` as OpenSim writes them,
+    ``"message"``: OpenSim's summary text,
     ``"failed_at"``: ``None``, or the time (s) of the first window whose solve or
     integration failed (the results stop before it).
 
@@ -298,13 +299,32 @@ def rra(
         "track": run,
         "task_names": list(gains["names"]),
         "average_residuals": (F, M),
-        "tables": _tables(system, run, forces, gains),
+        "tables": _tables(system, run, forces, _actuator_speeds(system, run), gains),
         "message": message,
         "failed_at": run["failed_at"],
     }
 
 
-def _tables(system, run, forces, gains) -> dict:
+def _actuator_speeds(system, run) -> np.ndarray:
+    """Each actuator's speed (m/s or rad/s; its ``speed`` output, OpenSim's
+    ``Actuator::getSpeed``) at each time of the run, ``(K + 1, n_actuators)``."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..forward import Context
+    from ..state import State
+
+    d = system.default_state().d
+    paths = system.actuator_paths
+
+    def one(t, q, u, z, c):
+        return Context(system, State(t=t, q=q, u=u, z=z, d=d), c).group_outputs(paths, "speed")
+
+    args = (run["times"], run["q"], run["u"], run["z"], run["controls"])
+    return np.asarray(jax.jit(jax.vmap(one))(*(jnp.asarray(a) for a in args)))
+
+
+def _tables(system, run, forces, speeds, gains) -> dict:
     # OpenSim's Kinematics analysis: the coordinates in the model's order
     tree = system.topology.tree
     paths = [lab[: -len("/value")] for lab in state_variable_columns(system) if lab.endswith("/value")]
@@ -321,6 +341,8 @@ def _tables(system, run, forces, gains) -> dict:
         "Kinematics_u": TimeSeriesTable(t, run["u"][:, cu] * scale, names, dict(deg)),
         "Kinematics_dudt": TimeSeriesTable(t, run["udot"][:, cu] * scale, names, dict(deg)),
         "Actuation_force": TimeSeriesTable(t, forces, list(system.actuator_names), {"inDegrees": "no"}),
+        "Actuation_speed": TimeSeriesTable(t, speeds, list(system.actuator_names), {"inDegrees": "no"}),
+        "Actuation_power": TimeSeriesTable(t, forces * speeds, list(system.actuator_names), {"inDegrees": "no"}),
         "controls": TimeSeriesTable(t, run["controls"], list(system.actuator_names), {"inDegrees": "no"}),
         "pErr": TimeSeriesTable(run["pErr_times"], run["pErr"], list(gains["names"]), {"inDegrees": "no"}),
     }
@@ -402,8 +424,8 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
     name (the files' prefix); ``precision``: digits after the point.
 
     **Returns:** ``{key: path}`` for ``Kinematics_q``, ``Kinematics_u``,
-    ``Kinematics_dudt``, ``Actuation_force``, ``controls``, ``states``, ``pErr``,
-    ``avgResiduals``.
+    ``Kinematics_dudt``, ``Actuation_force``, ``Actuation_speed``, ``Actuation_power``,
+    ``controls``, ``states``, ``pErr``, ``avgResiduals``.
     """
     os.makedirs(results_dir, exist_ok=True)
     tabs = result["tables"]
@@ -413,6 +435,8 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
         ("Kinematics_u", "Speeds", True, _KINEMATICS_DESCRIPTION),
         ("Kinematics_dudt", "Accelerations", True, _KINEMATICS_DESCRIPTION),
         ("Actuation_force", "ActuatorForces", False, "\n" + _ACTUATION_DESCRIPTION),
+        ("Actuation_speed", "ActuatorSpeeds", False, "\n" + _ACTUATION_DESCRIPTION),
+        ("Actuation_power", "ActuatorPowers", False, "\n" + _ACTUATION_DESCRIPTION),
     ):
         path = os.path.join(results_dir, f"{name}_{key}.sto")
         _print_described(path, tabs[key], header, precision, deg, desc)
