@@ -110,6 +110,14 @@ def test_tracking_errors_and_forces(runs):
     assert list(f_sj.labels) == list(f_os.labels)
     np.testing.assert_allclose(f_sj.times, f_os.times, atol=1e-9)
     np.testing.assert_allclose(np.asarray(f_sj.values), np.asarray(f_os.values), atol=1e-3)
+    # the controls as a ControlSet, read back by OpenSim: the same controls, nodes and limits
+    sets = [opensim.ControlSet(str(d / f"{NAME}_controls.xml")) for d in (os_dir, sj_dir)]
+    for key in ("names", "times", "nodes", "limits"):
+        got, want = ([_control_set(c)[key] for c in sets])[::-1]
+        if key in ("names", "times"):
+            assert got == want, key
+        else:
+            np.testing.assert_allclose(got, want, atol=1e-3 if key == "nodes" else 0, err_msg=key)
     # the actuators' speeds and powers (OpenSim's Actuation analysis)
     for key, tol in (("Actuation_speed", 1e-4), ("Actuation_power", 1e-3)):
         a_os, a_sj = read_table(os_dir / f"{NAME}_{key}.sto"), read_table(sj_dir / f"{NAME}_{key}.sto")
@@ -119,6 +127,17 @@ def test_tracking_errors_and_forces(runs):
         k_os, k_sj = read_table(os_dir / f"{NAME}_{key}.sto"), read_table(sj_dir / f"{NAME}_{key}.sto")
         assert list(k_sj.labels) == list(k_os.labels)
         np.testing.assert_allclose(np.asarray(k_sj.values), np.asarray(k_os.values), atol=1e-4)
+
+
+def _control_set(cs) -> dict:
+    """An OpenSim ControlSet's names, node values ``(n_controls, n_nodes)`` (times
+    rounded: OpenSim's first node is 1e-8 s after the start) and limits."""
+    controls = [opensim.ControlLinear.safeDownCast(cs.get(i)) for i in range(cs.getSize())]
+    names = [c.getName() for c in controls]
+    nodes = [[c.getParameterValue(j) for j in range(c.getNumParameters())] for c in controls]
+    times = {round(c.getParameterTime(j), 6) for c in controls for j in range(c.getNumParameters())}
+    limits = [(c.getDefaultParameterMin(), c.getDefaultParameterMax()) for c in controls]
+    return {"names": names, "times": sorted(times), "nodes": np.asarray(nodes), "limits": np.asarray(limits)}
 
 
 def test_output_headers(runs):

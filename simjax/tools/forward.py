@@ -69,6 +69,7 @@ __all__ = [
     "forward",
     "ControlLinear",
     "read_control_set",
+    "write_control_set",
     "control_set_controller",
     "initial_state_from_table",
     "print_storage",
@@ -261,6 +262,52 @@ def read_control_set(source) -> list[ControlLinear]:
         except TableFileError as e:
             raise SetupError(str(e)) from None
     return _xml_controls(path)
+
+
+def write_control_set(path, name: str, table: TimeSeriesTable, limits=None) -> None:
+    """Write controls as an OpenSim ``ControlSet`` ``.xml`` file, as ``RRATool`` and
+    ``CMCTool`` write their ``_controls.xml``: a ``ControlLinear`` named
+    ``<actuator>.excitation`` per column, a node per row (linear between them).
+
+    **Arguments:** ``path``; ``name``: the set's (OpenSim's: the model's name);
+    ``table``: the controls, a column an actuator (by name); ``limits``: ``(min, max)``
+    per column, each ``(n,)`` (the ``default_min``/``default_max``; default
+    unbounded, written as OpenSim writes infinity).
+    """
+    times = np.asarray(table.times, float)
+    values = np.asarray(table.values, float)
+    n = len(table.labels)
+    lo, hi = (np.full(n, -np.inf), np.full(n, np.inf)) if limits is None else map(np.asarray, limits)
+
+    def number(x: float) -> str:
+        return "Inf" if x == np.inf else "-Inf" if x == -np.inf else repr(float(x))
+
+    lines = ['<?xml version="1.0" encoding="UTF-8" ?>', '<OpenSimDocument Version="40600">']
+    lines += [f'\t<ControlSet name="{name}">', "\t\t<objects>"]
+    for j, label in enumerate(table.labels):
+        lines += [
+            f'\t\t\t<ControlLinear name="{label}.excitation">',
+            "\t\t\t\t<is_model_control>true</is_model_control>",
+            "\t\t\t\t<extrapolate>true</extrapolate>",
+            f"\t\t\t\t<default_min>{number(lo[j])}</default_min>",
+            f"\t\t\t\t<default_max>{number(hi[j])}</default_max>",
+            "\t\t\t\t<filter_on>false</filter_on>",
+            "\t\t\t\t<use_steps>false</use_steps>",
+            "\t\t\t\t<x_nodes>",
+        ]
+        for t, v in zip(times, values[:, j]):
+            lines += [
+                "\t\t\t\t\t<ControlLinearNode>",
+                f"\t\t\t\t\t\t<t>{number(t)}</t>",
+                f"\t\t\t\t\t\t<value>{number(v)}</value>",
+                "\t\t\t\t\t</ControlLinearNode>",
+            ]
+        lines += ["\t\t\t\t</x_nodes>", "\t\t\t\t<min_nodes />", "\t\t\t\t<max_nodes />"]
+        lines += ["\t\t\t\t<kp>100</kp>", "\t\t\t\t<kv>20</kv>", "\t\t\t</ControlLinear>"]
+    lines += ["\t\t</objects>", "\t\t<groups />", "\t</ControlSet>", "</OpenSimDocument>"]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="\n") as fh:
+        fh.write("\n".join(lines) + "\n")
 
 
 def control_set_controller(

@@ -20,7 +20,7 @@ The steps of ``RRATool::run``:
    integrated over the window with them (one ``lax.scan`` over one compiled window
    step).
 4. The outputs: ``<name>_Kinematics_q/u/dudt.sto`` (degrees),
-   ``_Actuation_force/speed/power.sto``, ``_controls.sto``, ``_states.sto``,
+   ``_Actuation_force/speed/power.sto``, ``_controls.sto`` and ``.xml``, ``_states.sto``,
    ``_pErr.sto``, ``_avgResiduals.txt`` and, with the adjustment, the adjusted model
    (the original model, its own forces, the new mass centre) as ``output_model_file``.
 
@@ -47,7 +47,7 @@ from . import motion, tracking
 from .analyze import load_model_with_force_sets
 from .external_loads import read_external_loads
 from ..io.states import state_variable_columns
-from .forward import print_storage
+from .forward import print_storage, write_control_set
 from .setup import Setup, SetupError, SetupWarning, register_tool
 
 __all__ = ["rra", "average_residuals", "com_adjustment", "write_rra_results"]
@@ -169,15 +169,21 @@ def _bodies(model):
     return [c for c in model.components_of(Body)]
 
 
-def _control_bounds(model, system, optimal_forces) -> tuple[np.ndarray, np.ndarray]:
-    """CMC's control bounds: the actuators' ``min_control``/``max_control`` (infinite
-    ones as ±10000), an actuator whose force range is under 1 held at its minimum."""
+def _control_limits(model, system) -> tuple[np.ndarray, np.ndarray]:
+    """The actuators' ``min_control``/``max_control``, infinite ones as ±10000 (CMC's
+    ``MAX_CONTROLS_FOR_RRA``)."""
     lo, hi = [], []
     for p in system.actuator_paths:
         a = model.find(p)
         lo.append(max(float(np.asarray(getattr(a, "min_control", -np.inf))), -_MAX_CONTROL))
         hi.append(min(float(np.asarray(getattr(a, "max_control", np.inf))), _MAX_CONTROL))
-    lo, hi = np.asarray(lo), np.asarray(hi)
+    return np.asarray(lo), np.asarray(hi)
+
+
+def _control_bounds(model, system, optimal_forces) -> tuple[np.ndarray, np.ndarray]:
+    """CMC's control bounds: ``_control_limits``, an actuator whose force range is
+    under 1 held at its minimum."""
+    lo, hi = _control_limits(model, system)
     f = np.asarray(optimal_forces)
     fixed = np.abs(hi * f - lo * f) < 1.0
     for p in np.asarray(system.actuator_paths)[fixed]:
@@ -224,7 +230,8 @@ def rra(
     M)`` of the tracking's actuator forces, ``"tables"``: ``{"Kinematics_q",
     "Kinematics_u", "Kinematics_dudt", "Actuation_force", "Actuation_speed",
     "Actuation_power", "controls", "states", "pErr"}`` as OpenSim writes them,
-    ``"message"``: OpenSim's summary text,
+    ``"control_limits"``: ``(min, max)`` of each actuator's control (as
+    ``_control_limits``), ``"message"``: OpenSim's summary text,
     ``"failed_at"``: ``None``, or the time (s) of the first window whose solve or
     integration failed (the results stop before it).
 
@@ -300,6 +307,7 @@ def rra(
         "task_names": list(gains["names"]),
         "average_residuals": (F, M),
         "tables": _tables(system, run, forces, _actuator_speeds(system, run), gains),
+        "control_limits": _control_limits(model, system),
         "message": message,
         "failed_at": run["failed_at"],
     }
@@ -425,7 +433,7 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
 
     **Returns:** ``{key: path}`` for ``Kinematics_q``, ``Kinematics_u``,
     ``Kinematics_dudt``, ``Actuation_force``, ``Actuation_speed``, ``Actuation_power``,
-    ``controls``, ``states``, ``pErr``, ``avgResiduals``.
+    ``controls``, ``controls_xml``, ``states``, ``pErr``, ``avgResiduals``.
     """
     os.makedirs(results_dir, exist_ok=True)
     tabs = result["tables"]
@@ -445,6 +453,9 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
         path = os.path.join(results_dir, f"{name}_{key}.sto")
         print_storage(path, tabs[key], header, precision, False)
         written[key] = path
+    path = os.path.join(results_dir, f"{name}_controls.xml")
+    write_control_set(path, result["model"].name, tabs["controls"], result.get("control_limits"))
+    written["controls_xml"] = path
     F, M = result["average_residuals"]
     path = os.path.join(results_dir, f"{name}_avgResiduals.txt")
     with open(path, "w", newline="\n") as fh:
