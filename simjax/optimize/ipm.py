@@ -373,9 +373,8 @@ def solve(
     raw = _Problem(nlp, jnp.ones((), dtype), jnp.ones((K, m), dtype), jnp.ones(mg, dtype))
     V0 = (z0, jnp.zeros((K, m), dtype), g0, jnp.zeros(mg, dtype))
     if options.scale:
-        # (one evaluation for the Jacobians, the objective's gradient (the Lagrangian's
-        # at zero multipliers) and the residuals: one copy of the model's functions in
-        # the program where three would be; its unused Hessians are dead code to XLA)
+        # (one forward-mode evaluation for the Jacobians, the objective's gradient and the
+        # residuals: one copy of the model's functions in the program where three would be)
         J0, JB0, gf, r0 = raw.first_order(V0)
         big = options.max_gradient
         fs = jnp.minimum(1.0, big / jnp.maximum(_max_abs((gf[0], gf[2])), 1e-300))
