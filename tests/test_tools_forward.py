@@ -3,9 +3,12 @@
 A setup authored with OpenSim's API (controls from a ControlSet ``.xml``: linear
 controls extrapolated beyond their nodes, one held (``extrapolate`` false), one in
 steps, one constant, one actuator without control; the initial state from the last
-row of a states file before ``initial_time``) runs 0.1-0.3 s at accuracy 1e-8 in
-OpenSim's ForwardTool and in simjax; the ``_states.sto`` columns agree within 1e-6
-(simjax's rows, a smooth trajectory, interpolated to OpenSim's step times). A second
+row of a states file before ``initial_time``) runs 0.1-0.3 s at accuracy 1e-10 in
+OpenSim's ForwardTool and in simjax; the final states agree within 1e-6 (measured:
+2.5e-8; at accuracy 1e-8 the two adaptive integrations' step sequences part on some
+CPUs, and their final states then differ by up to 1.8e-6) and the ``_states.sto``
+columns within 1e-5 (simjax's rows, a smooth trajectory, interpolated to OpenSim's
+step times). A second
 setup takes its controls from a ``.sto`` and its states from a file with OpenSim 3
 labels (the same compiled simulation: no recompilation), and a property simjax does
 not support is reported by name.
@@ -29,7 +32,7 @@ from simjax.tools.setup import SetupError, SetupWarning  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore:.*mesh file:UserWarning")
 
 MUSCLES = ["TRIlong", "TRIlat", "TRImed", "BIClong", "BICshort", "BRA"]
-T0, T1, ACCURACY = 0.12, 0.3, 1e-8
+T0, T1, ACCURACY = 0.12, 0.3, 1e-10
 
 
 def _linear(name, nodes, steps=False, extrapolate=True):
@@ -150,7 +153,9 @@ def _compare(root, setup, name, extra=""):
     # the final states, at the same time, within 1e-6; between them our states are
     # interpolated onto OpenSim's own adaptive steps (a cubic spline through a stiff
     # activation's steps: its error, ~4e-6 on some machines, not the integration's)
-    assert np.abs(np.asarray(ours.values)[-1] - np.asarray(ref.values)[-1]).max() < 1e-6
+    final = np.abs(np.asarray(ours.values)[-1] - np.asarray(ref.values)[-1]).max()
+    print(f"final states: largest difference from OpenSim {final:.2e}")
+    assert final < 1e-6
     interp = CubicSpline(t_ours, np.asarray(ours.values))(t_ref)
     diff = np.abs(interp - np.asarray(ref.values))
     assert diff.max() < 1e-5, (diff.max(), ref.labels[int(diff.max(axis=0).argmax())])
