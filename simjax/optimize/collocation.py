@@ -567,14 +567,14 @@ def transcribe(
             F, R, E = jax.vmap(lambda *point: dynamics(system, *point))(*_stacked(points))
             f, fn, res = F[0], F[1], R[0]
             own = [res, E[0]]  # (the kinematic errors at the mesh point only)
-        if hs:
-            fm, res_m = F[2], R[2]
-            links = [ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn)]
-            if interpolate_controls:
-                links.append(cm - 0.5 * (c + cn))
-            own.append(jnp.where(k < K - 1, res_m, 0.0))
-        elif not shooting:
-            links = [yn - y - h / 2 * (f + fn)]
+            if hs:
+                fm, res_m = F[2], R[2]
+                links = [ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn)]
+                if interpolate_controls:
+                    links.append(cm - 0.5 * (c + cn))
+                own.append(jnp.where(k < K - 1, res_m, 0.0))
+            else:
+                links = [yn - y - h / 2 * (f + fn)]
         links = jnp.where(k < K - 1, jnp.concatenate(links), 0.0)
         own += [jnp.asarray(pc.values(problem, system, tk, y, c), dtype) for pc in problem.path_constraints]
         if ne:
@@ -729,7 +729,7 @@ def solve(
 
     **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``,
     ``dynamics_mode``, ``accelerations_weight``, ``auxiliary_derivatives_weight``,
-    ``shooting_steps``: as ``transcribe``; ``options``: the solver's (``ipm.Options``;
+    ``multipliers_weight``, ``shooting_steps``: as ``transcribe``; ``options``: the solver's (``ipm.Options``;
     default tolerances 1e-8); ``guess``: a solution of the same problem and mesh to
     start from (a warm start).
 
@@ -799,7 +799,8 @@ def solve_batch(
     property); ``None``: the system is not varied; ``weights (B, n_goals)``: the goals'
     weights per variant, in ``problem.goals`` order (default: the problem's);
     ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``,
-    ``accelerations_weight``, ``auxiliary_derivatives_weight``, ``shooting_steps``: as ``transcribe``;
+    ``accelerations_weight``, ``auxiliary_derivatives_weight``, ``multipliers_weight``,
+    ``shooting_steps``: as ``transcribe``;
     ``options``: as ``solve``; ``devices``: a list of devices or a
     ``jax.sharding.Mesh`` to shard the variants over (as ``simjax.map_batch``'s;
     default: all local devices when there are several, else one; not inside ``jit``,

@@ -160,7 +160,7 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
             value += goal.weight * _integral(t, f, hs)
         out[name] = value
     # Moco's penalties on the multipliers and the implicit variables, named and ordered as Moco's
-    weights = tuple(solution.penalty_weights) + (None,) * (3 - len(solution.penalty_weights))
+    weights = solution.penalty_weights
     multipliers = np.zeros((len(t), 0)) if solution.multipliers is None else np.asarray(solution.multipliers, float)
     if weights[2] is not None and multipliers.shape[1]:
         out["multipliers"] = weights[2] * _integral(t, np.sum(multipliers**2, axis=1), hs)

@@ -274,6 +274,8 @@ def write_control_set(path, name: str, table: TimeSeriesTable, limits=None) -> N
     per column, each ``(n,)`` (the ``default_min``/``default_max``; default
     unbounded, written as OpenSim writes infinity).
     """
+    from ..io.osim._xml import Node, serialize
+
     times = np.asarray(table.times, float)
     values = np.asarray(table.values, float)
     n = len(table.labels)
@@ -282,32 +284,33 @@ def write_control_set(path, name: str, table: TimeSeriesTable, limits=None) -> N
     def number(x: float) -> str:
         return "Inf" if x == np.inf else "-Inf" if x == -np.inf else repr(float(x))
 
-    lines = ['<?xml version="1.0" encoding="UTF-8" ?>', '<OpenSimDocument Version="40600">']
-    lines += [f'\t<ControlSet name="{name}">', "\t\t<objects>"]
+    def leaf(tag: str, text: str = "") -> Node:
+        return Node(tag, text=text)
+
+    objects = Node("objects")
     for j, label in enumerate(table.labels):
-        lines += [
-            f'\t\t\t<ControlLinear name="{label}.excitation">',
-            "\t\t\t\t<is_model_control>true</is_model_control>",
-            "\t\t\t\t<extrapolate>true</extrapolate>",
-            f"\t\t\t\t<default_min>{number(lo[j])}</default_min>",
-            f"\t\t\t\t<default_max>{number(hi[j])}</default_max>",
-            "\t\t\t\t<filter_on>false</filter_on>",
-            "\t\t\t\t<use_steps>false</use_steps>",
-            "\t\t\t\t<x_nodes>",
-        ]
+        nodes = Node("x_nodes")
         for t, v in zip(times, values[:, j]):
-            lines += [
-                "\t\t\t\t\t<ControlLinearNode>",
-                f"\t\t\t\t\t\t<t>{number(t)}</t>",
-                f"\t\t\t\t\t\t<value>{number(v)}</value>",
-                "\t\t\t\t\t</ControlLinearNode>",
-            ]
-        lines += ["\t\t\t\t</x_nodes>", "\t\t\t\t<min_nodes />", "\t\t\t\t<max_nodes />"]
-        lines += ["\t\t\t\t<kp>100</kp>", "\t\t\t\t<kv>20</kv>", "\t\t\t</ControlLinear>"]
-    lines += ["\t\t</objects>", "\t\t<groups />", "\t</ControlSet>", "</OpenSimDocument>"]
+            nodes.append(Node("ControlLinearNode", children=[leaf("t", number(t)), leaf("value", number(v))]))
+        children = [
+            leaf("is_model_control", "true"),
+            leaf("extrapolate", "true"),
+            leaf("default_min", number(lo[j])),
+            leaf("default_max", number(hi[j])),
+            leaf("filter_on", "false"),
+            leaf("use_steps", "false"),
+            nodes,
+            leaf("min_nodes"),
+            leaf("max_nodes"),
+            leaf("kp", "100"),
+            leaf("kv", "20"),
+        ]
+        objects.append(Node("ControlLinear", {"name": f"{label}.excitation"}, children=children))
+    control_set = Node("ControlSet", {"name": name}, children=[objects, leaf("groups")])
+    document = Node("OpenSimDocument", {"Version": "40600"}, children=[control_set])
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="\n") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write('<?xml version="1.0" encoding="UTF-8" ?>\n' + serialize(document) + "\n")
 
 
 def control_set_controller(

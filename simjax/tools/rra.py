@@ -180,10 +180,10 @@ def _control_limits(model, system) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(lo), np.asarray(hi)
 
 
-def _control_bounds(model, system, optimal_forces) -> tuple[np.ndarray, np.ndarray]:
-    """CMC's control bounds: ``_control_limits``, an actuator whose force range is
-    under 1 held at its minimum."""
-    lo, hi = _control_limits(model, system)
+def _control_bounds(system, limits, optimal_forces) -> tuple[np.ndarray, np.ndarray]:
+    """CMC's control bounds: the ``limits`` (``_control_limits``), an actuator whose
+    force range is under 1 held at its minimum."""
+    lo, hi = limits
     f = np.asarray(optimal_forces)
     fixed = np.abs(hi * f - lo * f) < 1.0
     for p in np.asarray(system.actuator_paths)[fixed]:
@@ -293,7 +293,8 @@ def rra(
         system = model.build()
         after = average_residuals(system, opt, desired, c0, c1)
         message = _adjustment_message(adjustment, before, after)
-    lo, hi = _control_bounds(model, system, opt)
+    limits = _control_limits(model, system)
+    lo, hi = _control_bounds(system, limits, opt)
     run = tracking.track(system, gains, desired, ti, tf, dt, (lo, hi))
     forces = run["controls"] * opt[None, :]
     F, M = _residual_vectors(system.actuator_names, _time_average(run["times"], forces))
@@ -307,7 +308,7 @@ def rra(
         "task_names": list(gains["names"]),
         "average_residuals": (F, M),
         "tables": _tables(system, run, forces, _actuator_speeds(system, run), gains),
-        "control_limits": _control_limits(model, system),
+        "control_limits": limits,
         "message": message,
         "failed_at": run["failed_at"],
     }
@@ -316,20 +317,15 @@ def rra(
 def _actuator_speeds(system, run) -> np.ndarray:
     """Each actuator's speed (m/s or rad/s; its ``speed`` output, OpenSim's
     ``Actuator::getSpeed``) at each time of the run, ``(K + 1, n_actuators)``."""
-    import jax
     import jax.numpy as jnp
 
-    from ..forward import Context
+    from ..api import component_outputs
     from ..state import State
 
     d = system.default_state().d
-    paths = system.actuator_paths
-
-    def one(t, q, u, z, c):
-        return Context(system, State(t=t, q=q, u=u, z=z, d=d), c).group_outputs(paths, "speed")
-
-    args = (run["times"], run["q"], run["u"], run["z"], run["controls"])
-    return np.asarray(jax.jit(jax.vmap(one))(*(jnp.asarray(a) for a in args)))
+    t, q, u, z = (jnp.asarray(run[k]) for k in ("times", "q", "u", "z"))
+    states = State(t=t, q=q, u=u, z=z, d=jnp.broadcast_to(d, t.shape + d.shape))
+    return np.asarray(component_outputs(system, states, system.actuator_paths, "speed", jnp.asarray(run["controls"])))
 
 
 def _tables(system, run, forces, speeds, gains) -> dict:
