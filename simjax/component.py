@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -35,6 +37,7 @@ __all__ = [
     "model_warning",
     "Component",
     "Set",
+    "validate_once",
     "OutputSpec",
     "check_name",
     "prop",
@@ -277,6 +280,20 @@ def component_class(name: str) -> type:
         raise KeyError(f"no component class named {name!r}") from None
 
 
+@functools.cache
+def _fields_with(cls, key: str) -> tuple[tuple[str, dataclasses.Field], ...]:
+    """``(name, field)`` of ``cls``'s fields whose metadata has ``key``."""
+    return tuple((f.name, f) for f in dataclasses.fields(cls) if key in f.metadata)
+
+
+@functools.cache
+def _child_fields(cls) -> tuple[str, ...]:
+    """The names of ``cls``'s fields that may hold subcomponents (the non-static ones),
+    generic ``components`` last, as OpenSim lists them."""
+    fields = sorted(dataclasses.fields(cls), key=lambda f: f.name == "components")
+    return tuple(f.name for f in fields if not f.metadata.get("static"))
+
+
 class Component(eqx.Module):
     """Base class of every model element (OpenSim Component, ArtiSynth ModelComponent).
 
@@ -320,7 +337,7 @@ class Component(eqx.Module):
 
     @classmethod
     def _fields_with(cls, key: str) -> dict[str, dataclasses.Field]:
-        return {f.name: f for f in dataclasses.fields(cls) if key in f.metadata}
+        return dict(_fields_with(cls, key))
 
     @classmethod
     def property_fields(cls) -> dict[str, dataclasses.Field]:
@@ -352,12 +369,9 @@ class Component(eqx.Module):
     def children(self) -> list[Component]:
         """Direct subcomponents, in field order then tuple order (deterministic)."""
         out = []
-        # generic subcomponents come after the class's own, as OpenSim lists them
-        fields = sorted(dataclasses.fields(self), key=lambda f: f.name == "components")
-        for f in fields:
-            if f.metadata.get("static"):
-                continue
-            value = getattr(self, f.name, None)
+        values = object.__getattribute__(self, "__dict__")  # (not Equinox's slower attribute access)
+        for name in _child_fields(type(self)):
+            value = values.get(name)
             if isinstance(value, Component):
                 out.append(value)
             elif isinstance(value, tuple):
@@ -476,6 +490,38 @@ class Set(Component):
         super().__check_init__()
         if not isinstance(self.objects, tuple):
             raise ModelError(self.name, "'objects' must be a tuple of Components")
+
+
+#: ``(id(component), path) -> (weak reference, recorded warnings)`` of the validations
+#: done: components are immutable, so one validated at a path stays valid there
+_VALIDATED: dict = {}
+_VALIDATED_LIMIT = 20_000
+
+
+def validate_once(comp: Component, path: str) -> tuple:
+    """``comp.validate(path)``, done once per component object and path.
+
+    A model edit (``add``, ``remove``, ``set``) shares its unchanged subcomponents with
+    the model it came from, so building the edited model validates only what changed.
+
+    **Returns:** the warnings the validation issued (``warnings.WarningMessage``s,
+    recorded, not shown), the same on every call. **Raises:** ``ModelError`` as
+    ``validate``, every time (a failed validation is not remembered).
+    """
+    key = (id(comp), path)
+    hit = _VALIDATED.get(key)
+    if hit is not None and hit[0]() is comp:
+        return hit[1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        type(comp).validate(comp, path)  # (through the class: see the module docstring)
+    if len(_VALIDATED) >= _VALIDATED_LIMIT:  # forget the components that are gone
+        for k in [k for k, (ref, _) in _VALIDATED.items() if ref() is None]:
+            del _VALIDATED[k]
+        if len(_VALIDATED) >= _VALIDATED_LIMIT:
+            _VALIDATED.clear()
+    _VALIDATED[key] = (weakref.ref(comp), tuple(caught))
+    return _VALIDATED[key][1]
 
 
 def walk(root: Component, path: str = "/") -> Iterator[tuple[str, Component]]:

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
-from .component import Component, ModelError, ModelWarning, component_class, resolve_path
+from .component import Component, ModelError, ModelWarning, component_class, resolve_path, validate_once
 from .mechanics.frames import Body
 from .mechanics.joints import Coordinate
 from .function_bank import FunctionBank
@@ -293,15 +293,14 @@ def validate_model(model: Component) -> None:
     ``ModelWarning``s (what OpenSim tolerates) are issued once: those already in
     ``model.reported_warnings`` are not repeated.
     """
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ModelWarning)
-        _check_sibling_names(model)
-        model.validate("/")
-        for path, comp in model.walk():
-            comp.validate(path)
+    _check_sibling_names(model)
+    caught = list(validate_once(model, "/"))
+    for path, comp in model.walk():
+        caught += validate_once(comp, path)
     for w in caught:
         if not (issubclass(w.category, ModelWarning) and str(w.message) in model.reported_warnings):
-            warnings.warn(w.message, stacklevel=4)  # validate_model <- build_system <- Model.build <- caller
+            # (stacklevel: validate_model <- build_system <- Model.build <- caller)
+            warnings.warn(w.message, w.category, stacklevel=4)
 
 
 def build_system(model: Component) -> System:
@@ -322,6 +321,28 @@ def build_system(model: Component) -> System:
     else:
         _CACHE.move_to_end(key)
     return System(model, topo)
+
+
+def _stack(values: list, dtype):
+    """``values`` (scalars) as one array: through numpy when none is a JAX array (one
+    transfer instead of one per value)."""
+    if any(isinstance(v, jax.Array) for v in values):
+        return jnp.stack([jnp.asarray(v, dtype) for v in values]) if values else jnp.zeros(0, dtype)
+    return jnp.asarray(np.asarray(values, dtype).reshape(len(values)))
+
+
+def _component_defaults(model, paths, method: str) -> list:
+    """``method`` (``"default_z"``, ...) of the components at ``paths``, called through
+    their classes (see the component module: an instance's method is a new Module)."""
+    comps = [model.find(p) for p in paths]
+    return [getattr(type(c), method)(c) for c in comps]
+
+
+def _concatenate(parts: list, dtype):
+    """1-D ``parts`` joined, through numpy when none is a JAX array."""
+    if any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(parts)):
+        return jnp.concatenate([jnp.ravel(jnp.asarray(p, dtype)) for p in parts])
+    return jnp.asarray(np.concatenate([np.ravel(np.asarray(p, dtype)) for p in parts] or [np.zeros(0, dtype)]))
 
 
 class System(eqx.Module):
@@ -434,29 +455,26 @@ class System(eqx.Module):
         """
         dtype = jnp.result_type(float)
         tree = self.topology.tree
-        q = jnp.zeros(tree.nq, dtype)
-        u = jnp.zeros(tree.nu, dtype)
         quat_angles: dict[int, list] = {}
+        q_at, q_values, u_at, u_values = [], [], [], []
         for path, info in tree.coordinates.items():
             c = self.model.find(path)
-            u = u.at[info.u].set(jnp.asarray(c.default_speed_value, dtype))
+            u_at.append(info.u)
+            u_values.append(c.default_speed_value)
             if info.q >= 0:
-                q = q.at[info.q].set(jnp.asarray(c.default_value, dtype))
+                q_at.append(info.q)
+                q_values.append(c.default_value)
             else:
                 quat_angles.setdefault(info.mob, [0.0, 0.0, 0.0])[info.col] = jnp.asarray(c.default_value, dtype)
+        q = jnp.zeros(tree.nq, dtype).at[np.asarray(q_at, int)].set(_stack(q_values, dtype))
+        u = jnp.zeros(tree.nu, dtype).at[np.asarray(u_at, int)].set(_stack(u_values, dtype))
         for m in tree.quat_q:
             mob = int(np.searchsorted(tree.q_start, m, side="right") - 1)
             angles = jnp.stack([jnp.asarray(a, dtype) for a in quat_angles.get(mob, [0.0, 0.0, 0.0])])
             q = q.at[m : m + 4].set(spatial.rotation_to_quat(spatial.xyz_body_rotation(angles)))
-        z = [jnp.asarray(self.model.find(p).default_z(), dtype) for p in self.topology.z_slices]
-        d = [jnp.asarray(self.model.find(p).default_discrete(), dtype) for p in self.topology.d_slices]
-        return State(
-            t=jnp.asarray(t, dtype),
-            q=q,
-            u=u,
-            z=jnp.concatenate(z) if z else jnp.zeros(0, dtype),
-            d=jnp.concatenate(d) if d else jnp.zeros(0, dtype),
-        )
+        z = _component_defaults(self.model, self.topology.z_slices, "default_z")
+        d = _component_defaults(self.model, self.topology.d_slices, "default_discrete")
+        return State(t=jnp.asarray(t, dtype), q=q, u=u, z=_concatenate(z, dtype), d=_concatenate(d, dtype))
 
     def set_coordinates(self, state: State, values: dict | None = None, speeds: dict | None = None) -> State:
         """A state with some coordinate values and speeds replaced.

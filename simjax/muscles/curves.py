@@ -620,8 +620,9 @@ class _MillardCurve(eqx.Module):
             v = getattr(self, n)
             if v is not None and not isinstance(v, jax.core.Tracer) and np.shape(v) != ():
                 raise ValueError(f"{type(self).__name__}: property {n} must be a scalar, got shape {np.shape(v)}")
-        if _is_concrete(self._values()):
-            self.function()  # validates (raises ValueError like OpenSim) and fills the cache
+        # (methods through the class: Equinox wraps an instance's in a new Module each time)
+        if _is_concrete(type(self)._values(self)):
+            type(self).function(self)  # validates (raises ValueError like OpenSim) and fills the cache
 
     def _build(self, xp, check):  # pragma: no cover - overridden
         raise NotImplementedError
@@ -632,7 +633,7 @@ class _MillardCurve(eqx.Module):
         Built in numpy (and cached) when the properties are concrete; built with
         ``jax.numpy`` when any is traced, so that gradients reach the properties.
         """
-        values = self._values()
+        values = type(self)._values(self)
         if _is_concrete(values):
             key = tuple(None if v is None else float(v) for v in values)
             return _cached_function(type(self), key)

@@ -188,9 +188,10 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         """OpenSim's finalize-time checks (``extendFinalizeFromProperties`` of the
         muscle, its pennation and activation models)."""
         super().validate(path)
-        self._check(path, "maximum_pennation_angle", lambda v: 0 <= v <= np.pi / 2, "must be in the range [0, pi/2]")
-        self._check(path, "activation_time_constant", lambda v: v >= SIGNIFICANT_REAL, "must be greater than zero")
-        self._check(path, "deactivation_time_constant", lambda v: v >= SIGNIFICANT_REAL, "must be greater than zero")
+        check = type(self)._check  # (through the class: Equinox wraps an instance's methods in new Modules)
+        check(self, path, "maximum_pennation_angle", lambda v: 0 <= v <= np.pi / 2, "must be in the range [0, pi/2]")
+        check(self, path, "activation_time_constant", lambda v: v >= SIGNIFICANT_REAL, "must be greater than zero")
+        check(self, path, "deactivation_time_constant", lambda v: v >= SIGNIFICANT_REAL, "must be greater than zero")
         fv = self.ForceVelocityCurve
         for name in ("concentric_slope_near_vmax", "eccentric_slope_near_vmax"):
             v = getattr(fv, name)

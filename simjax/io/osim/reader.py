@@ -22,7 +22,7 @@ import dataclasses
 import os
 import warnings
 
-from ...component import Component, ModelError, ModelWarning, Set, check_name, component_class
+from ...component import Component, ModelError, ModelWarning, Set, check_name, component_class, validate_once
 from ...forces.base import Actuator
 from ...mechanics.frames import Body, Marker, PhysicalFrame
 from ...mechanics.joints import Coordinate, Joint
@@ -306,12 +306,10 @@ def _post_scan(model: Model, rc: ReadContext) -> Model:
     model = _check_references(model, rc)
     reported = []
     for path, comp in [("/", model)] + list(model.walk()):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ModelWarning)
-            try:
-                comp.validate(path)
-            except ModelError as e:
-                raise rc.error(rc.lines.get(path, 0), "", str(e)) from None
+        try:
+            caught = validate_once(comp, path)
+        except ModelError as e:
+            raise rc.error(rc.lines.get(path, 0), "", str(e)) from None
         for w in caught:
             if not issubclass(w.category, ModelWarning):
                 warnings.warn(w.message, w.category, stacklevel=2)
