@@ -68,7 +68,12 @@ def _ref_targets(comp: Component, path: str) -> Iterator[tuple[str, str, str, bo
 
 
 def _within(path: str, roots: set[str]) -> bool:
-    return any(path == r or path.startswith(r + "/") for r in roots)
+    """Whether ``path`` is one of ``roots`` or below one (its ancestors looked up)."""
+    while path:
+        if path in roots:
+            return True
+        path = path[: path.rfind("/")]
+    return False
 
 
 class Model(Component):
@@ -366,13 +371,22 @@ class Model(Component):
         **Returns:** the new Model, or ``(Model, RemovalReport)`` if ``return_report``.
         """
         report = self.removal_report(path)
+        model = self.apply_removal(report)
+        return (model, report) if return_report else model
+
+    def apply_removal(self, report: RemovalReport):
+        """A new model with the removals and prunings of ``report`` (``removal_report``
+        of this model) done, logged to the ``simjax`` logger.
+
+        **Returns:** the new Model.
+        """
         model = self
         for p in sorted(report.removed, key=lambda s: -len(split_path(s))):
             model = model._edit(p, lambda c: None)
         for p, name, ref in report.pruned:
             model = model._edit(p, lambda c, name=name, ref=ref: c.prune_reference(name, ref))
         log.info("model %s: %s", self.name, str(report).replace("\n", "; "))
-        return (model, report) if return_report else model
+        return model
 
     # -- build --------------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ def exclude_forces(model, forces_to_exclude=()):
     if off:
         report = model.removal_report(sorted(off))
         if set(report.removed) <= off and not report.pruned:  # (the usual case: all at once)
-            return model.remove(sorted(off)), missing
+            return model.apply_removal(report), missing
     for p in sorted(off):
         report = model.removal_report(p)
         if set(report.removed) <= off and not report.pruned:
