@@ -204,6 +204,10 @@ def _bisect(b: Array, n: Array, x: Array) -> Array:
     return k
 
 
+#: up to this many knots, a piece is found by comparing with every knot
+_COMPARE_ALL_KNOTS = 64
+
+
 def _pp_eval(breaks, coefs, left, right, n, search, x, order):
     """Scalar evaluation of one (unbatched) piecewise polynomial."""
     breaks, coefs, left, right = (jnp.asarray(a) for a in (breaks, coefs, left, right))
@@ -213,7 +217,10 @@ def _pp_eval(breaks, coefs, left, right, n, search, x, order):
     closed = search == SEARCH_BISECT_CLOSED
     in_left = jnp.where(closed, x <= b0 + ROUNDOFF_ERROR, x < b0)
     in_right = jnp.where(closed, x >= bn - ROUNDOFF_ERROR, jnp.where(search == SEARCH_RIGHT, x >= bn, x > bn))
-    k_sorted = jnp.searchsorted(breaks, x, side="right", method="compare_all").astype(jnp.int32) - 1
+    # a comparison with every knot is the fastest search for a few knots (muscle curves,
+    # splines of a few dozen); a binary search for long data (ground reactions: 1000s)
+    method = "compare_all" if breaks.shape[-1] <= _COMPARE_ALL_KNOTS else "scan"
+    k_sorted = jnp.searchsorted(breaks, x, side="right", method=method).astype(jnp.int32) - 1
     # OpenSim's bisection lands in the interval holding x, as k_sorted does, except on
     # an exact knot, where its halving decides the side: found once per knot (a
     # function of the breaks alone, which a simulation computes once, outside its loop)
