@@ -872,6 +872,29 @@ def _parse_floats(tokens: Sequence[str], src: str, lineno: int, what: str = "val
     raise TableFileError(src, lineno, f"non-numeric {what} {shown!r}")
 
 
+#: the characters of the numbers ``_NUMBER`` accepts
+_NUMBER_CHARS = frozenset("0123456789+-.eEnNaAiIfFtTyY")
+
+
+def _parse_rows(rows: list[list[str]], row_lines: list[int], src: str) -> tuple[list[float], list[list[float]]]:
+    """Times and values of scalar data rows (tokens, time first), as ``_parse_floats``
+    parses them, row by row only to name a bad token's line."""
+    flat = [tok for row in rows for tok in row]
+    # with only these characters, what ``float`` accepts is what ``_NUMBER`` accepts
+    if set("".join(flat)) <= _NUMBER_CHARS and all(flat):
+        try:
+            values = np.array(list(map(float, flat)), np.float64).reshape(len(rows), -1)
+        except ValueError:
+            pass
+        else:
+            return values[:, 0].tolist(), values[:, 1:]
+    times, out = [], []
+    for row, lineno in zip(rows, row_lines):
+        times.append(_parse_floats(row[:1], src, lineno, "time")[0])
+        out.append(_parse_floats(row[1:], src, lineno))
+    return times, out
+
+
 def _parse_int(text: str, src: str, lineno: int | None, what: str) -> int:
     text = text.strip()
     if not _INTEGER.fullmatch(text):
@@ -1113,10 +1136,10 @@ class _DelimFileAdapter(FileAdapter):
                 raise TableFileError(
                     src, lineno, f"expected {ncol + 1} fields (time and {ncol} columns), found {len(tokens)}"
                 )
-            times.append(_parse_floats(tokens[:1], src, lineno, "time")[0])
             if vec_size is None:
-                rows.append(_parse_floats(tokens[1:], src, lineno))
+                rows.append(tokens)  # parsed below, all at once
             else:
+                times.append(_parse_floats(tokens[:1], src, lineno, "time")[0])
                 row = []
                 for tok in tokens[1:]:
                     comps = [c.strip() for c in tok.split(",")]
@@ -1130,6 +1153,8 @@ class _DelimFileAdapter(FileAdapter):
                 rows.append(row)
             row_lines.append(lineno)
 
+        if vec_size is None:
+            times, rows = _parse_rows(rows, row_lines, src)
         n = len(times)
         shape = (n, ncol) if vec_size is None else (n, ncol, vec_size)
         values = np.array(rows, dtype=np.float64).reshape(shape)
