@@ -30,6 +30,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.signal import lfilter
 
 from ..functions import GCVSpline, _natural_spline_pp
 from ..io.tables import TimeSeriesTable, read_table
@@ -119,17 +120,16 @@ def _butterworth(T: float, fc: float):
 
 
 def _iir_pass(a, b, sig):
-    out = sig.copy()
-    for i in range(3, len(sig)):
-        out[i] = (
-            a[0] * sig[i]
-            + a[1] * sig[i - 1]
-            + a[2] * sig[i - 2]
-            + a[3] * sig[i - 3]
-            - b[1] * out[i - 1]
-            - b[2] * out[i - 2]
-            - b[3] * out[i - 3]
-        )
+    """One pass of ``Signal::LowpassIIR``'s recursion along axis 0: ``out[i] = sum_j
+    a[j] sig[i-j] - sum_j b[j] out[i-j]`` (``j`` = 1..3 for ``b``) from row 3 on, the first
+    three rows copied (scipy's ``lfilter``, started from the state those rows give)."""
+    out = np.array(sig, float)
+    rows = out.reshape(len(out), -1)  # (a view: writing it writes ``out``)
+    if len(rows) > 3:
+        num, den = np.asarray(a, float), np.asarray(b, float)
+        past = rows[2::-1]  # rows 2, 1, 0: the inputs and outputs before row 3 (equal)
+        zi = np.stack([num[m + 1 :] @ past[: 3 - m] - den[m + 1 :] @ past[: 3 - m] for m in range(3)])
+        rows[3:] = lfilter(num, den, rows[3:], axis=0, zi=zi)[0]
     return out
 
 
