@@ -100,7 +100,7 @@ __all__ = ["static_optimization", "static_optimization_problem", "solve_static_o
 
 def _dual_newton(A, b, lb, ub, p, iterations):
     """``min sum |x| ** p`` s.t. ``A x = b``, ``lb <= x <= ub`` (infinite bounds
-    allowed), by Newton's method on the dual, ``iterations`` steps.
+    allowed), by Newton's method on the dual, at most ``iterations`` steps.
 
     The cost is separable: given the multipliers ``y`` of ``A x = b``, each control
     minimizes ``|x| ** p - g x`` (``g = A^T y``) within its bounds, at
@@ -109,7 +109,8 @@ def _dual_newton(A, b, lb, ub, p, iterations):
     each step is Newton's (Hessian ``-A diag(dx/dg) A^T``, regularized) with the
     longest of the halved step lengths that raises ``psi`` enough (Armijo). Where
     ``A x(y) = b``, ``x(y)`` is the optimum: a residual left is a violation to report,
-    never a suboptimal answer. Exponent 2 converges in about 20 steps, 3 in about 150.
+    never a suboptimal answer, and a frame stops once ``A x(y) = b`` to 1e-12 of ``1 +
+    max |b|``. Exponent 2 converges in 10 to 20 steps, 3 in about 150.
 
     **Returns:** ``(x, y, zl, zu)``: the solution, the multipliers of ``A x = b`` and of
     the lower and upper bounds."""
@@ -125,13 +126,23 @@ def _dual_newton(A, b, lb, ub, p, iterations):
         g, _, x = primal(y)
         return jnp.sum(jnp.abs(x) ** p - g * x) + b @ y
 
-    lengths = 0.5 ** jnp.arange(40, dtype=dtype)
+    n_lengths = 40
+    lengths = 0.5 ** jnp.arange(n_lengths, dtype=dtype)
     # the Hessian with every control free at a magnitude of 1 sets the regularization's
     # scale and the first multipliers (exact for exponent 2 and no bound active)
     H1 = (A @ A.T) / (p * (p - 1.0))
     floor = 1e-10 * jnp.max(jnp.diag(H1), initial=0.0) + jnp.finfo(dtype).tiny
 
-    def step(y, _):
+    # A x(y) = b makes x(y) the optimum: a frame stops there, to round-off
+    tol = 1e-12 * (1.0 + jnp.max(jnp.abs(b), initial=0.0))
+
+    def unsolved(carry):
+        i, y = carry
+        _, _, x = primal(y)
+        return (i < iterations) & (jnp.max(jnp.abs(b - A @ x), initial=0.0) > tol)
+
+    def step(carry):
+        i, y = carry
         g, unbounded, x = primal(y)
         r = b - A @ x
         free = (unbounded >= lb) & (unbounded <= ub)
@@ -139,13 +150,18 @@ def _dual_newton(A, b, lb, ub, p, iterations):
         H = (A * jnp.where(free, 1.0 / curvature, 0.0)) @ A.T
         dy = jnp.linalg.solve(H + jnp.maximum(1e-13 * jnp.max(jnp.diag(H), initial=0.0), floor) * eye, r)
         f0 = psi(y)
-        f = jax.vmap(lambda t: psi(y + t * dy))(lengths)
-        # (a rise within round-off of psi counts: near the optimum psi is flat)
-        ok = f >= f0 + 1e-4 * lengths * (r @ dy) - 1e-14 * (jnp.abs(f0) + 1.0)
-        new = y + jnp.where(jnp.any(ok), lengths[jnp.argmax(ok)], 0.0) * dy
-        return jnp.where(jnp.all(jnp.isfinite(new)), new, y), None
+        slope = r @ dy
 
-    y, _ = jax.lax.scan(step, jnp.linalg.solve(H1 + floor * eye, b), None, length=iterations)
+        def accepted(k):  # (a rise within round-off of psi counts: near the optimum psi is flat)
+            t = lengths[jnp.minimum(k, n_lengths - 1)]
+            return psi(y + t * dy) >= f0 + 1e-4 * t * slope - 1e-14 * (jnp.abs(f0) + 1.0)
+
+        # backtracking: the longest of the halved lengths accepted (none of them: no step)
+        k = jax.lax.while_loop(lambda k: (k < n_lengths) & ~accepted(k), lambda k: k + 1, 0)
+        new = y + jnp.where(k < n_lengths, lengths[jnp.minimum(k, n_lengths - 1)], 0.0) * dy
+        return i + 1, jnp.where(jnp.all(jnp.isfinite(new)), new, y)
+
+    _, y = jax.lax.while_loop(unsolved, step, (0, jnp.linalg.solve(H1 + floor * eye, b)))
     g, _, x = primal(y)
     slope = p * jnp.sign(x) * jnp.abs(x) ** (p - 1.0)
     zl = jnp.where(jnp.isfinite(lb) & (x <= lb), jnp.maximum(slope - g, 0.0), 0.0)
@@ -183,7 +199,8 @@ def solve_static_optimization(A, b, lower, upper, exponent=2.0, iterations: int 
     **Arguments:** ``A (n, m, k)``: generalized force per unit control of each actuator
     (N m or N); ``b (n, m)``: the generalized forces to supply; ``lower``, ``upper``
     ``(k,)``: bounds (``±inf`` allowed); ``exponent``: ``>= 2``; ``iterations``:
-    Newton steps (default: 40 for the exponent 2, 200 for others); ``devices``: a list
+    the most Newton steps (default: 40 for the exponent 2, 200 for others; a frame
+    stops when ``A x = b`` to round-off); ``devices``: a list
     of devices or a ``jax.sharding.Mesh`` to shard the frames over (as
     ``map_batch``'s; default: all local devices when there are several, else one; not
     inside ``jit``, ``vmap`` or ``grad``). Sharded, each device solves its frames (an
@@ -623,7 +640,8 @@ def static_optimization(
     - ``activation_exponent``: the cost's exponent (``>= 2``).
     - ``use_muscle_physiology``: muscle strengths from their force-length-velocity
       curves (see the module), else their maximum isometric forces.
-    - ``iterations``: Newton steps (default: 40 for the exponent 2, 200 for others).
+    - ``iterations``: the most Newton steps (default: 40 for the exponent 2, 200 for
+      others); a frame stops when its constraints are met to round-off.
     - ``devices``: a list of devices or a ``jax.sharding.Mesh`` to shard the frames over
       (as ``map_batch``'s; default: all local devices when there are several, else
       one). Each device makes and solves its frames' problems (an uneven batch padded
