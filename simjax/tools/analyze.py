@@ -380,7 +380,7 @@ def load_model_with_force_sets(model_path, force_set_files=(), replace_force_set
 
     if not force_set_files:
         return load_osim(model_path)
-    from ..io.osim._xml import parse, serialize
+    from ..io.osim._xml import parse
 
     with open(model_path, "rb") as fh:
         root = parse(fh.read())
@@ -405,8 +405,8 @@ def load_model_with_force_sets(model_path, force_set_files=(), replace_force_set
         for c in more.children:
             _upgrade(c)
         objects.children.extend(more.children)
-    text = '<?xml version="1.0" encoding="UTF-8" ?>\n' + serialize(root)
-    return loads_osim(text, source=os.fspath(model_path), base_dir=os.path.dirname(os.path.abspath(model_path)))
+    # (the merged tree read as it is: messages give each node's line in its own file)
+    return loads_osim(root, source=os.fspath(model_path), base_dir=os.path.dirname(os.path.abspath(model_path)))
 
 
 def _loads_window(times, time_range):

@@ -126,10 +126,13 @@ def read_osim(path: str | os.PathLike, strict: bool = True) -> tuple[Model, Load
     return _load(data, strict, path, os.path.dirname(os.path.abspath(path)))
 
 
-def loads_osim(text: str | bytes, strict: bool = True, source: str = "<string>", base_dir: str | None = None) -> Model:
+def loads_osim(
+    text: str | bytes | Node, strict: bool = True, source: str = "<string>", base_dir: str | None = None
+) -> Model:
     """Read a model from ``.osim`` text (see ``load_osim``).
 
-    **Arguments:** ``text``: the document; ``strict``: as ``load_osim``; ``source``:
+    **Arguments:** ``text``: the document, or its root ``Node`` as parsed (``_xml.parse``;
+    messages then give its nodes' lines); ``strict``: as ``load_osim``; ``source``:
     the name used in messages; ``base_dir``: where mesh files are looked for
     (``None``: not checked).
 
@@ -140,7 +143,7 @@ def loads_osim(text: str | bytes, strict: bool = True, source: str = "<string>",
 
 def _load(text, strict, source, base_dir) -> tuple[Model, LoadReport]:
     try:
-        root = parse(text)
+        root = text if isinstance(text, Node) else parse(text)
     except XMLSyntaxError as e:
         raise OsimError(source, e.line, "", str(e)) from None
     rc = ReadContext(source, base_dir, strict=strict)
