@@ -270,6 +270,9 @@ def output(stage: Stage, value_type: str = "double", name: str | None = None):
 # -- the component base class ------------------------------------------------------------
 
 _REGISTRY: dict[str, type] = {}
+#: Component and its subclasses: ``type(x) in _CLASSES`` is ``isinstance(x, Component)``
+#: without the ABC machinery's cost (tree walks test every field)
+_CLASSES: set = set()
 
 
 def component_class(name: str) -> type:
@@ -319,6 +322,7 @@ class Component(eqx.Module):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _REGISTRY.setdefault(cls.__name__, cls)
+        _CLASSES.add(cls)
         outs: dict[str, OutputSpec] = {}
         for klass in reversed(cls.__mro__):
             for attr in vars(klass).values():
@@ -372,10 +376,10 @@ class Component(eqx.Module):
         values = object.__getattribute__(self, "__dict__")  # (not Equinox's slower attribute access)
         for name in _child_fields(type(self)):
             value = values.get(name)
-            if isinstance(value, Component):
+            if type(value) in _CLASSES:
                 out.append(value)
             elif isinstance(value, tuple):
-                out.extend(v for v in value if isinstance(v, Component))
+                out.extend(v for v in value if type(v) in _CLASSES)
         return out
 
     def child(self, name: str) -> Component | None:
@@ -479,6 +483,9 @@ class Component(eqx.Module):
         (OpenSim ``extendSetPropertiesFromState``.) The base component owns none.
         """
         return self
+
+
+_CLASSES.add(Component)
 
 
 class Set(Component):
