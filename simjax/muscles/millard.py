@@ -146,11 +146,11 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
         """``default_activation`` (clamped into [minimum_activation, 1]) and
         ``default_fiber_length`` (at least the minimum fiber length), as OpenSim's
         ``setActivation``/``setFiberLength`` store them."""
-        out = []
+        out, cls = [], type(self)  # (methods through the class: see the component module)
         if not self.ignore_activation_dynamics:
-            out.append(jnp.clip(jnp.asarray(self.default_activation), self._min_activation_in_use(), 1.0))
+            out.append(jnp.clip(jnp.asarray(self.default_activation), cls._min_activation_in_use(self), 1.0))
         if not self.ignore_tendon_compliance:
-            out.append(jnp.maximum(jnp.asarray(self.default_fiber_length), self.minimum_fiber_length()))
+            out.append(jnp.maximum(jnp.asarray(self.default_fiber_length), cls.minimum_fiber_length(self)))
         return jnp.stack(out) if out else jnp.zeros(0)
 
     def with_defaults_from_state(self, z, d):
@@ -170,7 +170,7 @@ class Millard2012EquilibriumMuscle(DampedFiberMuscle):
 
     def _min_activation_in_use(self):
         m = jnp.asarray(self.minimum_activation)
-        return jnp.where(self._uses_damped_model(), jnp.clip(m, 0.0, 1.0), m)
+        return jnp.where(type(self)._uses_damped_model(self), jnp.clip(m, 0.0, 1.0), m)
 
     def minimum_fiber_length(self):
         """The smallest fiber length the model allows (m): the larger of the active
