@@ -325,6 +325,71 @@ def test_tools_in_two_processes_equal_unsharded_tools(tmp_path):
     assert want["ik_converged"].all()
 
 
+_SETUP_CHILD = textwrap.dedent("""
+    import builtins
+    import os
+    import sys
+    import jax
+    jax.distributed.initialize(sys.argv[2], num_processes=2, process_id=int(sys.argv[3]))
+    jax.config.update("jax_enable_x64", True)
+    folder = os.path.dirname(sys.argv[1])
+    opened = []  # the files this process opens for writing in the setup's folder
+    real_open = builtins.open
+
+    def spying_open(file, mode="r", *args, **kwargs):
+        if any(c in mode for c in "wax+") and os.fspath(file).startswith(folder):
+            opened.append(os.fspath(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    builtins.open = spying_open
+    import simjax.tools
+
+    written = simjax.tools.run(sys.argv[1])
+    assert sorted(opened) == (sorted(written.values()) if jax.process_index() == 0 else []), (opened, written)
+""")
+
+
+def _ik_setup(folder) -> str:
+    """An InverseKinematicsTool setup of ``_tools_system``'s pendulum in ``folder``: its
+    model, its markers along a motion (``.trc``, one frame a marker short).
+    **Returns:** the setup's path."""
+    from simjax.io.tables import TimeSeriesTable, write_table
+    from simjax.tools import marker_positions
+
+    os.makedirs(folder)
+    system = _tools_system()
+    sj.save_osim(system.model, os.path.join(folder, "pendulum.osim"))
+    t = np.linspace(0.0, 0.4, _FRAMES)
+    names = ("m1", "m2", "m3")
+    x = np.array(marker_positions(system, names, jnp.asarray(np.stack([0.3 + np.sin(3 * t), 0.5 - 2 * t], 1))))
+    x[2, 0] = np.nan
+    write_table(TimeSeriesTable(t, x, names, {"Units": "m", "DataRate": "10"}), os.path.join(folder, "markers.trc"))
+    setup = os.path.join(folder, "setup.xml")
+    with open(setup, "w") as f:
+        f.write(
+            '<?xml version="1.0" encoding="UTF-8" ?>\n<OpenSimDocument Version="40000">\n'
+            '<InverseKinematicsTool name="pendulum"><model_file>pendulum.osim</model_file>'
+            "<marker_file>markers.trc</marker_file><output_motion_file>pendulum_ik.mot</output_motion_file>"
+            "<report_errors>true</report_errors></InverseKinematicsTool>\n</OpenSimDocument>\n"
+        )
+    return setup
+
+
+def test_setup_run_in_two_processes_writes_once(tmp_path):
+    """``simjax.tools.run`` of an IK setup by both processes of a multi-process run:
+    process 0 alone writes the files (each process's writes spied on), and they equal a
+    one-process run's."""
+    from simjax.io.tables import read_table
+
+    one, two = _ik_setup(tmp_path / "one"), _ik_setup(tmp_path / "two")
+    written = _beside_processes(lambda: sj.tools.run(one), [_SETUP_CHILD, two], timeout=480)
+    assert sorted(os.path.basename(p) for p in written.values()) == ["pendulum_ik.mot", "pendulum_ik_marker_errors.sto"]
+    for path in written.values():
+        want, got = read_table(path), read_table(path.replace(os.sep + "one" + os.sep, os.sep + "two" + os.sep))
+        assert got.labels == want.labels
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-12, atol=1e-12)
+
+
 def test_sharded_solve_batch_equals_unsharded(tmp_path):
     # (the interior-point iterations carry round-off further: 4e-12 of the states here)
     want = _sharded_equals_unsharded(tmp_path, _trajectories, tol=1e-10)

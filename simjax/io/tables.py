@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from .outputs import open_output
+
 __all__ = [
     "TableFileError",
     "TimeSeriesTable",
@@ -930,7 +932,7 @@ def _read_text(path: str | os.PathLike) -> str:
 
 
 def _write_text(path: str | os.PathLike, lines: list[str]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    with open_output(path, "w", encoding="utf-8", newline="") as f:
         f.write("\n".join(lines))
         f.write("\n")
 

@@ -64,6 +64,7 @@ from ..state import State
 from .analyze import ANALYSES, AnalysisJob, Frames, load_model_with_force_sets
 from .external_loads import read_external_loads
 from .setup import Setup, SetupError, read_element, register_tool
+from ..io.outputs import open_output
 
 __all__ = [
     "forward",
@@ -309,7 +310,7 @@ def write_control_set(path, name: str, table: TimeSeriesTable, limits=None) -> N
     control_set = Node("ControlSet", {"name": name}, children=[objects, leaf("groups")])
     document = Node("OpenSimDocument", {"Version": "40600"}, children=[control_set])
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="\n") as fh:
+    with open_output(path, "w", newline="\n") as fh:
         fh.write('<?xml version="1.0" encoding="UTF-8" ?>\n' + serialize(document) + "\n")
 
 
@@ -657,7 +658,7 @@ def print_storage(
     for t, row in zip(times, values):
         lines.append("\t".join(fmt % v for v in (t, *row)))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="\n") as fh:
+    with open_output(path, "w", newline="\n") as fh:
         fh.write("\n".join(lines) + "\n")
 
 

@@ -59,6 +59,7 @@ from ..mechanics.joints import ROTATIONAL
 from ..state import State
 from . import setup as _setup
 from ._roots import implicit_root
+from ..io.outputs import open_output
 
 __all__ = [
     "IKInfo",
@@ -1047,7 +1048,7 @@ def write_storage(path, name: str, times, values, labels, in_degrees: bool = Fal
     for t, row in zip(times, values):
         lines.append("\t".join(f"{v:16.8f}" for v in (t, *row)))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="\n") as fh:
+    with open_output(path, "w", newline="\n") as fh:
         fh.write("\n".join(lines) + "\n")
 
 

@@ -49,6 +49,7 @@ from .external_loads import read_external_loads
 from ..io.states import state_variable_columns
 from .forward import print_storage, write_control_set
 from .setup import Setup, SetupError, SetupWarning, register_tool
+from ..io.outputs import open_output
 
 __all__ = ["rra", "average_residuals", "com_adjustment", "write_rra_results"]
 
@@ -417,7 +418,7 @@ def _print_described(path, table, name, precision, in_degrees, description):
         lines = fh.read().split("\n")
     k = lines.index("endheader")
     lines[k:k] = description.rstrip("\n").split("\n") + [""]
-    with open(path, "w", newline="\n") as fh:
+    with open_output(path, "w", newline="\n") as fh:
         fh.write("\n".join(lines))
 
 
@@ -454,7 +455,7 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
     written["controls_xml"] = path
     F, M = result["average_residuals"]
     path = os.path.join(results_dir, f"{name}_avgResiduals.txt")
-    with open(path, "w", newline="\n") as fh:
+    with open_output(path, "w", newline="\n") as fh:
         fh.write("Average Residuals:\n\n")
         for k, v in zip(_RESIDUALS, (*F, *M)):
             fh.write(f"{k} average = {_format(float(v))}\n")

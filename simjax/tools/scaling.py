@@ -50,6 +50,7 @@ from ..mechanics.frames import Body, Marker, PhysicalFrame, PhysicalOffsetFrame,
 from ..mechanics.joints import CustomJoint
 from ..model import Model, resolve_path
 from . import setup as _setup
+from ..io.outputs import open_output
 
 __all__ = [
     "Measurement",
@@ -741,7 +742,7 @@ def write_marker_set(model: Model, path: str | os.PathLike) -> None:
             "\t\t\t</Marker>",
         ]
     lines += ["\t\t</objects>", "\t\t<groups />", "\t</MarkerSet>", "</OpenSimDocument>", ""]
-    with open(path, "w") as fh:
+    with open_output(path, "w") as fh:
         fh.write("\n".join(lines))
 
 
@@ -849,7 +850,7 @@ def write_scale_set(factors: Mapping[str, Sequence[float]], path: str | os.PathL
             "\t\t\t</Scale>",
         ]
     lines += ["\t\t</objects>", "\t\t<groups />", "\t</ScaleSet>", "</OpenSimDocument>", ""]
-    with open(path, "w") as fh:
+    with open_output(path, "w") as fh:
         fh.write("\n".join(lines))
 
 

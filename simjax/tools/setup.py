@@ -20,9 +20,11 @@ import os
 import warnings
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
 from ..io.osim._xml import Node, XMLSyntaxError, parse
+from ..io.outputs import discarding_outputs
 
 __all__ = ["Setup", "SetupError", "SetupWarning", "read_setup", "register_tool", "run", "time_range", "TOOLS"]
 
@@ -253,6 +255,11 @@ def run(setup_path: str | os.PathLike) -> dict:
 
     **Returns:** ``{output: path}`` of the files written.
 
+    In a multi-process JAX program (after ``jax.distributed.initialize``) every process
+    calls ``run`` on the same setup: each runs the tool, its batches sharded over all
+    processes' devices, and process 0 alone writes the files (the others return the
+    same paths).
+
     **Raises:** ``SetupError`` for an unknown tool (listing the supported ones) or a
     bad property.
     """
@@ -264,7 +271,10 @@ def run(setup_path: str | os.PathLike) -> dict:
         raise SetupError(
             f"{setup.file}: <{setup.tool}> is not a tool simjax runs; supported: {', '.join(sorted(TOOLS))}"
         )
-    return runner(setup)
+    # in a multi-process run every process runs the tool (its batches sharded over all
+    # processes' devices) and process 0 alone writes the files
+    with discarding_outputs(jax.process_count() > 1 and jax.process_index() != 0):
+        return runner(setup)
 
 
 def time_range(setup: Setup, times: np.ndarray, source: str) -> tuple[int, int]:

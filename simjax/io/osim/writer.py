@@ -13,6 +13,7 @@ import os
 
 from ...component import Set
 from ...model import Model
+from ..outputs import open_output
 from ._xml import Node, parse, serialize
 from .reader import MODEL_ORDER, ORIGINAL_NAME, SET_TAGS
 from .errors import warn
@@ -103,5 +104,5 @@ def save_osim(model: Model, path: str | os.PathLike, strict: bool = True) -> Non
     **Raises:** ``OsimError`` for components that cannot be written.
     """
     text = dumps_osim(model, strict)
-    with open(os.fspath(path), "w", encoding="utf-8", newline="\n") as fh:
+    with open_output(os.fspath(path), "w", encoding="utf-8", newline="\n") as fh:
         fh.write(text)
