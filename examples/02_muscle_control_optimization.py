@@ -10,8 +10,9 @@ root: ``python examples/02_muscle_control_optimization.py`` (``SIMJAX_CI=1`` for
 # angle at t = 1 s with the least effort, by gradient descent (`optax.adam`) through
 # `sj.simulate`. The excitation is piecewise linear in time (a few knots, squashed into
 # the muscle's control range [0.01, 1] by a sigmoid). We check the gradient against finite differences and compare with
-# a gradient-free random search given the same number of simulations. Then the same job
-# on `arm26.osim`: six muscles over two joints, with wrapping, checked in OpenSim.
+# a gradient-free random search given the same number of simulations, and solve the
+# same task by direct collocation, as Moco would. Then the same job on `arm26.osim`: six
+# muscles over two joints, with wrapping, checked in OpenSim.
 
 import os, sys
 import numpy as np
@@ -97,6 +98,69 @@ axes[0].set_xlabel("iteration"); axes[0].set_ylabel("loss"); axes[0].legend()
 axes[1].plot(KNOTS, excitation(params), "o-"); axes[1].set_xlabel("time (s)"); axes[1].set_ylabel("excitation")
 plot.plot_outputs(final, ["/jointset/elbow/elbow_coord_0|value"], ax=axes[2])
 axes[2].axhline(TARGET, ls="--", color="gray")
+fig.tight_layout()
+
+# ## The same task by direct collocation
+#
+# `simjax.optimize` poses the task as Moco would: the elbow's angle and speed and the
+# biceps' activation and fiber length are the states, its excitation is the control, within
+# [0.01, 1]. The start is the shooting's, the elbow must be at the target at t = 1 s
+# exactly, and the integral of the squared excitation is minimised (`ControlEffort`), by
+# Hermite–Simpson collocation and simjax's interior-point solver. As in Moco, the problem
+# takes no locked coordinate and no controller: the shoulder is welded and the excitation
+# is the problem's. The compliant tendon makes the fiber dynamics stiff, so the solver
+# starts from the shooting's simulated trajectory; from the bounds alone it stalls.
+
+from simjax import optimize
+from simjax.io.tables import TimeSeriesTable
+
+arm = bicep_curl.build_model().remove(["/controllerset/brain", "/jointset/shoulder"])
+arm = arm.add(sj.WeldJoint("shoulder", "/ground", "/bodyset/humerus", location_in_parent=(0, 0, 0),
+                           location_in_child=(0, 1, 0))).build()
+ELBOW, SPEED, ACTIVATION, FIBER = arm.y_names
+shooting = dict(zip(system.y_names, np.asarray(final.y).T))   # each state's samples along the shooting
+start = {name: float(shooting[name][0]) for name in arm.y_names}
+task = (optimize.Problem(arm, initial_time=0.0, final_time=T)
+        .bound(ELBOW, (0.0, np.pi), initial=start[ELBOW], final=TARGET)
+        .bound(SPEED, (-50.0, 50.0), initial=start[SPEED])
+        .bound(ACTIVATION, (0.01, 1.0), initial=start[ACTIVATION])
+        .bound(FIBER, (0.12, 1.08), initial=start[FIBER])     # 0.2 to 1.8 optimal fiber lengths
+        .bound("/forceset/biceps", (0.01, 1.0))
+        .goal(optimize.ControlEffort()))
+guess = TimeSeriesTable(np.asarray(final.t),
+                        np.column_stack([shooting[name] for name in arm.y_names]
+                                        + [np.interp(final.t, KNOTS, excitation(params))]),
+                        list(arm.y_names) + ["/forceset/biceps"], {"inDegrees": "no"})
+MESH = 20 if CI else 50
+collocated = optimize.solve(task, mesh=MESH, guess=optimize.guess_from_table(task, guess, mesh=MESH))
+fine = np.linspace(0.0, T, 401)
+shooting_effort = np.trapezoid(np.interp(fine, KNOTS, excitation(params)) ** 2, fine)
+print(optimize.STATUS[int(collocated.status)], f"after {int(collocated.iterations)} iterations; "
+      f"integral of the squared excitation: collocation {float(collocated.objective):.5f}, "
+      f"shooting {shooting_effort:.5f}")
+assert optimize.STATUS[int(collocated.status)] == "solved" and float(collocated.objective) < shooting_effort
+
+# The optimal excitation, simulated forward with OpenSim's integrator (`rkm`), brings
+# the elbow to the target within the mesh's discretization error: about 1.3° with 20
+# intervals, 0.6° with 50. The collocation spends less effort than the shooting: its
+# excitation is free at every mesh point, the shooting's is piecewise linear over five
+# knots.
+
+optimal = sj.ControlTable(collocated.time, collocated.control("/forceset/biceps")[:, None])
+arm_start = arm.default_state().with_y(jnp.asarray([start[name] for name in arm.y_names]))
+check = sj.simulate(arm, arm_start, T, optimal, solver="rkm", accuracy=1e-8, n_outputs=101)
+check_miss = np.degrees(abs(float(check.q[-1, 0]) - TARGET))
+print(f"simulated: the elbow ends {check_miss:.3f} deg from the target (shooting: {miss_deg:.3f} deg)")
+assert check_miss < (2.0 if CI else 1.0)
+
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+axes[0].plot(fine, np.interp(fine, KNOTS, excitation(params)), label="shooting (5 knots)")
+axes[0].plot(collocated.time, collocated.control("/forceset/biceps"), "o-", ms=3, label="collocation")
+axes[0].set_xlabel("time (s)"); axes[0].set_ylabel("excitation"); axes[0].legend()
+axes[1].plot(final.t, final.q[:, 1], label="shooting")
+axes[1].plot(check.t, check.q[:, 0], "--", label="collocation, simulated")
+axes[1].axhline(TARGET, ls=":", color="gray")
+axes[1].set_xlabel("time (s)"); axes[1].set_ylabel("elbow angle (rad)"); axes[1].legend()
 fig.tight_layout()
 
 # ## arm26: six muscles, two joints, wrapping
