@@ -30,7 +30,6 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.signal import lfilter
 
 from ..functions import GCVSpline, _natural_spline_pp
 from ..io.tables import TimeSeriesTable, read_table
@@ -123,6 +122,8 @@ def _iir_pass(a, b, sig):
     """One pass of ``Signal::LowpassIIR``'s recursion along axis 0: ``out[i] = sum_j
     a[j] sig[i-j] - sum_j b[j] out[i-j]`` (``j`` = 1..3 for ``b``) from row 3 on, the first
     three rows copied (scipy's ``lfilter``, started from the state those rows give)."""
+    from scipy.signal import lfilter  # (here: importing scipy.signal takes half a second)
+
     out = np.array(sig, float)
     rows = out.reshape(len(out), -1)  # (a view: writing it writes ``out``)
     if len(rows) > 3:
