@@ -145,6 +145,29 @@ def test_property_bounds_and_shapes_checked_at_build():
         arm().set("/jointset/elbow/elbow_flex", range=(1.0, -1.0)).build()
 
 
+def test_an_edited_model_revalidates_only_what_changed(monkeypatch):
+    """``validate_once``: building a model validates each component once; an edit's
+    model shares the unchanged components and validates only the new ones; a warning
+    is issued again at every build, and a bad edit still fails."""
+    calls = []
+    validate = sj.Body.validate
+    monkeypatch.setattr(sj.Body, "validate", lambda self, path: calls.append(path) or validate(self, path))
+    model = arm()
+    model.build()
+    model.build()
+    assert sorted(calls) == ["/bodyset/humerus", "/bodyset/radius"]
+    calls.clear()
+    model.set("/bodyset/radius", mass=2.0).build()
+    assert calls == ["/bodyset/radius"]
+    skewed = model.set("/bodyset/humerus", inertia=(1.0, 1.0, 3.0, 0, 0, 0))
+    for _ in range(2):
+        with pytest.warns(sj.ModelWarning, match="triangle"):
+            skewed.build()
+    for _ in range(2):
+        with pytest.raises(sj.ModelError, match="mass"):
+            model.set("/bodyset/radius", mass=-1.0).build()
+
+
 # -- sockets ----------------------------------------------------------------------------------
 
 
