@@ -878,18 +878,26 @@ def _parse_floats(tokens: Sequence[str], src: str, lineno: int, what: str = "val
 _NUMBER_CHARS = frozenset("0123456789+-.eEnNaAiIfFtTyY")
 
 
+def _float_block(rows: list[list[str]]) -> np.ndarray | None:
+    """Every token of ``rows`` (of equal length) as one float array ``(len(rows), k)``,
+    or ``None`` when some token is not a number ``_NUMBER`` accepts (the caller then
+    parses row by row to name it)."""
+    flat = [tok for row in rows for tok in row]
+    # with only these characters, what ``float`` accepts is what ``_NUMBER`` accepts
+    if not (flat and all(flat) and set("".join(flat)) <= _NUMBER_CHARS):
+        return None
+    try:
+        return np.array(list(map(float, flat)), np.float64).reshape(len(rows), -1)
+    except ValueError:
+        return None
+
+
 def _parse_rows(rows: list[list[str]], row_lines: list[int], src: str) -> tuple[list[float], list[list[float]]]:
     """Times and values of scalar data rows (tokens, time first), as ``_parse_floats``
     parses them, row by row only to name a bad token's line."""
-    flat = [tok for row in rows for tok in row]
-    # with only these characters, what ``float`` accepts is what ``_NUMBER`` accepts
-    if set("".join(flat)) <= _NUMBER_CHARS and all(flat):
-        try:
-            values = np.array(list(map(float, flat)), np.float64).reshape(len(rows), -1)
-        except ValueError:
-            pass
-        else:
-            return values[:, 0].tolist(), values[:, 1:]
+    block = _float_block(rows)
+    if block is not None:
+        return block[:, 0].tolist(), block[:, 1:]
     times, out = [], []
     for row, lineno in zip(rows, row_lines):
         times.append(_parse_floats(row[:1], src, lineno, "time")[0])
@@ -1354,11 +1362,8 @@ class TRCFileAdapter(FileAdapter):
                     )
 
         expected = 3 * n_markers + 2
-        times: list[float] = []
-        rows: list[list[float]] = []
-        row_lines: list[int] = []
+        token_rows, row_lines = [], []
         started, blank = False, None
-        nan3 = [math.nan] * 3
         for lineno in range(6, len(lines) + 1):
             line = lines[lineno - 1]
             if not line.strip():
@@ -1375,10 +1380,31 @@ class TRCFileAdapter(FileAdapter):
                     lineno,
                     f"expected {expected} fields (Frame#, Time, 3 x {n_markers} markers), found {len(tokens)}",
                 )
+            token_rows.append(tokens)
+            row_lines.append(lineno)
+
+        if len(token_rows) != n_frames:
+            raise TableFileError(src, 3, f"NumFrames={n_frames} but the file has {len(token_rows)} data rows")
+        block = _float_block(token_rows)  # (None with a missing marker, or a bad token)
+        if block is not None:
+            times, rows = block[:, 1].tolist(), block[:, 2:]
+        else:
+            times, rows = self._parse_marker_rows(token_rows, row_lines, src)
+        vals = np.array(rows, dtype=np.float64).reshape(len(times), n_markers, 3)
+        return _make_table(src, times, vals, labels, metadata, row_lines, 3)
+
+    @staticmethod
+    def _parse_marker_rows(token_rows, row_lines, src):
+        """Times and marker coordinates of data rows, row by row: a marker with a
+        blank coordinate is NaN (as OpenSim makes it); a bad token is named with its
+        line."""
+        times, rows = [], []
+        nan3 = [math.nan] * 3
+        for tokens, lineno in zip(token_rows, row_lines):
             _parse_floats(tokens[:1], src, lineno, "frame number")
             times.append(_parse_floats(tokens[1:2], src, lineno, "time")[0])
             row: list[float] = []
-            for c in range(2, expected, 3):
+            for c in range(2, len(tokens), 3):
                 comps = tokens[c : c + 3]
                 if "" in comps:
                     # OpenSim makes the whole marker NaN when any coordinate is missing.
@@ -1387,12 +1413,7 @@ class TRCFileAdapter(FileAdapter):
                 else:
                     row.extend(_parse_floats(comps, src, lineno))
             rows.append(row)
-            row_lines.append(lineno)
-
-        if len(times) != n_frames:
-            raise TableFileError(src, 3, f"NumFrames={n_frames} but the file has {len(times)} data rows")
-        vals = np.array(rows, dtype=np.float64).reshape(len(times), n_markers, 3)
-        return _make_table(src, times, vals, labels, metadata, row_lines, 3)
+        return times, rows
 
     def format(self, table: TimeSeriesTable, path: str = "") -> list[str]:
         """Render a table as lines; see ``FileAdapter.format``."""
