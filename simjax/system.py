@@ -355,6 +355,12 @@ class System(eqx.Module):
     model: Component
     topology: Topology = eqx.field(static=True)
 
+    # Plain Python attribute access, as ``Model``'s: a System's methods (default_state,
+    # coordinate_path, ...) are not functions to trace, and Equinox's own
+    # ``__getattribute__`` would make each call flatten the whole model into a
+    # ``BoundMethod`` pytree first.
+    __getattribute__ = object.__getattribute__
+
     # -- names -------------------------------------------------------------------------
 
     @property

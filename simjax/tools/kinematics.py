@@ -820,7 +820,9 @@ def _run_solve(system, st, base, obs, weights, data, devices=None):
 
 
 def _no_gradient(tree):
-    return jax.tree_util.tree_map(lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x, tree)
+    # (a concrete array has no gradient to stop: only tracers go through stop_gradient,
+    # so that a call at top level dispatches nothing per leaf)
+    return jax.tree_util.tree_map(lambda x: jax.lax.stop_gradient(x) if isinstance(x, jax.core.Tracer) else x, tree)
 
 
 def _model_marker_paths(system) -> dict:
