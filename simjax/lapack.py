@@ -9,10 +9,11 @@ nothing is left to run the tasks: the process hangs (a 50-DoF model's batch of 3
 worlds is enough). So simjax calls LAPACK only through this module: its functions go
 through ``_serial_lapack``, whose batching rule gives LAPACK pieces of the batch small
 enough to be solved on the calling thread, one piece after another (the pieces cost
-what the split batch did on one core). The derivatives' own solves call LAPACK
-directly, since JAX transposes those and cannot transpose through a batching rule;
-gradients run in one thread (``map_batch`` traces its chunks one after another under
-``jax.grad``).
+what the split batch did on one core). The derivatives' solves, which JAX must be able
+to transpose (it cannot through a batching rule), are ``lax.custom_linear_solve``s
+whose solve and transposed solve both go through ``_serial_lapack``: a program's
+independent derivative solves, which XLA runs at once, would otherwise hang it the
+same way (a collocation Hessian of gait10dof18musc on 2 cores did).
 
 On a GPU, a batched cuSOLVER or cuBLAS call costs a handful of kernels (pointer arrays,
 status flags, the factorization) whatever the matrix's size, each launched from the
@@ -123,9 +124,32 @@ def _cholesky_jvp(primals, tangents):
     (M,), (dM,) = primals, tangents
     L = cholesky(M)
     # dL = L phi(L^-1 dM L^-T), phi: the lower triangle with the diagonal halved
-    X = _raw_triangular_solve(L, _raw_triangular_solve(L, dM.T, False).T, False)
+    X = _tangent_triangular_solve(L, _tangent_triangular_solve(L, dM.T, False).T, False)
     phi = jnp.tril(X) * (1.0 - 0.5 * jnp.eye(M.shape[-1], dtype=M.dtype))
     return L, L @ phi
+
+
+def _tangent_triangular_solve(L, b, transpose):
+    """``_raw_triangular_solve`` for the derivatives, safe to batch in threads.
+
+    JAX transposes the derivatives' solves, and cannot transpose through
+    ``_serial_lapack``'s batching rule; called bare, a batched LAPACK solve splits its
+    batch over XLA's intra-op thread pool and blocks a pool thread, and when XLA runs
+    as many such solves at once as the pool has threads (independent parts of one
+    program: two on a 2-core machine) the process hangs. As a
+    ``lax.custom_linear_solve`` the solve goes through ``_serial_lapack`` in every
+    direction: its transpose is the transposed solve, and its batches are split."""
+    lower = jnp.tril(L)
+
+    def matvec(x):  # L x, or L^T x
+        return ((lower.T if transpose else lower) @ x.reshape(L.shape[0], -1)).reshape(x.shape)
+
+    return jax.lax.custom_linear_solve(
+        matvec,
+        b,
+        solve=lambda _, r: _trsm(transpose)(L, r),
+        transpose_solve=lambda _, r: _trsm(not transpose)(L, r),
+    )
 
 
 def _raw_triangular_solve(L, b, transpose):
@@ -157,7 +181,7 @@ def _triangular_solve_jvp(transpose, primals, tangents):
     (L, b), (dL, db) = primals, tangents
     x = triangular_solve(L, b, transpose)
     dL = jnp.tril(dL)
-    return x, _raw_triangular_solve(L, db - (dL.T if transpose else dL) @ x, transpose)
+    return x, _tangent_triangular_solve(L, db - (dL.T if transpose else dL) @ x, transpose)
 
 
 def cho_solve(L, b):
@@ -187,7 +211,7 @@ def _spd_solve_jvp(primals, tangents):
     # (all of dM, as ``cholesky``'s derivative takes it: the two agree for the symmetric
     # tangents a symmetric matrix has)
     r = db - dM @ x
-    return x, _raw_triangular_solve(L, _raw_triangular_solve(L, r, False), True)
+    return x, _tangent_triangular_solve(L, _tangent_triangular_solve(L, r, False), True)
 
 
 @functools.cache
@@ -233,4 +257,8 @@ def solve(A, b):
 def _solve_jvp(primals, tangents):
     (A, b), (dA, db) = primals, tangents
     x = solve(A, b)
-    return x, jnp.linalg.solve(A, db - dA @ x)
+    # (through the serial LU in every direction: see ``_tangent_triangular_solve``)
+    dx = jax.lax.custom_linear_solve(
+        lambda v: A @ v, db - dA @ x, solve=lambda _, r: _lu_solve(A, r), transpose_solve=lambda _, r: _lu_solve(A.T, r)
+    )
+    return x, dx

@@ -163,6 +163,33 @@ def test_batched_solves_in_a_thread_per_core_finish():
     assert out.stdout.strip().endswith("done")
 
 
+def test_batched_derivative_solves_run_at_once_finish():
+    # before: the derivatives' solves called LAPACK bare; batched, each split its batch
+    # over XLA's thread pool and blocked a pool thread, and independent ones that XLA
+    # ran at once (as many as the pool's threads) waited for each other: a hang
+    code = textwrap.dedent("""
+        import os
+        import jax, jax.numpy as jnp, numpy as np
+        jax.config.update("jax_enable_x64", True)
+        from simjax import lapack
+        a = np.random.default_rng(0).standard_normal((512, 12, 12))
+        M = jnp.asarray(a @ a.transpose(0, 2, 1) + 12 * np.eye(12))
+        B = jnp.asarray(np.ones((512, 12, 12)))
+        tangents = jax.vmap(lambda M, b, db: jax.jvp(lambda b: lapack.spd_solve(M, b), (b,), (db,))[1])
+        independent = max(4, 2 * (os.cpu_count() or 1))
+        f = jax.jit(lambda M, B: [tangents(M * (1 + 0.1 * i), B, B * (i + 1)) for i in range(independent)])
+        for _ in range(20):
+            jax.block_until_ready(f(M, B))
+        print("done")
+    """)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("done")
+
+
 def test_only_the_cpu_splits_a_batch():
     # a GPU's solver takes the whole batch in one call: no loop over pieces there
     assert_loop_only_on_cpu(jax.jit(jax.vmap(lapack.cholesky)), jnp.broadcast_to(jnp.eye(50), (64, 50, 50)))
