@@ -284,7 +284,7 @@ def component_class(name: str) -> type:
 
 
 @functools.cache
-def _fields_with(cls, key: str) -> tuple[tuple[str, dataclasses.Field], ...]:
+def _class_fields_with(cls, key: str) -> tuple[tuple[str, dataclasses.Field], ...]:
     """``(name, field)`` of ``cls``'s fields whose metadata has ``key``."""
     return tuple((f.name, f) for f in dataclasses.fields(cls) if key in f.metadata)
 
@@ -341,7 +341,7 @@ class Component(eqx.Module):
 
     @classmethod
     def _fields_with(cls, key: str) -> dict[str, dataclasses.Field]:
-        return dict(_fields_with(cls, key))
+        return dict(_class_fields_with(cls, key))
 
     @classmethod
     def property_fields(cls) -> dict[str, dataclasses.Field]:

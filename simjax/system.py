@@ -323,14 +323,6 @@ def build_system(model: Component) -> System:
     return System(model, topo)
 
 
-def _stack(values: list, dtype):
-    """``values`` (scalars) as one array: through numpy when none is a JAX array (one
-    transfer instead of one per value)."""
-    if any(isinstance(v, jax.Array) for v in values):
-        return jnp.stack([jnp.asarray(v, dtype) for v in values]) if values else jnp.zeros(0, dtype)
-    return jnp.asarray(np.asarray(values, dtype).reshape(len(values)))
-
-
 def _component_defaults(model, paths, method: str) -> list:
     """``method`` (``"default_z"``, ...) of the components at ``paths``, called through
     their classes (see the component module: an instance's method is a new Module)."""
@@ -339,7 +331,8 @@ def _component_defaults(model, paths, method: str) -> list:
 
 
 def _concatenate(parts: list, dtype):
-    """1-D ``parts`` joined, through numpy when none is a JAX array."""
+    """``parts`` (scalars or arrays) raveled and joined into one vector, through numpy
+    when none is a JAX array (one transfer instead of one per part)."""
     if any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(parts)):
         return jnp.concatenate([jnp.ravel(jnp.asarray(p, dtype)) for p in parts])
     return jnp.asarray(np.concatenate([np.ravel(np.asarray(p, dtype)) for p in parts] or [np.zeros(0, dtype)]))
@@ -472,8 +465,8 @@ class System(eqx.Module):
                 q_values.append(c.default_value)
             else:
                 quat_angles.setdefault(info.mob, [0.0, 0.0, 0.0])[info.col] = jnp.asarray(c.default_value, dtype)
-        q = jnp.zeros(tree.nq, dtype).at[np.asarray(q_at, int)].set(_stack(q_values, dtype))
-        u = jnp.zeros(tree.nu, dtype).at[np.asarray(u_at, int)].set(_stack(u_values, dtype))
+        q = jnp.zeros(tree.nq, dtype).at[np.asarray(q_at, int)].set(_concatenate(q_values, dtype))
+        u = jnp.zeros(tree.nu, dtype).at[np.asarray(u_at, int)].set(_concatenate(u_values, dtype))
         for m in tree.quat_q:
             mob = int(np.searchsorted(tree.q_start, m, side="right") - 1)
             angles = jnp.stack([jnp.asarray(a, dtype) for a in quat_angles.get(mob, [0.0, 0.0, 0.0])])

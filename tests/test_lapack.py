@@ -134,6 +134,17 @@ def test_pinv_and_psd_solve_equal_jax(rank):
     np.testing.assert_allclose(x, np.einsum("bij,bj->bi", jax.vmap(ref)(A), b[..., 0]), rtol=1e-8, atol=1e-10)
 
 
+def _finishes(code: str, timeout: float) -> None:
+    """Run ``code`` in a fresh Python (this checkout on its path); it must print "done"
+    and exit well within ``timeout`` seconds (a hang times out)."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("done")
+
+
 def test_batched_solves_in_a_thread_per_core_finish():
     # before: the LAPACK kernel split the batch into tasks on XLA's thread pool, whose
     # every thread was running one of these programs and waiting: a hang
@@ -155,12 +166,7 @@ def test_batched_solves_in_a_thread_per_core_finish():
                 list(pool.map(lambda _: f(M, b).block_until_ready(), range(threads)))
         print("done")
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, check=False
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().endswith("done")
+    _finishes(code, timeout=300)
 
 
 def test_batched_derivative_solves_run_at_once_finish():
@@ -182,12 +188,7 @@ def test_batched_derivative_solves_run_at_once_finish():
             jax.block_until_ready(f(M, B))
         print("done")
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().endswith("done")
+    _finishes(code, timeout=120)
 
 
 def test_only_the_cpu_splits_a_batch():
