@@ -538,6 +538,19 @@ def test_malformed_sto(text, line, what):
     assert info.value.line == line and info.value.path == "bad.sto"
 
 
+def test_repeated_row_is_dropped_with_a_warning():
+    """OpenSim ends some results with a repeat of the last row (RRA's kinematics, equal
+    to the printed digits): read with that row dropped and a warning naming the line; a
+    row at the same time with other values stays an error."""
+    text = GOOD_STO + "0.1\t3.00000000001\t4\n"
+    with pytest.warns(UserWarning, match=r"rep\.sto: line 9 repeats the row before it \(time 0\.1\); 1 such"):
+        got = STOFileAdapter().parse(text, "rep.sto")
+    np.testing.assert_array_equal(got.times, [0.0, 0.1])
+    np.testing.assert_array_equal(got.values, [[1, 2], [3, 4]])
+    with pytest.raises(TableFileError, match="rep.sto, line 9: time 0.1 is not greater"):
+        STOFileAdapter().parse(GOOD_STO + "0.1\t3.1\t4\n", "rep.sto")
+
+
 def test_malformed_trc():
     lines = GOOD_TRC.split("\n")
 

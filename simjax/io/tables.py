@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -961,6 +962,22 @@ def _make_table(src: str, times, values, labels, metadata, lines: list[int], vec
         bad = np.flatnonzero(~np.isfinite(t))
         if bad.size:
             raise TableFileError(src, lines[bad[0]], f"time {float(t[bad[0]])!r} is not finite")
+        # a row repeating the row before it (its time, its values to the printed digits:
+        # 1e-8 relative) holds no data of its own: OpenSim ends some results with one
+        # (RRA's kinematics) and reads them; it is dropped, with a warning
+        v = np.asarray(values, dtype=np.float64).reshape(len(t), -1)
+        same = np.abs(v[1:] - v[:-1]) <= 1e-8 * np.maximum(1.0, np.abs(v[1:]))
+        same |= np.isnan(v[1:]) & np.isnan(v[:-1])
+        repeat = np.flatnonzero((np.diff(t) == 0) & np.all(same, axis=1)) + 1
+        if repeat.size:
+            warnings.warn(
+                f"{src}: line {lines[repeat[0]]} repeats the row before it (time {float(t[repeat[0]])!r}); "
+                f"{repeat.size} such row(s) dropped",
+                stacklevel=4,
+            )
+            keep = np.setdiff1d(np.arange(len(t)), repeat)
+            t, lines = t[keep], [lines[k] for k in keep]
+            values = np.asarray(values)[keep]
         bad = np.flatnonzero(np.diff(t) <= 0)
         if bad.size:
             i = bad[0] + 1
