@@ -51,7 +51,7 @@ from .forward import print_storage, write_control_set
 from .setup import Setup, SetupError, SetupWarning, register_tool
 from ..io.outputs import open_output
 
-__all__ = ["rra", "average_residuals", "com_adjustment", "write_rra_results"]
+__all__ = ["rra", "tracking_inputs", "average_residuals", "com_adjustment", "write_rra_results"]
 
 #: ``CMC``'s stand-in for unbounded controls (``MAX_CONTROLS_FOR_RRA``)
 _MAX_CONTROL = 10000.0
@@ -197,6 +197,52 @@ def _format(x: float) -> str:
     return f"{x:g}"
 
 
+def tracking_inputs(model, desired_kinematics, tasks, external_loads, initial_time, final_time, source):
+    """The inputs RRA and CMC share, read and checked as their tools do: the desired
+    kinematics and the task set (read when given as files), the external loads added
+    to ``model``, and the time range clamped to the desired kinematics with a
+    ``SetupWarning``.
+
+    **Returns:** ``(model, desired kinematics table, its source, tasks, their source,
+    initial time, final time)``.
+
+    **Raises:** ``SetupError`` naming ``source`` for an empty time range."""
+    if isinstance(desired_kinematics, (str, os.PathLike)):
+        kin_source = os.fspath(desired_kinematics)
+        desired_kinematics = motion.read_coordinates(kin_source)
+    else:
+        kin_source = f"{source}: desired kinematics"
+    if isinstance(tasks, (str, os.PathLike)):
+        task_source = os.fspath(tasks)
+        tasks = tracking.read_task_set(task_source)
+    else:
+        task_source = f"{source}: task set"
+    if external_loads is not None:
+        if isinstance(external_loads, (str, os.PathLike)):
+            external_loads = read_external_loads(external_loads, time_window=(initial_time - 1.0, final_time + 1.0))
+        for f in external_loads:
+            model = model.add(f)
+    times = np.asarray(desired_kinematics.times, float)
+    ti, tf = float(initial_time), float(final_time)
+    if ti < times[0]:
+        warnings.warn(
+            f"{kin_source}: the initial time {ti:g} s precedes the desired kinematics; reset to {times[0]:g} s",
+            SetupWarning,
+            stacklevel=2,
+        )
+        ti = float(times[0])
+    if tf > times[-1]:
+        warnings.warn(
+            f"{kin_source}: the final time {tf:g} s is past the desired kinematics; reset to {times[-1]:g} s",
+            SetupWarning,
+            stacklevel=2,
+        )
+        tf = float(times[-1])
+    if not tf > ti:
+        raise SetupError(f"{source}: the time range {ti:g} to {tf:g} s is empty (desired kinematics {kin_source})")
+    return model, desired_kinematics, kin_source, tasks, task_source, ti, tf
+
+
 def rra(
     model,
     desired_kinematics,
@@ -241,43 +287,13 @@ def rra(
     """
     from ..mechanics.frames import Body
 
-    if isinstance(desired_kinematics, (str, os.PathLike)):
-        kin_source = os.fspath(desired_kinematics)
-        desired_kinematics = motion.read_coordinates(kin_source)
-    else:
-        kin_source = f"{source}: desired kinematics"
-    if isinstance(tasks, (str, os.PathLike)):
-        task_source = os.fspath(tasks)
-        tasks = tracking.read_task_set(task_source)
-    else:
-        task_source = f"{source}: task set"
     if adjusted_com_body is not None:
         names = [c.name for c in model.components_of(Body)]
         if adjusted_com_body not in names:
             raise SetupError(f"{source}: adjusted_com_body {adjusted_com_body!r} is not a body of the model")
-    if external_loads is not None:
-        if isinstance(external_loads, (str, os.PathLike)):
-            external_loads = read_external_loads(external_loads, time_window=(initial_time - 1.0, final_time + 1.0))
-        for f in external_loads:
-            model = model.add(f)
-    times = np.asarray(desired_kinematics.times, float)
-    ti, tf = float(initial_time), float(final_time)
-    if ti < times[0]:
-        warnings.warn(
-            f"{kin_source}: the initial time {ti:g} s precedes the desired kinematics; reset to {times[0]:g} s",
-            SetupWarning,
-            stacklevel=2,
-        )
-        ti = float(times[0])
-    if tf > times[-1]:
-        warnings.warn(
-            f"{kin_source}: the final time {tf:g} s is past the desired kinematics; reset to {times[-1]:g} s",
-            SetupWarning,
-            stacklevel=2,
-        )
-        tf = float(times[-1])
-    if not tf > ti:
-        raise SetupError(f"{source}: the time range {ti:g} to {tf:g} s is empty (desired kinematics {kin_source})")
+    model, desired_kinematics, kin_source, tasks, task_source, ti, tf = tracking_inputs(
+        model, desired_kinematics, tasks, external_loads, initial_time, final_time, source
+    )
     system = model.build()
     opt = tracking.actuator_optimal_forces(model, system, source)
     desired = tracking.desired_kinematics(system, desired_kinematics, lowpass_cutoff, kin_source)
@@ -430,7 +446,8 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
 
     **Returns:** ``{key: path}`` for ``Kinematics_q``, ``Kinematics_u``,
     ``Kinematics_dudt``, ``Actuation_force``, ``Actuation_speed``, ``Actuation_power``,
-    ``controls``, ``controls_xml``, ``states``, ``pErr``, ``avgResiduals``.
+    ``controls``, ``controls_xml``, ``states``, ``pErr``, and ``avgResiduals`` where ``result``
+    has ``average_residuals``.
     """
     os.makedirs(results_dir, exist_ok=True)
     tabs = result["tables"]
@@ -453,13 +470,14 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
     path = os.path.join(results_dir, f"{name}_controls.xml")
     write_control_set(path, result["model"].name, tabs["controls"], result.get("control_limits"))
     written["controls_xml"] = path
-    F, M = result["average_residuals"]
-    path = os.path.join(results_dir, f"{name}_avgResiduals.txt")
-    with open_output(path, "w", newline="\n") as fh:
-        fh.write("Average Residuals:\n\n")
-        for k, v in zip(_RESIDUALS, (*F, *M)):
-            fh.write(f"{k} average = {_format(float(v))}\n")
-    written["avgResiduals"] = path
+    if "average_residuals" in result:  # (RRA's; CMC writes none)
+        F, M = result["average_residuals"]
+        path = os.path.join(results_dir, f"{name}_avgResiduals.txt")
+        with open_output(path, "w", newline="\n") as fh:
+            fh.write("Average Residuals:\n\n")
+            for k, v in zip(_RESIDUALS, (*F, *M)):
+                fh.write(f"{k} average = {_format(float(v))}\n")
+        written["avgResiduals"] = path
     return written
 
 

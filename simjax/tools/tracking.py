@@ -59,6 +59,7 @@ __all__ = [
     "desired_kinematics",
     "actuator_inverse_dynamics",
     "actuator_optimal_forces",
+    "references",
     "track",
 ]
 
@@ -505,6 +506,29 @@ def _track(system, t_start, t_end, h, ref0, ref1, y0, d, gains, lo, hi):
     return ys[1:], ydots[1:], xs[1:], p_errs[1:]
 
 
+def references(system, desired: DesiredKinematics, times) -> tuple:
+    """The desired kinematics at ``times`` as whole state vectors: ``(qs (n, nq), qd
+    (n, nu), us (n, nu), ud (n, nu))``: the ``q`` splines, their derivative, the ``u``
+    splines and the ``udot`` splines (``DesiredKinematics.at``), each coordinate at its
+    ``q`` or ``u`` index; a ``q`` no coordinate owns keeps its default value, other
+    entries are zero."""
+    tree = system.topology.tree
+    nq, nu = tree.nq, tree.nu
+    cq = np.asarray([tree.coordinates[p].q for p in system.coordinate_paths], int)
+    cu = np.asarray([tree.coordinates[p].u for p in system.coordinate_paths], int)
+    keep = cq >= 0
+    cq, cu = cq[keep], cu[keep]
+
+    def full(vals, size, idx, base):
+        out = np.broadcast_to(np.asarray(base, float), (vals.shape[0], size)).copy()
+        out[:, idx] = vals[:, keep]
+        return out
+
+    qs, qd, us, ud = desired.at(times)
+    q_base = np.asarray(system.default_state().q, float)
+    return full(qs, nq, cq, q_base), full(qd, nu, cu, 0.0), full(us, nu, cu, 0.0), full(ud, nu, cu, 0.0)
+
+
 def track(system, tasks: dict, desired: DesiredKinematics, t0: float, t1: float, dt: float = 0.001, bounds=None):
     """OpenSim's CMC tracking loop (``RRATool``) for ideal actuators, from ``t0`` to the
     last window boundary before ``t1 - dt`` (OpenSim integrates to ``t1 - dt``).
@@ -532,25 +556,9 @@ def track(system, tasks: dict, desired: DesiredKinematics, t0: float, t1: float,
     state0 = system.default_state(t0)
     dtype = jnp.asarray(state0.q).dtype
     nq, nu = tree.nq, tree.nu
-    cq = np.asarray([tree.coordinates[p].q for p in system.coordinate_paths], int)
-    cu = np.asarray([tree.coordinates[p].u for p in system.coordinate_paths], int)
-    keep = cq >= 0
-    cq, cu = cq[keep], cu[keep]
-
-    def full(vals, size, idx, base):
-        out = np.broadcast_to(np.asarray(base, float), (vals.shape[0], size)).copy()
-        out[:, idx] = vals[:, keep]
-        return out
 
     def refs_at(times):
-        qs, qd, us, ud = desired.at(times)
-        q_base = np.asarray(state0.q, float)
-        return (
-            jnp.asarray(full(qs, nq, cq, q_base), dtype),
-            jnp.asarray(full(qd, nu, cu, 0.0), dtype),
-            jnp.asarray(full(us, nu, cu, 0.0), dtype),
-            jnp.asarray(full(ud, nu, cu, 0.0), dtype),
-        )
+        return tuple(jnp.asarray(r, dtype) for r in references(system, desired, times))
 
     # the scan's steps: the initial solve (RRATool: computeControls at t0 with a window
     # of 1e-8 s, no integration), the windows, and one more whose solve is not used but
