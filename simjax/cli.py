@@ -300,7 +300,7 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "setup",
         help="an OpenSim tool setup file (.xml): InverseKinematicsTool, InverseDynamicsTool, ScaleTool, AnalyzeTool, "
-        "ForwardTool, RRATool",
+        "ForwardTool, RRATool, CMCTool",
     )
 
 

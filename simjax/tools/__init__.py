@@ -26,6 +26,11 @@ a setup reader maps OpenSim's setup file onto it and writes OpenSim's output fil
   the tracking with residual and reserve actuators; writes ``_Kinematics_q.sto``,
   ``_Actuation_force.sto``, ``_pErr.sto``, ``_avgResiduals.txt`` and the adjusted
   model;
+- ``cmc``: Computed Muscle Control (``CMCTool``): every window, the PD-tracking
+  accelerations, the least-stress actuator forces that give them within the forces the
+  muscles can reach over the window, and the excitations that reach those forces (a
+  root solve through activation and contraction dynamics); writes ``_controls.sto``
+  and ``.xml``, ``_states.sto``, ``_pErr.sto``, ``_Actuation_force.sto``;
 - ``gradients``: derivatives through the tools: the IK and SO optima differentiated
   by the implicit function theorem (``solve_inverse_kinematics``,
   ``solve_static_optimization``: pure, ``vmap``-able over trials; the latter's
@@ -43,6 +48,7 @@ from .setup import Setup, SetupError, SetupWarning, read_setup, run
 from .optimization import solve_static_optimization, static_optimization, static_optimization_problem
 from .reactions import joint_reaction
 from .rra import rra
+from .cmc import cmc
 
 __all__ = [
     "Setup",
@@ -66,4 +72,5 @@ __all__ = [
     "scaled_system",
     "forward",
     "rra",
+    "cmc",
 ]

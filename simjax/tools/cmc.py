@@ -1,0 +1,708 @@
+"""OpenSim's Computed Muscle Control (``CMCTool``), run from its setup file or called
+directly (``cmc``).
+
+Thelen and Anderson's algorithm as ``CMC::computeControls`` runs it. Every
+``cmc_time_window`` ``T``, from the state at ``ti``:
+
+1. **Desired accelerations** by PD tracking of the desired kinematics with the task
+   gains (``tracking``'s, as RRA): ``ka a_des(ti + T) + kv (u_des(ti) - u) + kp
+   (q_des(ti) - q)``.
+2. **The actuators' reach** (``VectorFunctionForActuators``): the muscles' states
+   integrated over the window with every excitation held at a value, the coordinates
+   following the desired kinematics shifted by the current error
+   (``CMCActuatorSubsystem``); each actuator's force at ``ti + T`` at its control's
+   lower and upper bound gives the force bounds.
+3. **Desired forces** (``ActuatorForceTargetFast``): the forces within those bounds of
+   least ``sum (f / f_opt)^2`` (a muscle's ``f_opt`` its active fiber force at full
+   activation with a rigid tendon, at the window's end; another actuator's its
+   ``optimal_force``) whose accelerations equal the desired ones there: a quadratic
+   program solved exactly by static optimization's dual Newton method.
+4. **Excitations** (``RootSolver``): per actuator, the control whose force at the
+   window's end is the desired force, by Brent's method to OpenSim's tolerance
+   (0.004), all actuators at once.
+5. **Forward**: the whole model integrated over the window, the muscles' excitations
+   held (``ControlLinear`` steps), the other controls linear between the windows'
+   ends.
+
+The initial muscle states come from ``CMC::computeInitialStates``: 0.2 s integrations
+with the coordinates held at the initial time (twice at excitation 0.01, once at the
+controls of a first 30 ms window), a second 30 ms window solve, and its predicted state;
+the tracking then starts 30 ms after the initial time, as OpenSim's.
+
+Everything is one compiled window step: the initial solves call it, then a
+``lax.scan`` runs it over the windows. No loop over muscles or coordinates.
+
+Differences from OpenSim, by design: each window's integrations take fixed classical
+Runge-Kutta steps of at most 1 ms (OpenSim's Runge-Kutta-Merson takes steps of at most
+1 ms in the predictor, to ``integrator_error_tolerance`` in the forward integration);
+the desired forces are the exact optimum (OpenSim's IPOPT stops at its convergence
+tolerance). ``use_fast_optimization_target`` false (the penalty target),
+``desired_points_file``, ``rra_controls_file``, analyses and controllers are refused by
+name; ``constraints_file`` likewise.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..compiling import jit
+from ..forward import Context
+from ..muscles.muscle import Muscle
+from ..api import component_outputs
+from ..simulate import rhs
+from ..state import State
+from . import tracking
+from .analyze import load_model_with_force_sets
+from .optimization import _STRENGTHS, _derived_systems, _dual_newton, _moment_arms, _muscle_kinds
+from .rra import _actuator_speeds, _control_limits, _existing, _tables, tracking_inputs, write_rra_results
+from .setup import Setup, SetupError, SetupWarning, register_tool
+
+__all__ = ["cmc", "write_cmc_results"]
+
+#: CMC's excitation range for muscles (``MIN_CMC_CONTROL_VALUE``, ``MAX_CMC_CONTROL_VALUE``)
+_MIN_EXCITATION, _MAX_EXCITATION = 0.02, 1.0
+#: ``RootSolver``'s tolerance on the controls, as ``CMC::computeControls`` sets it
+_ROOT_TOL = 4.0e-3
+#: the longest integration step (s): OpenSim's predictor's maximum step
+_MAX_STEP = 1.0e-3
+#: ``computeInitialStates``: the equilibration time (s), excitation, and first window (s)
+_HOLD_TIME, _HOLD_EXCITATION, _INITIAL_WINDOW = 0.2, 0.01, 0.030
+
+
+# -- the window's pieces ----------------------------------------------------------------------
+
+
+#: the classical Runge-Kutta tableau: stage matrix, weights, and each stage's node in
+#: half steps
+_RK4_A = ((0.0, 0.0, 0.0, 0.0), (0.5, 0.0, 0.0, 0.0), (0.0, 0.5, 0.0, 0.0), (0.0, 0.0, 1.0, 0.0))
+_RK4_B = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
+_RK4_HALF_STEPS = (0, 1, 1, 2)
+
+
+def _rk4_steps(f, y0, h, n):
+    """``n`` classical Runge-Kutta steps of ``h`` of ``dy/dt = f(j, y)``, ``j`` the time
+    in half steps from the start; the stages a loop over one ``f``, so that the model is
+    traced once."""
+    dtype = y0.dtype
+    a, b = jnp.asarray(_RK4_A, dtype), jnp.asarray(_RK4_B, dtype)
+    half = jnp.asarray(_RK4_HALF_STEPS)
+
+    def step(k, y):
+        def stage(i, K):
+            return K.at[i].set(f(2 * k + half[i], y + h * (a[i] @ K)))
+
+        K = jax.lax.fori_loop(0, 4, stage, jnp.zeros((4, y.shape[0]), dtype))
+        return y + h * (b @ K)
+
+    return jax.lax.fori_loop(0, n, step, y0)
+
+
+def _predict(system, params, d, z0, x, ti, h, n, kin):
+    """The actuators' states over ``n`` steps of ``h`` from ``ti``, controls ``x`` held,
+    the coordinates prescribed: ``kin(j) = (q, u)`` at the ``j``-th half step.
+
+    **Returns:** ``(actuator forces at the end (n_act,), z at the end)``."""
+
+    def context(j, z):
+        q, u = kin(j)
+        return Context(system, State(t=ti + 0.5 * j * h, q=q, u=u, z=z, d=d), x, parameters=params)
+
+    z = _rk4_steps(lambda j, z: context(j, z).zdot, z0, h, n)
+    return context(2 * n, z).group_outputs(system.actuator_paths, "actuation"), z
+
+
+def _brent(g, a, b, fa, fb, aux, tol, iterations: int = 60):
+    """Roots in ``[a, b]`` of the componentwise function ``g`` (``(n,) -> ((n,), aux)``,
+    component ``i`` depending on ``x_i`` only; ``fa``, ``fb``: its values at the ends,
+    ``aux`` its other result at ``b``): Brent's method on every component at once, each
+    stopping once its bracket is within ``tol`` (``RootSolver::solve``).
+
+    **Returns:** ``(the roots, g's other result there)``."""
+    lo, hi = jnp.minimum(a, b), jnp.maximum(a, b)
+    c, fc = a, fa
+    done = jnp.zeros(a.shape, bool)
+
+    def body(carry):
+        i, a0, b0, c0, fa0, fb0, fc0, done, _ = carry
+        # c on the other side of the root from b, and b the better end
+        flip = ((fb0 > 0) & (fc0 > 0)) | ((fb0 < 0) & (fc0 < 0))
+        c, fc = jnp.where(flip, a0, c0), jnp.where(flip, fa0, fc0)
+        prev = b0 - a0
+        swap = jnp.abs(fc) < jnp.abs(fb0)
+        a, b, c = jnp.where(swap, b0, a0), jnp.where(swap, c, b0), jnp.where(swap, b0, c)
+        fa, fb, fc = jnp.where(swap, fb0, fa0), jnp.where(swap, fc, fb0), jnp.where(swap, fb0, fc)
+        tol_act = 2.0 * jnp.finfo(b.dtype).eps * jnp.abs(b) + 0.5 * tol
+        step = 0.5 * (c - b)
+        converged = (jnp.abs(step) <= tol_act) | (fb == 0.0)
+        # interpolation: the secant through two distinct points, else inverse quadratic
+        cb = c - b
+        nz = lambda v: jnp.where(v == 0.0, 1.0, v)  # noqa: E731
+        t1 = fb / nz(fa)
+        r, t2 = fa / nz(fc), fb / nz(fc)
+        p_quad = t1 * (cb * r * (r - t2) - (b - a) * (t2 - 1.0))
+        q_quad = (r - 1.0) * (t2 - 1.0) * (t1 - 1.0)
+        p = jnp.where(a == c, cb * t1, p_quad)
+        q = jnp.where(a == c, 1.0 - t1, q_quad)
+        q = jnp.where(p > 0.0, -q, q)
+        p = jnp.abs(p)
+        interpolate = (jnp.abs(prev) >= tol_act) & (jnp.abs(fa) > jnp.abs(fb))
+        interpolate &= (p < 0.75 * cb * q - 0.5 * jnp.abs(tol_act * q)) & (p < jnp.abs(0.5 * prev * q))
+        step = jnp.where(interpolate, p / nz(q), step)
+        step = jnp.where(jnp.abs(step) < tol_act, jnp.where(step > 0.0, tol_act, -tol_act), step)
+        # a component converged before this pass keeps its values; one converging now
+        # keeps the better end
+        moving = ~done & ~converged
+        keep = lambda new, now, old: jnp.where(moving, new, jnp.where(done, old, now))  # noqa: E731
+        a, fa, b, c, fc = keep(b, a, a0), keep(fb, fa, fa0), keep(b + step, b, b0), keep(c, c, c0), keep(fc, fc, fc0)
+        b = jnp.clip(b, lo, hi)  # (a step of the tolerance can leave the bracket)
+        fb, aux = g(b)
+        return i + 1, a, b, c, fa, fb, fc, done | converged, aux
+
+    carry = (0, a, b, c, fa, fb, fc, done, aux)
+    carry = jax.lax.while_loop(lambda c: (c[0] < iterations) & ~jnp.all(c[7]), body, carry)
+    return carry[2], carry[8]
+
+
+class _Plan(NamedTuple):
+    """What a window needs of the model's structure (static: hashable tuples):
+    ``muscle``: per actuator, whether it is a muscle; ``muscles``: their paths;
+    ``kept``, ``off_index``: the other actuators and their indices in the muscle-free
+    system; ``u_order``: each coordinate's speed index; ``kinds``: the muscles grouped by
+    how OpenSim computes their strength (static optimization's ``_muscle_kinds``)."""
+
+    muscle: tuple
+    muscles: tuple
+    kept: tuple
+    off_index: tuple
+    u_order: tuple
+    kinds: tuple
+
+
+def _plan(system):
+    """``(_Plan, the muscle-free system, the rigid-tendon system)`` of ``system`` (the
+    latter two as static optimization derives them).
+
+    **Raises:** ``ModelError`` naming a muscle of a class whose strength OpenSim's
+    ``calcInextensibleTendonActiveFiberForce`` gives is not implemented."""
+    model = system.model
+    paths = system.actuator_paths
+    muscle = tuple(isinstance(model.find(p), Muscle) for p in paths)
+    muscles = tuple(p for p, m in zip(paths, muscle) if m)
+    off, rigid = _derived_systems(system, bool(muscles))
+    kept = tuple(i for i, p in enumerate(paths) if p in off.actuator_paths and not muscle[i])
+    tree = system.topology.tree
+    plan = _Plan(
+        muscle,
+        muscles,
+        kept,
+        tuple(off.actuator_paths.index(paths[i]) for i in kept),
+        tuple(tree.coordinates[c].u for c in system.coordinate_paths),
+        _muscle_kinds(model, muscles),
+    )
+    return plan, off, rigid
+
+
+def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d, x):
+    """Accelerations as an affine function of the actuators' forces overridden
+    (``ActuatorForceTargetFast``): ``(a0 (nu,), A (nu, n_act))``; and each actuator's
+    ``f_opt``: a muscle's ``calcInextensibleTendonActiveFiberForce`` at full activation
+    (its class's, as static optimization computes it, on the rigid-tendon system),
+    another's ``optimal_force``."""
+    dtype = q.dtype
+    nu = u.shape[0]
+    n_act = len(system.actuator_paths)
+    s_off = off.default_state().replace(t=t, q=q, u=u)
+    mus = np.flatnonzero(plan.muscle)
+    if plan.muscles:
+        ctx = Context(system, State(t=t, q=q, u=u, z=z, d=d), x)
+        R = _moment_arms(ctx, plan.muscles)  # (k, n_coordinates), coordinate order
+        Ru = jnp.zeros((len(plan.muscles), nu), dtype).at[:, np.asarray(plan.u_order, int)].set(R)
+        rigid_ctx = Context(rigid, rigid.default_state().replace(t=t, q=q, u=u))
+        strength = jnp.zeros(len(plan.muscles), dtype)
+        for kind, index in plan.kinds:  # (a few muscle classes)
+            paths = tuple(plan.muscles[i] for i in index)
+            strength = strength.at[np.asarray(index, int)].set(_STRENGTHS[kind](rigid_ctx, paths))
+    else:
+        Ru = jnp.zeros((0, nu), dtype)
+        strength = jnp.zeros(0, dtype)
+    n_off = len(off.actuator_paths)
+    cols, off_cols = np.asarray(plan.kept, int), np.asarray(plan.off_index, int)
+
+    def udot(f):
+        c = jnp.zeros(n_off, dtype).at[off_cols].set(f[cols] / opt[cols])
+        return Context(off, s_off, c, mobility_forces=Ru.T @ f[mus]).acc.udot
+
+    zero = jnp.zeros(n_act, dtype)
+    a0 = udot(zero)
+    A = jax.jacfwd(udot)(zero)
+    f_opt = opt.at[mus].set(strength) if plan.muscles else opt
+    return a0, A, f_opt
+
+
+@jit
+def _window(system, off, rigid, plan, opt, gains, lo, hi, y, x_prev, ti, h, n, refs):
+    """One ``CMC::computeControls`` and the integration over its window.
+
+    **Arguments:** ``system``; ``off``, ``rigid``, ``plan``: ``_plan(system)``; ``opt``: the actuators'
+    ``optimal_force`` (1 for muscles), ``gains``: the tasks' indices and gains,
+    ``lo``, ``hi``: control bounds; ``y = (q, u, z)`` at ``ti``; ``x_prev``: the
+    controls at ``ti``; ``h``, ``n``: the window's steps (s, count); ``refs = (qs, qd,
+    us, ud)``: the desired coordinates (the ``q`` splines), their derivative, speeds
+    and accelerations at the window's half steps, ``(2 n + 1, ·)`` or more rows.
+
+    **Returns:** ``(y at ti + n h, controls, pErr, the predicted z at ti + n h,
+    failed)``, ``failed`` a sum of flags: 1 no forces within the actuators' reach give
+    the desired accelerations, 2 the controls are not finite, 4 the integration is
+    not finite."""
+    state0 = system.default_state()
+    params = Context(system, state0).prepared()
+    d = state0.d
+    q_idx, u_idx, w, kp, kv, ka, limit = gains
+    qs, qd, us, ud = refs
+    nq, nu = qs.shape[1], qd.shape[1]
+    q, u, z = y[:nq], y[nq : nq + nu], y[nq + nu :]
+    dq, du = q - qs[0], u - qd[0]
+    p_err = qs[0][q_idx] - q[q_idx]
+    v_err = us[0][u_idx] - u[u_idx]
+    a_des = ka * ud[2 * n][u_idx] + kv * v_err + kp * p_err
+    tf = ti + n * h
+
+    def kin(j):
+        return qs[j] + dq, qd[j] + du
+
+    def predict(x):
+        return _predict(system, params, d, z, x, ti, h, n, kin)
+
+    (f_lo, f_hi), (_, z_hi) = jax.vmap(predict)(jnp.stack([lo, hi]))
+    hi = jnp.where(f_hi - f_lo < 1.0, lo, hi)  # (no force to choose by the control)
+    q1, u1 = kin(2 * n)
+    a0, A, f_opt = _acceleration_map(system, off, rigid, plan, opt, tf, q1, u1, z_hi, d, hi)
+    scale = jnp.maximum(jnp.abs(f_opt), jnp.finfo(q.dtype).tiny)
+    Aw = A[u_idx] * scale[None, :]
+    b = a_des - a0[u_idx]
+    f_min, f_max = jnp.minimum(f_lo, f_hi), jnp.maximum(f_lo, f_hi)
+    # (the constraints with orthonormal rows, Q' s = R^-T b from Aw' = Q R: the rows of Aw
+    # are near dependent, and the dual Newton method converges slowly on them)
+    Q, R = jnp.linalg.qr(Aw.T)
+    s, *_ = _dual_newton(
+        Q.T, jax.scipy.linalg.solve_triangular(R.T, b, lower=True), f_min / scale, f_max / scale, 2.0, 100
+    )
+    infeasible = jnp.max(jnp.abs(Aw @ s - b)) > 1e-6 * (1.0 + jnp.max(jnp.abs(b)))
+    f = s * scale
+
+    def miss(xx):
+        forces, zz = predict(xx)
+        return forces - f, zz
+
+    x, z_pred = _brent(miss, lo, hi, f_lo - f, jnp.where(hi == lo, f_lo, f_hi) - f, z_hi, _ROOT_TOL)
+
+    def controls(tau):  # steps for muscles, linear between the window's ends otherwise
+        along = jnp.clip((tau - ti) / (n * h), 0.0, 1.0)  # (round-off would pass a bound)
+        return jnp.where(jnp.asarray(plan.muscle), x, x_prev + along * (x - x_prev))
+
+    def ydot(j, yy):
+        tau = ti + 0.5 * j * h
+        return rhs(system, tau, yy, d, controls(tau), params)
+
+    y1 = _rk4_steps(ydot, y, h, n)
+    failed = (
+        jnp.where(infeasible, 1, 0)
+        + jnp.where(jnp.all(jnp.isfinite(x)), 0, 2)
+        + jnp.where(jnp.all(jnp.isfinite(y1)), 0, 4)
+    )
+    return y1, x, p_err, z_pred, failed
+
+
+@jit
+def _hold(system, x, t, q, u, z, h, n):
+    """``obtainActuatorEquilibrium`` with the coordinates held: the actuators' states
+    after ``n`` steps of ``h`` at controls ``x``, ``q`` and ``u`` fixed."""
+    state0 = system.default_state()
+    params = Context(system, state0).prepared()
+    return _predict(system, params, state0.d, z, x, t, h, n, lambda j: (q, u))[1]
+
+
+# -- the tool -----------------------------------------------------------------------------------
+
+
+def _optimal_forces(model, system, plan, source) -> np.ndarray:
+    """Each actuator's ``optimal_force`` (1 for a muscle).
+
+    **Raises:** ``SetupError`` naming ``source`` and an actuator that is neither a muscle
+    nor ideal (force = control × optimal_force)."""
+    out = []
+    for p, is_muscle in zip(system.actuator_paths, plan.muscle):
+        f = 1.0 if is_muscle else getattr(model.find(p), "optimal_force", None)
+        if f is None:
+            raise SetupError(
+                f"{source}: actuator {p!r} ({type(model.find(p)).__name__}) is neither a muscle nor an ideal "
+                "actuator (force = control x optimal_force); CMC cannot predict its force"
+            )
+        out.append(float(np.asarray(f)))
+    return np.asarray(out, float)
+
+
+def _excitation_bounds(model, system, plan) -> tuple[np.ndarray, np.ndarray]:
+    """CMC's control bounds (``CMC::extendAddToSystem``): ``min_control`` and
+    ``max_control``, infinite ones as ±10000; a muscle's lower bound raised to 0.02 and
+    an upper bound under 1 raised to 1, each with a ``SetupWarning``."""
+    lo, hi = _control_limits(model, system)
+    for i in np.flatnonzero(plan.muscle):
+        name = system.actuator_names[i]
+        if lo[i] < _MIN_EXCITATION:
+            warnings.warn(
+                f"CMC cannot compute controls for muscles with controls under {_MIN_EXCITATION}; the minimum "
+                f"control of muscle {name!r} is reset to {_MIN_EXCITATION}",
+                SetupWarning,
+                stacklevel=3,
+            )
+            lo[i] = _MIN_EXCITATION
+        if hi[i] < _MAX_EXCITATION:
+            warnings.warn(
+                f"CMC cannot compute controls for muscles with controls over {_MAX_EXCITATION}; the maximum "
+                f"control of muscle {name!r} is reset to {_MAX_EXCITATION}",
+                SetupWarning,
+                stacklevel=3,
+            )
+            hi[i] = _MAX_EXCITATION
+    return lo, hi
+
+
+def _scalars(*values, dtype):
+    """Python numbers as arrays (floats of ``dtype``, ints as int32): traced arguments of
+    the compiled steps, not constants baked into them."""
+    return tuple(jnp.asarray(v, jnp.int32 if isinstance(v, int) else dtype) for v in values)
+
+
+@jit
+def _derivatives(system, times, Y, X):
+    """``dy/dt`` at states ``Y (K, ny)`` and controls ``X (K, n_act)``."""
+    d = system.default_state().d
+    return jax.vmap(lambda t, y, x: rhs(system, t, y, d, x))(times, Y, X)
+
+
+def _accumulated(t0: float, dt: float, n: int):
+    """``t0, t0 + dt, (t0 + dt) + dt, ...``: ``n + 1`` times summed one by one in floating
+    point, as OpenSim's CMC advances its target time."""
+    t = t0
+    for _ in range(n + 1):
+        yield t
+        t = t + dt
+
+
+def _steps(window: float) -> tuple[float, int]:
+    """A window's integration steps: ``(h, n)``, ``n`` the fewest of at most 1 ms."""
+    n = max(1, int(math.ceil(window / _MAX_STEP - 1e-9)))
+    return window / n, n
+
+
+def _failure(code: int) -> str:
+    """What a window's ``failed`` flags (``_window``) mean, in words."""
+    if code & 1:
+        return (
+            "no actuator forces within the actuators' reach give the desired accelerations (the optimization "
+            "failed: not all degrees of freedom may be actuated, a task may track a locked coordinate, or the "
+            "control bounds may be too tight)"
+        )
+    return (
+        "the controls" + (" and the integration" if code & 4 else "") + " were not finite"
+        if code & 2
+        else ("the integration was not finite")
+    )
+
+
+def cmc(
+    model,
+    desired_kinematics,
+    tasks,
+    *,
+    initial_time: float,
+    final_time: float,
+    external_loads=None,
+    lowpass_cutoff: float = -1.0,
+    dt: float = 0.010,
+    equilibrate: bool = True,
+    source: str = "cmc",
+) -> dict:
+    """OpenSim's Computed Muscle Control (see the module).
+
+    **Arguments:** ``model``: a ``Model`` with its muscles and its reserve and residual
+    actuators (ideal), without the external loads; ``desired_kinematics``: a
+    coordinates ``TimeSeriesTable`` or file (degrees if its header says so); ``tasks``:
+    a ``CMC_TaskSet`` file or ``TrackingTask`` records; ``initial_time``,
+    ``final_time`` (s; clamped to the desired kinematics with a ``SetupWarning``);
+    ``external_loads``: an ExternalLoads ``.xml`` path or ``ExternalForce`` components;
+    ``lowpass_cutoff`` (Hz, negative: no filter); ``dt``: the ``cmc_time_window`` (s);
+    ``equilibrate``: ``solve_for_equilibrium_for_auxiliary_states`` (the muscles
+    equilibrated at the model's default state first, as OpenSim's tool does);
+    ``source``: a name for messages.
+
+    **Returns:** a dict: ``"model"`` (with the external loads), ``"run"``: ``{"times"
+    (K + 1,): the window boundaries from ``initial_time + 0.03`` to ``final_time -
+    dt``; ``"q"``, ``"u"``, ``"z"``, ``"qdot"``, ``"udot"``: states and derivatives
+    there; ``"controls"``: each actuator's control in force there (a muscle's
+    excitation over the window that ends there); ``"pErr"``, ``"pErr_times"``: the
+    tasks' position errors at every ``computeControls`` (from the second initial
+    solve); ``"failed_at"``}``, ``"task_names"``, ``"tables"``: ``{"Kinematics_q",
+    "Kinematics_u", "Kinematics_dudt", "Actuation_force", "Actuation_speed",
+    "Actuation_power", "controls", "states", "pErr"}`` as OpenSim writes them,
+    ``"control_limits"``: ``(min, max)`` per actuator, ``"failed_at"``: ``None``, or the
+    time (s) of the first window whose optimization found no forces that give the
+    desired accelerations, or whose controls or integration were not finite (the
+    results stop before it, with a ``SetupWarning``).
+
+    **Raises:** ``SetupError`` naming ``source`` for a task naming no coordinate of the
+    model, an actuator CMC cannot drive, or a time range without a window.
+    """
+    from ..muscles.equilibrium import equilibrate_muscles
+
+    model, table, kin_source, tasks, task_source, ti, tf = tracking_inputs(
+        model, desired_kinematics, tasks, external_loads, initial_time, final_time, source
+    )
+    system = model.build()
+    plan, off, rigid = _plan(system)
+    opt = _optimal_forces(model, system, plan, source)
+    desired = tracking.desired_kinematics(system, table, lowpass_cutoff, kin_source)
+    gains = tracking.task_indices(system, tasks, task_source)
+    if len(gains["names"]) == 0:
+        raise SetupError(f"{task_source}: no active task to track")
+    lo, hi = _excitation_bounds(model, system, plan)
+    t_start = ti + _INITIAL_WINDOW
+    n_win = int(math.floor((tf - dt - t_start) / dt + 1e-6))
+    if n_win < 1:
+        raise SetupError(
+            f"{source}: the time range {ti:g} to {tf:g} s holds no {dt:g} s window after CMC's initial "
+            f"{_INITIAL_WINDOW:g} s"
+        )
+    state0 = system.default_state(ti)
+    dtype = jnp.asarray(state0.q).dtype
+    tree = system.topology.tree
+    nq, nu = tree.nq, tree.nu
+    if equilibrate:
+        # (at zero controls, within the actuators' bounds: OpenSim's CMC has none yet)
+        lo_model, hi_model = _control_limits(model, system)
+        state0 = equilibrate_muscles(system, state0, jnp.asarray(np.clip(0.0, lo_model, hi_model), dtype))
+    g = (
+        jnp.asarray(gains["q"]),
+        jnp.asarray(gains["u"]),
+        *(jnp.asarray(gains[k], dtype) for k in ("weight", "kp", "kv", "ka", "limit")),
+    )
+    consts = tuple(jnp.asarray(v, dtype) for v in (opt, lo, hi))
+
+    def window(y, x_prev, t, h, n, r):
+        return _window(
+            system, off, rigid, plan, consts[0], g, consts[1], consts[2], y, x_prev, *_scalars(t, h, n, dtype=dtype), r
+        )
+
+    def hold(x, t, q, u, z, h, n):
+        return _hold(system, x, *_scalars(t, dtype=dtype), q, u, z, *_scalars(h, n, dtype=dtype))
+
+    def refs(t0, h, n):
+        return tuple(
+            jnp.asarray(r, dtype) for r in tracking.references(system, desired, t0 + 0.5 * h * np.arange(2 * n + 1))
+        )
+
+    # computeInitialStates: 2 x 0.2 s at excitation 0.01 with the coordinates held, a
+    # 30 ms solve, 0.2 s at its controls, a second solve and its prediction
+    # (every window's references have the same rows, so that one compiled step serves
+    # the initial and the tracking windows)
+    h0, n0 = _steps(_INITIAL_WINDOW)
+    h, n = _steps(dt)
+    rows = 2 * max(n0, n) + 1
+    r0 = refs(ti, h0, (rows - 1) // 2)
+    q0, u0 = r0[0][0], r0[1][0]
+    hh, nh = _steps(_HOLD_TIME)
+    n_act = len(system.actuator_paths)
+    z = hold(jnp.full(n_act, _HOLD_EXCITATION, dtype), ti, q0, u0, jnp.asarray(state0.z, dtype), hh, 2 * nh)
+    x_none = jnp.zeros(n_act, dtype)
+    p_errs = []
+    for i in range(2):
+        _, xi, p_err, z_pred, failed = window(jnp.concatenate([q0, u0, z]), x_none, ti, h0, n0, r0)
+        if int(failed):
+            raise SetupError(f"{source}: computing the initial states at t = {ti:g} s, {_failure(int(failed))}")
+        p_errs.append(p_err)
+        if i == 0:
+            z = hold(xi, ti, q0, u0, z, hh, nh)
+    y = jnp.concatenate([r0[0][2 * n0], r0[1][2 * n0], z_pred])
+
+    # the windows: one compiled step each, on a uniform grid of half steps; their
+    # times summed window by window, as OpenSim's are: the last solve, at the final time,
+    # is recorded where that sum falls short of it (OpenSim's event fires there)
+    t_grid = np.asarray(list(_accumulated(t_start, dt, n_win)))
+    record_last = t_grid[-1] < tf - dt
+    grid = refs(t_start, h, n * (n_win + 1) + (rows - 1) // 2)
+    ys, xs = [y], [xi]
+    failed_at = None
+    for k in range(n_win + 1):
+        window_refs = tuple(r[2 * n * k : 2 * n * k + rows] for r in grid)
+        y1, x, p_err, _, failed = window(y, xs[-1], float(t_grid[k]), h, n, window_refs)
+        if int(failed):
+            failed_at = float(t_grid[k])
+            warnings.warn(
+                f"{source}: at t = {failed_at:g} s {_failure(int(failed))}; the results stop there",
+                SetupWarning,
+                stacklevel=2,
+            )
+            break
+        p_errs.append(p_err)
+        if k == n_win:
+            if not record_last:
+                p_errs.pop()
+            break
+        ys.append(y1)
+        xs.append(x)
+        y = y1
+    Y, X = jnp.stack(ys), jnp.stack(xs)
+    times = t_grid[: len(ys)]
+    ydot = _derivatives(system, jnp.asarray(times, dtype), Y, X)
+    Y, X, ydot = np.asarray(Y), np.asarray(X), np.asarray(ydot)
+    run = {
+        "times": times,
+        "q": Y[:, :nq],
+        "u": Y[:, nq : nq + nu],
+        "z": Y[:, nq + nu :],
+        "qdot": ydot[:, :nq],
+        "udot": ydot[:, nq : nq + nu],
+        "controls": X,
+        # (OpenSim records both initial solves at the initial time; a table holds one)
+        "pErr": np.asarray(jnp.stack(p_errs[1:])),
+        "pErr_times": np.concatenate([[ti], t_grid[: len(p_errs) - 2]]),
+        "failed_at": failed_at,
+    }
+    forces = np.asarray(
+        component_outputs(
+            system,
+            State(
+                t=jnp.asarray(times, dtype),
+                q=Y[:, :nq],
+                u=Y[:, nq : nq + nu],
+                z=Y[:, nq + nu :],
+                d=jnp.broadcast_to(state0.d, (len(times),) + jnp.shape(state0.d)),
+            ),
+            system.actuator_paths,
+            "actuation",
+            X,
+        )
+    )
+    return {
+        "model": model,
+        "run": run,
+        "task_names": list(gains["names"]),
+        "tables": _tables(system, run, forces, _actuator_speeds(system, run), gains),
+        "control_limits": (lo, hi),
+        "failed_at": failed_at,
+    }
+
+
+def write_cmc_results(result: dict, results_dir: str, name: str, precision: int = 8) -> dict:
+    """Write ``cmc``'s results as OpenSim's ``CMCTool`` names them: ``<name>_controls.sto``
+    and ``.xml``, ``_states.sto``, ``_pErr.sto``, ``_Actuation_force/speed/power.sto``,
+    ``_Kinematics_q/u/dudt.sto``.
+
+    **Returns:** ``{key: path}``."""
+    return write_rra_results(result, results_dir, name, precision)
+
+
+# -- the setup ----------------------------------------------------------------------------------
+
+#: the CMCTool properties read and checked but not steering simjax's algorithm (see the module)
+_READ_ONLY = (
+    "numerical_derivative_step_size",
+    "optimization_convergence_tolerance",
+    "optimizer_max_iterations",
+    "optimizer_print_level",
+    "integrator_error_tolerance",
+    "maximum_number_of_integrator_steps",
+    "maximum_integrator_step_size",
+    "minimum_integrator_step_size",
+)
+
+
+def _run(setup: Setup) -> dict:
+    """Run a ``<CMCTool>`` setup, writing OpenSim's files (see the module).
+
+    **Returns:** ``{key: path}`` (``write_cmc_results``'s keys).
+
+    **Raises:** ``SetupError`` naming the file, property and value for a missing file, an
+    unsupported property value, a task naming no coordinate of the model, an actuator
+    CMC cannot drive; after writing the results up to there, for a window whose
+    optimization failed.
+    """
+    model_path = _existing(setup, "model_file", required=True)
+    force_files = setup.existing_paths("force_set_files")
+    replace = setup.flag("replace_force_set", False)
+    for prop, why in (
+        ("desired_points_file", "point tracking is not supported"),
+        ("constraints_file", "control constraints are not supported"),
+        ("rra_controls_file", "constraints from RRA's controls are not supported"),
+        ("actuators_to_exclude", "excluding actuators from CMC is not supported"),
+    ):
+        if setup.has(prop):
+            raise setup.error(prop, setup.text(prop), why)
+    kin_path = _existing(setup, "desired_kinematics_file")
+    if kin_path is None:
+        raise setup.error("desired_kinematics_file", "", "no desired kinematics file given")
+    task_path = _existing(setup, "task_set_file", required=True)
+    loads_path = _existing(setup, "external_loads_file")
+    for prop in ("AnalysisSet", "ControllerSet"):
+        node = setup.element(prop)
+        objects = node.find("objects") if node is not None else None
+        if objects is not None and objects.children:
+            raise setup.error(
+                prop, objects.children[0].tag, "analyses and controllers in a CMC setup are not supported"
+            )
+    if not setup.flag("use_fast_optimization_target", True):
+        raise setup.error(
+            "use_fast_optimization_target", "false", "only the fast target (the accelerations met exactly) is supported"
+        )
+    algorithm = setup.text("optimizer_algorithm", "ipopt")
+    if algorithm.upper() not in ("IPOPT", "CFSQP"):
+        raise setup.error("optimizer_algorithm", algorithm, "unrecognized optimizer algorithm (ipopt or cfsqp)")
+    for prop in _READ_ONLY:
+        setup.number(prop)
+    setup.flag("use_verbose_printing", False)
+    equilibrate = setup.flag("solve_for_equilibrium_for_auxiliary_states", False)
+    t0 = setup.number("initial_time", 0.0)
+    t1 = setup.number("final_time", 1.0)
+    dt = setup.number("cmc_time_window", 0.01)
+    if not dt > 0:
+        raise setup.error("cmc_time_window", setup.text("cmc_time_window"), "the window must be positive")
+    cutoff = setup.number("lowpass_cutoff_frequency", -1.0)
+    precision = int(setup.number("output_precision", 8))
+    results = setup.path("results_directory") or setup.folder
+    name = setup.name or "cmc"
+    model = load_model_with_force_sets(model_path, force_files, replace)
+    try:
+        result = cmc(
+            model,
+            kin_path,
+            task_path,
+            initial_time=t0,
+            final_time=t1,
+            external_loads=loads_path,
+            lowpass_cutoff=cutoff,
+            dt=dt,
+            equilibrate=equilibrate,
+            source=f"{setup.file}: <{setup.tool}>",
+        )
+    except SetupError as e:
+        msg = str(e)
+        raise SetupError(msg if msg.startswith(setup.file) else f"{setup.file}: {msg}") from None
+    setup.report_unused(ignored=("replace_force_set",))
+    written = write_cmc_results(result, results, name, precision)
+    if result["failed_at"] is not None:
+        raise SetupError(
+            f"{setup.file}: <{setup.tool}>: the tracking failed at t = {result['failed_at']:g} s; the results up to "
+            f"there are written to {results!r}"
+        )
+    return written
+
+
+register_tool("CMCTool", _run)

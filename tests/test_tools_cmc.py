@@ -1,0 +1,203 @@
+"""Computed Muscle Control (``CMCTool`` setups) against OpenSim 4.6, run live.
+
+OpenSim's own CMC setup of the Gait10dof18musc walking example shipped with simjax
+(18 Thelen muscles, residual and reserve actuators, the tracking tasks, ground
+reactions, RRA's adjusted kinematics, a 5 ms window) is copied with a short time range
+(0.6-0.7 s: the initial states, then 13 windows). OpenSim's CMCTool and ``simjax run``
+both run it; the tracking errors, the muscles' excitations, the reserve and residual
+actuators' forces, the kinematics and the files' names and labels are compared.
+Bad input (a task for a coordinate the model lacks, a time range past the desired
+kinematics, a window whose optimization fails, an unsupported property) is reported
+by name, and the results up to a failed window are written.
+"""
+
+import os
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+opensim = pytest.importorskip("opensim")
+
+import simjax.tools  # noqa: E402
+from _pipeline import PIPELINE  # noqa: E402
+from simjax.tools.setup import SetupError, SetupWarning  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*mesh file:UserWarning")
+
+T0, T1 = 0.6, 0.7
+NAME = "walk_subject"
+RESIDUALS = ("FX", "FY", "MZ")
+
+
+def _setup_text(results: str, final_time: float = T1, tasks: str = "../tasks.xml", reserves: str = "../reserves.xml"):
+    with open(os.path.join(PIPELINE, "CMC", "walk_Setup_CMC.xml")) as fh:
+        s = fh.read()
+    s = s.replace("<final_time>1.9</final_time>", f"<final_time>{final_time}</final_time>")
+    s = s.replace("<results_directory>Results</results_directory>", f"<results_directory>{results}</results_directory>")
+    s = s.replace("../gait10dof_Kinematics_Tracking_Tasks.xml", tasks)
+    return s.replace("../gait10dof_Reserve_Actuators.xml", reserves)
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cmc")
+    shutil.copy(os.path.join(PIPELINE, "subject01.osim"), root / "subject01.osim")
+    shutil.copy(os.path.join(PIPELINE, "gait10dof_Reserve_Actuators.xml"), root / "reserves.xml")
+    shutil.copy(os.path.join(PIPELINE, "gait10dof_Kinematics_Tracking_Tasks.xml"), root / "tasks.xml")
+    shutil.copytree(os.path.join(PIPELINE, "ExperimentalData"), root / "ExperimentalData")
+    shutil.copytree(os.path.join(PIPELINE, "RRA", "Results"), root / "RRA" / "Results")
+    os.makedirs(root / "CMC")
+    for results in ("ResultsOS", "ResultsSJ"):
+        (root / "CMC" / f"setup_{results}.xml").write_text(_setup_text(results))
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(pipeline):
+    assert opensim.CMCTool(str(pipeline / "CMC" / "setup_ResultsOS.xml")).run()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        written = simjax.tools.run(pipeline / "CMC" / "setup_ResultsSJ.xml")
+    # every property of OpenSim's own setup is read; what is reported is what OpenSim
+    # reports: each muscle's minimum control raised to CMC's 0.02
+    told = [str(w.message) for w in caught if issubclass(w.category, SetupWarning)]
+    assert len(told) == 18 and all("minimum control of muscle" in m for m in told), told
+    return pipeline / "CMC" / "ResultsOS", pipeline / "CMC" / "ResultsSJ", written
+
+
+def _storage(path):
+    """A ``.sto`` as ``(times, values, labels)``; of rows with the same time (OpenSim
+    repeats the initial time in ``_pErr.sto`` and the final time in ``_controls.sto``)
+    the first."""
+    with open(path) as fh:
+        lines = fh.read().split("\n")
+    k = lines.index("endheader")
+    labels = lines[k + 1].split("\t")[1:]
+    rows = np.array([[float(w) for w in line.split()] for line in lines[k + 2 :] if line.strip()])
+    keep = np.concatenate([[True], np.diff(rows[:, 0]) > 0])
+    return rows[keep, 0], rows[keep, 1:], labels
+
+
+def _at(path, times, labels):
+    """``path``'s columns ``labels`` at ``times`` (linear between its rows; at a row's own
+    time, that row)."""
+    t, v, labs = _storage(path)
+    return np.stack([np.interp(times, t, v[:, labs.index(lab)]) for lab in labels], axis=1)
+
+
+def test_tracking_errors(runs):
+    os_dir, sj_dir, _ = runs
+    t_os, p_os, labs = _storage(os_dir / f"{NAME}_pErr.sto")
+    t_sj, p_sj, labs_sj = _storage(sj_dir / f"{NAME}_pErr.sto")
+    assert labs_sj == labs
+    np.testing.assert_allclose(t_sj, t_os, atol=1e-9)
+    rms_os = np.sqrt(np.mean(p_os**2, axis=0))
+    rms_sj = np.sqrt(np.mean(p_sj**2, axis=0))
+    # no worse than OpenSim's by 0.1 degree RMS (translations: the same number in m)
+    assert np.all(rms_sj <= rms_os + np.radians(0.1)), (rms_sj, rms_os)
+    # in fact within 0.002 degree
+    np.testing.assert_allclose(rms_sj, rms_os, atol=np.radians(0.002))
+    # the model's motion: the coordinates within 0.01 degree of OpenSim's
+    t, q, labels = _storage(sj_dir / f"{NAME}_Kinematics_q.sto")
+    np.testing.assert_allclose(q, _at(os_dir / f"{NAME}_Kinematics_q.sto", t, labels), atol=0.01)
+
+
+def test_excitations_and_reserves(runs):
+    os_dir, sj_dir, _ = runs
+    t, x, labels = _storage(sj_dir / f"{NAME}_controls.sto")
+    np.testing.assert_allclose(t[[0, -1]], [T0 + 0.03, T1 - 0.005], atol=1e-9)
+    x_os = _at(os_dir / f"{NAME}_controls.sto", t, labels)
+    rms = np.sqrt(np.mean((x - x_os) ** 2, axis=0))
+    muscles = [i for i, lab in enumerate(labels) if "reserve" not in lab and lab not in RESIDUALS]
+    assert len(muscles) == 18
+    # most muscles' excitations within 0.05 RMS of OpenSim's, most of those to 0.005; where
+    # the windows' solutions chatter between muscles of the same action (hamstrings,
+    # gastrocnemius, biceps femoris short head here) OpenSim's IPOPT, converged to 1e-5
+    # only, and the exact optimum part (within 0.12)
+    told = dict(zip(labels, rms.round(4)))
+    assert np.sum(rms[muscles] <= 0.05) >= 15 and np.sum(rms[muscles] <= 0.005) >= 10, told
+    assert np.all(rms[muscles] <= 0.12), told
+    assert np.all((x[:, muscles] >= 0.02 - 1e-12) & (x[:, muscles] <= 1.0 + 1e-12))
+    # reserve and residual forces: no larger than OpenSim's (RMS, to 10% or 0.05 N or N m)
+    t, f, labels = _storage(sj_dir / f"{NAME}_Actuation_force.sto")
+    f_os = _at(os_dir / f"{NAME}_Actuation_force.sto", t, labels)
+    others = [i for i, lab in enumerate(labels) if "reserve" in lab or lab in RESIDUALS]
+    rms_sj = np.sqrt(np.mean(f[:, others] ** 2, axis=0))
+    rms_os = np.sqrt(np.mean(f_os[:, others] ** 2, axis=0))
+    assert np.all(rms_sj <= 1.1 * rms_os + 0.05), (rms_sj, rms_os)
+
+
+def test_output_files(runs):
+    os_dir, sj_dir, written = runs
+    expected = {f for f in os.listdir(os_dir)}
+    assert expected <= {f for f in os.listdir(sj_dir)}, expected - set(os.listdir(sj_dir))
+    assert {os.path.basename(p) for p in written.values()} == expected
+    for key in ("controls", "states", "Actuation_force", "Kinematics_q", "pErr"):
+        assert _storage(sj_dir / f"{NAME}_{key}.sto")[2] == _storage(os_dir / f"{NAME}_{key}.sto")[2], key
+    sets = [opensim.ControlSet(str(d / f"{NAME}_controls.xml")) for d in (os_dir, sj_dir)]
+    assert [sets[1].get(i).getName() for i in range(sets[1].getSize())] == [
+        sets[0].get(i).getName() for i in range(sets[0].getSize())
+    ]
+
+
+def test_bad_input(pipeline):
+    tasks = (
+        (pipeline / "tasks.xml")
+        .read_text()
+        .replace("<coordinate>lumbar_extension</coordinate>", "<coordinate>no_such_coordinate</coordinate>")
+    )
+    (pipeline / "bad_tasks.xml").write_text(tasks)
+    setup = pipeline / "CMC" / "bad_task.xml"
+    # (a time range past the desired kinematics: reset, with a warning naming the file)
+    setup.write_text(_setup_text("ResultsBad", final_time=3.0, tasks="../bad_tasks.xml"))
+    with pytest.warns(SetupWarning, match=r"subject_adjusted_Kinematics_q\.sto.*final time 3 s.*reset to 2\.499"):
+        with pytest.raises(SetupError, match=r"bad_tasks\.xml.*'lumbar_extension'.*'no_such_coordinate'"):
+            simjax.tools.run(setup)
+    setup = pipeline / "CMC" / "constraints.xml"
+    setup.write_text(_setup_text("ResultsBad").replace("<constraints_file />", "<constraints_file>c.xml</constraints_file>"))
+    with pytest.raises(SetupError, match=r"constraints\.xml.*constraints_file.*c\.xml"):
+        simjax.tools.run(setup)
+
+
+def test_failed_window_writes_the_results_before_it(pipeline):
+    """The pelvis residual moment bounded to 8 N m (OpenSim's tracking needs 11 N m at
+    0.65 s): the window that needs more fails, named, and the results before it are
+    written."""
+    reserves = (pipeline / "reserves.xml").read_text()
+    mz = reserves.index('<TorqueActuator name="MZ">')
+    bounded = reserves[mz:].replace("<min_control>-Inf</min_control>", "<min_control>-8</min_control>", 1)
+    bounded = reserves[:mz] + bounded.replace("<max_control>Inf</max_control>", "<max_control>8</max_control>", 1)
+    (pipeline / "bounded.xml").write_text(bounded)
+    setup = pipeline / "CMC" / "bounded.xml"
+    setup.write_text(_setup_text("ResultsBounded", reserves="../bounded.xml"))
+    with pytest.warns(SetupWarning, match=r"at t = 0\.6\d+ s no actuator forces"):
+        with pytest.raises(SetupError, match=r"bounded\.xml.*failed at t = 0\.6\d+ s.*ResultsBounded"):
+            simjax.tools.run(setup)
+    t, _, _ = _storage(pipeline / "CMC" / "ResultsBounded" / f"{NAME}_states.sto")
+    assert t[0] == pytest.approx(T0 + 0.03) and 0.64 <= t[-1] < 0.66, t
+
+
+def test_brent_roots_componentwise():
+    """The vectorized root solve (OpenSim's RootSolver) against SciPy's Brent method, each
+    component its own monotonic function, to the tolerance asked."""
+    import jax.numpy as jnp
+    from scipy.optimize import brentq
+
+    import sys
+
+    brent = sys.modules["simjax.tools.cmc"]._brent
+    c = jnp.asarray([0.3, -0.7, 0.05, 0.99, 0.5])
+    k = jnp.asarray([1.0, 3.0, 0.2, 10.0, 2.0])
+
+    def g(x):
+        return jnp.tanh(k * x) - c, x
+
+    lo, hi = -jnp.ones(5), jnp.ones(5)
+    x, aux = brent(g, lo, hi, g(lo)[0], g(hi)[0], hi, 1e-9)
+    want = [brentq(lambda v, i=i: np.tanh(float(k[i]) * v) - float(c[i]), -1, 1, xtol=1e-14) for i in range(5)]
+    np.testing.assert_allclose(x, want, atol=1e-9)
+    np.testing.assert_array_equal(aux, x)
+    x, _ = brent(g, lo, hi, g(lo)[0], g(hi)[0], hi, 4e-3)
+    np.testing.assert_allclose(x, want, atol=4e-3)
