@@ -7,12 +7,13 @@ copied to a temporary folder so that both engines write their outputs there:
 - inverse kinematics over every frame of ``subject01_walk.trc`` (``IK/walk_Setup_IK.xml``);
 - inverse dynamics of that motion with the ground reactions (``ID/walk_Setup_ID.xml``);
 - static optimization of that motion (``SO/walk_Setup_SO.xml``: an AnalyzeTool, 0.5-2.5 s);
-- the residual reduction algorithm on it (``RRA/walk_Setup_RRA.xml``, 0-2.5 s).
+- the residual reduction algorithm on it (``RRA/walk_Setup_RRA.xml``, 0-2.5 s);
+- computed muscle control of RRA's kinematics (``CMC/walk_Setup_CMC.xml``, 0.6-1.9 s).
 
 Each engine runs its tool from the setup file (``opensim.InverseKinematicsTool(setup)
 .run()``, ``simjax.tools.run(setup)``), best of 3 after a first run (simjax's first run
 compiles; its compile time is reported apart). Goals (issues 39 and 44): IK <= 0.1x
-OpenSim's time, ID <= 0.5x, static optimization <= 0.1x, RRA <= 0.1x. ``--tools`` picks
+OpenSim's time, ID <= 0.5x, static optimization <= 0.1x, RRA and CMC <= 0.1x. ``--tools`` picks
 some (the tools before them run once first, unmeasured, for their outputs). Pin to one
 core to compare with OpenSim's single thread (``taskset -c 0 python -m benchmarks.tools``).
 """
@@ -45,6 +46,7 @@ TOOLS = (
     ("inverse dynamics", "ID/walk_Setup_ID.xml", "InverseDynamicsTool", 0.5),
     ("static optimization", "SO/walk_Setup_SO.xml", "AnalyzeTool", 0.1),
     ("residual reduction", "RRA/walk_Setup_RRA.xml", "RRATool", 0.1),
+    ("computed muscle control", "CMC/walk_Setup_CMC.xml", "CMCTool", 0.1),
 )
 
 
