@@ -61,7 +61,15 @@ from ..state import State
 from . import tracking
 from .analyze import load_model_with_force_sets
 from .optimization import _STRENGTHS, _derived_systems, _dual_newton, _moment_arms, _muscle_kinds
-from .rra import _actuator_speeds, _control_limits, _existing, _tables, tracking_inputs, write_rra_results
+from .rra import (
+    _actuator_speeds,
+    _control_limits,
+    _tables,
+    read_tracking_setup,
+    run_tracking_tool,
+    tracking_inputs,
+    write_rra_results,
+)
 from .setup import Setup, SetupError, SetupWarning, register_tool
 
 __all__ = ["cmc", "write_cmc_results"]
@@ -635,39 +643,17 @@ def _run(setup: Setup) -> dict:
     CMC cannot drive; after writing the results up to there, for a window whose
     optimization failed.
     """
-    model_path = _existing(setup, "model_file", required=True)
-    force_files = setup.existing_paths("force_set_files")
-    replace = setup.flag("replace_force_set", False)
     for prop, why in (
-        ("desired_points_file", "point tracking is not supported"),
-        ("constraints_file", "control constraints are not supported"),
         ("rra_controls_file", "constraints from RRA's controls are not supported"),
         ("actuators_to_exclude", "excluding actuators from CMC is not supported"),
     ):
         if setup.has(prop):
             raise setup.error(prop, setup.text(prop), why)
-    kin_path = _existing(setup, "desired_kinematics_file")
-    if kin_path is None:
-        raise setup.error("desired_kinematics_file", "", "no desired kinematics file given")
-    task_path = _existing(setup, "task_set_file", required=True)
-    loads_path = _existing(setup, "external_loads_file")
-    for prop in ("AnalysisSet", "ControllerSet"):
-        node = setup.element(prop)
-        objects = node.find("objects") if node is not None else None
-        if objects is not None and objects.children:
-            raise setup.error(
-                prop, objects.children[0].tag, "analyses and controllers in a CMC setup are not supported"
-            )
+    files = read_tracking_setup(setup, _READ_ONLY)
     if not setup.flag("use_fast_optimization_target", True):
         raise setup.error(
             "use_fast_optimization_target", "false", "only the fast target (the accelerations met exactly) is supported"
         )
-    algorithm = setup.text("optimizer_algorithm", "ipopt")
-    if algorithm.upper() not in ("IPOPT", "CFSQP"):
-        raise setup.error("optimizer_algorithm", algorithm, "unrecognized optimizer algorithm (ipopt or cfsqp)")
-    for prop in _READ_ONLY:
-        setup.number(prop)
-    setup.flag("use_verbose_printing", False)
     equilibrate = setup.flag("solve_for_equilibrium_for_auxiliary_states", False)
     t0 = setup.number("initial_time", 0.0)
     t1 = setup.number("final_time", 1.0)
@@ -678,31 +664,23 @@ def _run(setup: Setup) -> dict:
     precision = int(setup.number("output_precision", 8))
     results = setup.path("results_directory") or setup.folder
     name = setup.name or "cmc"
-    model = load_model_with_force_sets(model_path, force_files, replace)
-    try:
-        result = cmc(
+    model = load_model_with_force_sets(files["model"], files["force_sets"], files["replace"])
+
+    def solve():
+        return cmc(
             model,
-            kin_path,
-            task_path,
+            files["kinematics"],
+            files["tasks"],
             initial_time=t0,
             final_time=t1,
-            external_loads=loads_path,
+            external_loads=files["loads"],
             lowpass_cutoff=cutoff,
             dt=dt,
             equilibrate=equilibrate,
             source=f"{setup.file}: <{setup.tool}>",
         )
-    except SetupError as e:
-        msg = str(e)
-        raise SetupError(msg if msg.startswith(setup.file) else f"{setup.file}: {msg}") from None
-    setup.report_unused(ignored=("replace_force_set",))
-    written = write_cmc_results(result, results, name, precision)
-    if result["failed_at"] is not None:
-        raise SetupError(
-            f"{setup.file}: <{setup.tool}>: the tracking failed at t = {result['failed_at']:g} s; the results up to "
-            f"there are written to {results!r}"
-        )
-    return written
+
+    return run_tracking_tool(setup, solve, lambda r: write_cmc_results(r, results, name, precision), results)[1]
 
 
 register_tool("CMCTool", _run)

@@ -51,7 +51,7 @@ from .forward import print_storage, write_control_set
 from .setup import Setup, SetupError, SetupWarning, register_tool
 from ..io.outputs import open_output
 
-__all__ = ["rra", "tracking_inputs", "average_residuals", "com_adjustment", "write_rra_results"]
+__all__ = ["rra", "tracking_inputs", "read_tracking_setup", "run_tracking_tool", "average_residuals", "com_adjustment", "write_rra_results"]
 
 #: ``CMC``'s stand-in for unbounded controls (``MAX_CONTROLS_FOR_RRA``)
 _MAX_CONTROL = 10000.0
@@ -495,6 +495,67 @@ def _existing(setup: Setup, prop: str, required: bool = False) -> str | None:
     return path
 
 
+def read_tracking_setup(setup: Setup, numbers_read) -> dict:
+    """What RRA and CMC setups share, read and checked: the model and force set files,
+    the desired kinematics, task set and external loads files (``{"model", "force_sets",
+    "replace", "kinematics", "tasks", "loads"}``, resolved paths); no analyses or
+    controllers and no desired points; a known optimizer algorithm; ``numbers_read``
+    (properties read to check their values, not acted on) and ``use_verbose_printing``.
+
+    **Raises:** ``SetupError`` naming the file, property and value."""
+    paths = {
+        "model": _existing(setup, "model_file", required=True),
+        "force_sets": setup.existing_paths("force_set_files"),
+        "replace": setup.flag("replace_force_set", False),
+    }
+    if setup.has("desired_points_file"):
+        raise setup.error("desired_points_file", setup.text("desired_points_file"), "point tracking is not supported")
+    paths["kinematics"] = _existing(setup, "desired_kinematics_file")
+    if paths["kinematics"] is None:
+        raise setup.error("desired_kinematics_file", "", "no desired kinematics file given")
+    paths["tasks"] = _existing(setup, "task_set_file", required=True)
+    paths["loads"] = _existing(setup, "external_loads_file")
+    if setup.has("constraints_file"):
+        raise setup.error("constraints_file", setup.text("constraints_file"), "control constraints are not supported")
+    for prop in ("AnalysisSet", "ControllerSet"):
+        node = setup.element(prop)
+        objects = node.find("objects") if node is not None else None
+        if objects is not None and objects.children:
+            raise setup.error(
+                prop, objects.children[0].tag, f"analyses and controllers in a {setup.tool} setup are not supported"
+            )
+    algorithm = setup.text("optimizer_algorithm", "ipopt")
+    if algorithm.upper() not in ("IPOPT", "CFSQP"):
+        raise setup.error("optimizer_algorithm", algorithm, "unrecognized optimizer algorithm (ipopt or cfsqp)")
+    for prop in numbers_read:
+        setup.number(prop)
+    setup.flag("use_verbose_printing", False)
+    return paths
+
+
+def run_tracking_tool(setup: Setup, solve, write, results: str) -> dict:
+    """``solve()`` (RRA's or CMC's function), its ``SetupError`` prefixed with the setup
+    file; unused properties reported; ``write(result)``'s files.
+
+    **Returns:** ``(result, {key: path})``.
+
+    **Raises:** ``SetupError`` naming the setup, after writing the results, when the
+    tracking failed at a window."""
+    try:
+        result = solve()
+    except SetupError as e:
+        msg = str(e)
+        raise SetupError(msg if msg.startswith(setup.file) else f"{setup.file}: {msg}") from None
+    setup.report_unused(ignored=("replace_force_set",))
+    written = write(result)
+    if result["failed_at"] is not None:
+        raise SetupError(
+            f"{setup.file}: <{setup.tool}>: the tracking failed at t = {result['failed_at']:g} s; the results up to "
+            f"there are written to {results!r}"
+        )
+    return result, written
+
+
 def _run(setup: Setup) -> dict:
     """Run an ``<RRATool>`` setup, writing OpenSim's files (see the module).
 
@@ -505,39 +566,18 @@ def _run(setup: Setup) -> dict:
     an unknown ``adjusted_com_body``, an unsupported property value, a task naming no
     coordinate of the model.
     """
-    model_path = _existing(setup, "model_file", required=True)
-    force_files = setup.existing_paths("force_set_files")
-    replace = setup.flag("replace_force_set", False)
-    kin_path = _existing(setup, "desired_kinematics_file")
-    if setup.has("desired_points_file"):
-        raise setup.error("desired_points_file", setup.text("desired_points_file"), "point tracking is not supported")
-    if kin_path is None:
-        raise setup.error("desired_kinematics_file", "", "no desired kinematics file given")
-    task_path = _existing(setup, "task_set_file", required=True)
-    loads_path = _existing(setup, "external_loads_file")
-    if setup.has("constraints_file"):
-        raise setup.error("constraints_file", setup.text("constraints_file"), "control constraints are not supported")
-    for prop in ("AnalysisSet", "ControllerSet"):
-        node = setup.element(prop)
-        objects = node.find("objects") if node is not None else None
-        if objects is not None and objects.children:
-            raise setup.error(
-                prop, objects.children[0].tag, "analyses and controllers in an RRA setup are not supported"
-            )
-    algorithm = setup.text("optimizer_algorithm", "ipopt")
-    if algorithm.upper() not in ("IPOPT", "CFSQP"):
-        raise setup.error("optimizer_algorithm", algorithm, "unrecognized optimizer algorithm (ipopt or cfsqp)")
-    for prop in (
-        "numerical_derivative_step_size",
-        "optimization_convergence_tolerance",
-        "integrator_error_tolerance",
-        "maximum_number_of_integrator_steps",
-        "maximum_integrator_step_size",
-        "minimum_integrator_step_size",
-    ):
-        setup.number(prop)  # read: the window solve is exact and one step per window
+    files = read_tracking_setup(
+        setup,
+        (
+            "numerical_derivative_step_size",
+            "optimization_convergence_tolerance",
+            "integrator_error_tolerance",
+            "maximum_number_of_integrator_steps",
+            "maximum_integrator_step_size",
+            "minimum_integrator_step_size",
+        ),
+    )
     setup.flag("solve_for_equilibrium_for_auxiliary_states", False)
-    setup.flag("use_verbose_printing", False)
     t0 = setup.number("initial_time", 0.0)
     t1 = setup.number("final_time", 1.0)
     dt = setup.number("cmc_time_window", 0.001)
@@ -559,40 +599,36 @@ def _run(setup: Setup) -> dict:
     from ..io.osim.writer import save_osim
     from ..mechanics.frames import Body
 
-    original = load_osim(model_path)
+    original = load_osim(files["model"])
     if adjust and body not in [c.name for c in original.components_of(Body)]:
-        raise setup.error("adjusted_com_body", body, f"no such body in {model_path}")
-    model = load_model_with_force_sets(model_path, force_files, replace)
-    try:
-        result = rra(
+        raise setup.error("adjusted_com_body", body, f"no such body in {files['model']}")
+    model = load_model_with_force_sets(files["model"], files["force_sets"], files["replace"])
+
+    def solve():
+        return rra(
             model,
-            kin_path,
-            task_path,
+            files["kinematics"],
+            files["tasks"],
             initial_time=t0,
             final_time=t1,
-            external_loads=loads_path,
+            external_loads=files["loads"],
             lowpass_cutoff=cutoff,
             adjusted_com_body=body if adjust else None,
             com_time_range=None if com_t0 == -1 and com_t1 == -1 else (com_t0, com_t1),
             dt=0.001,
             source=f"{setup.file}: <{setup.tool}>",
         )
-    except SetupError as e:
-        msg = str(e)
-        raise SetupError(msg if msg.startswith(setup.file) else f"{setup.file}: {msg}") from None
-    setup.report_unused(ignored=("replace_force_set",))
-    written = write_rra_results(result, results, name, precision)
-    if adjust:
-        adjusted = original.set(f"/bodyset/{body}", mass_center=result["adjustment"]["mass_center"])
-        os.makedirs(os.path.dirname(os.path.abspath(out_model)), exist_ok=True)
-        save_osim(adjusted, out_model)
-        written["model"] = out_model
-    if result["failed_at"] is not None:
-        raise SetupError(
-            f"{setup.file}: <{setup.tool}>: the tracking failed at t = {result['failed_at']:g} s (the controls "
-            f"or the integration gave non-finite values); the results up to there are written to {results!r}"
-        )
-    return written
+
+    def write(result):
+        written = write_rra_results(result, results, name, precision)
+        if adjust:
+            adjusted = original.set(f"/bodyset/{body}", mass_center=result["adjustment"]["mass_center"])
+            os.makedirs(os.path.dirname(os.path.abspath(out_model)), exist_ok=True)
+            save_osim(adjusted, out_model)
+            written["model"] = out_model
+        return written
+
+    return run_tracking_tool(setup, solve, write, results)[1]
 
 
 register_tool("RRATool", _run)
