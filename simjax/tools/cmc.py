@@ -13,10 +13,11 @@ Thelen and Anderson's algorithm as ``CMC::computeControls`` runs it. Every
    (``CMCActuatorSubsystem``); each actuator's force at ``ti + T`` at its control's
    lower and upper bound gives the force bounds.
 3. **Desired forces** (``ActuatorForceTargetFast``): the forces within those bounds of
-   least ``sum (f / f_opt)^2`` (a muscle's ``f_opt`` its active fiber force at full
-   activation with a rigid tendon, at the window's end; another actuator's its
-   ``optimal_force``) whose accelerations equal the desired ones there: a quadratic
-   program solved exactly by static optimization's dual Newton method.
+   least ``sum (f / f_opt)^2`` (a muscle's ``f_opt`` its class's
+   ``calcInextensibleTendonActiveFiberForce`` at full activation, at the window's end,
+   as static optimization computes it; another actuator's its ``optimal_force``) whose
+   accelerations equal the desired ones there: a quadratic program solved exactly by
+   static optimization's dual Newton method on the constraints orthonormalized.
 4. **Excitations** (``RootSolver``): per actuator, the control whose force at the
    window's end is the desired force, by Brent's method to OpenSim's tolerance
    (0.004), all actuators at once.
@@ -29,8 +30,11 @@ with the coordinates held at the initial time (twice at excitation 0.01, once at
 controls of a first 30 ms window), a second 30 ms window solve, and its predicted state;
 the tracking then starts 30 ms after the initial time, as OpenSim's.
 
-Everything is one compiled window step: the initial solves call it, then a
-``lax.scan`` runs it over the windows. No loop over muscles or coordinates.
+One compiled window step does all of a window's work, with no loop over muscles or
+coordinates; the initial solves call it, then a host loop calls it once per window
+(the windows are sequential, and a failed one stops the run with the results before
+it). It takes the model's arrays as arguments, so another model of the same structure
+reuses it.
 
 Differences from OpenSim, by design: each window's integrations take fixed classical
 Runge-Kutta steps of at most 1 ms (OpenSim's Runge-Kutta-Merson takes steps of at most
@@ -43,10 +47,9 @@ name; ``constraints_file`` likewise.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import math
 import warnings
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -419,11 +422,9 @@ def _failure(code: int) -> str:
             "failed: not all degrees of freedom may be actuated, a task may track a locked coordinate, or the "
             "control bounds may be too tight)"
         )
-    return (
-        "the controls" + (" and the integration" if code & 4 else "") + " were not finite"
-        if code & 2
-        else ("the integration was not finite")
-    )
+    if code & 2:
+        return "the controls were not finite"
+    return "the integration was not finite"
 
 
 def cmc(
