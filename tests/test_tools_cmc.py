@@ -156,7 +156,9 @@ def test_bad_input(pipeline):
         with pytest.raises(SetupError, match=r"bad_tasks\.xml.*'lumbar_extension'.*'no_such_coordinate'"):
             simjax.tools.run(setup)
     setup = pipeline / "CMC" / "constraints.xml"
-    setup.write_text(_setup_text("ResultsBad").replace("<constraints_file />", "<constraints_file>c.xml</constraints_file>"))
+    setup.write_text(
+        _setup_text("ResultsBad").replace("<constraints_file />", "<constraints_file>c.xml</constraints_file>")
+    )
     with pytest.raises(SetupError, match=r"constraints\.xml.*constraints_file.*c\.xml"):
         simjax.tools.run(setup)
 

@@ -51,7 +51,15 @@ from .forward import print_storage, write_control_set
 from .setup import Setup, SetupError, SetupWarning, register_tool
 from ..io.outputs import open_output
 
-__all__ = ["rra", "tracking_inputs", "read_tracking_setup", "run_tracking_tool", "average_residuals", "com_adjustment", "write_rra_results"]
+__all__ = [
+    "rra",
+    "tracking_inputs",
+    "read_tracking_setup",
+    "run_tracking_tool",
+    "average_residuals",
+    "com_adjustment",
+    "write_rra_results",
+]
 
 #: ``CMC``'s stand-in for unbounded controls (``MAX_CONTROLS_FOR_RRA``)
 _MAX_CONTROL = 10000.0
