@@ -40,7 +40,10 @@ Differences from OpenSim, by design: each window's integrations take fixed class
 Runge-Kutta steps of at most 1 ms (OpenSim's Runge-Kutta-Merson takes steps of at most
 1 ms in the predictor, to ``integrator_error_tolerance`` in the forward integration);
 the desired forces are the exact optimum (OpenSim's IPOPT stops at its convergence
-tolerance). ``use_fast_optimization_target`` false (the penalty target),
+tolerance). The fast target meets the accelerations exactly, so the tasks' weights do
+not change its solution; a task of weight 0, whose constraint OpenSim's fast target
+multiplies away, is tracked here like the others. ``use_fast_optimization_target``
+false (the penalty target),
 ``desired_points_file``, ``rra_controls_file``, analyses and controllers are refused by
 name; ``constraints_file`` likewise.
 """
