@@ -66,7 +66,7 @@ from ..simulate import rhs
 from ..state import State
 from . import tracking
 from .analyze import load_model_with_force_sets
-from .optimization import _STRENGTHS, _derived_systems, _dual_newton, _moment_arms, _muscle_kinds
+from .optimization import _derived_systems, _dual_newton, _moment_arms, _muscle_kinds, _muscle_strengths
 from .rra import (
     _actuator_speeds,
     _control_limits,
@@ -223,7 +223,7 @@ def _plan(system):
     return plan, off, rigid
 
 
-def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d, x):
+def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d):
     """Accelerations as an affine function of the actuators' forces overridden
     (``ActuatorForceTargetFast``): ``(a0 (nu,), A (nu, n_act))``; and each actuator's
     ``f_opt``: a muscle's ``calcInextensibleTendonActiveFiberForce`` at full activation
@@ -235,14 +235,11 @@ def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d, x):
     s_off = off.default_state().replace(t=t, q=q, u=u)
     mus = np.flatnonzero(plan.muscle)
     if plan.muscles:
-        ctx = Context(system, State(t=t, q=q, u=u, z=z, d=d), x)
+        ctx = Context(system, State(t=t, q=q, u=u, z=z, d=d))
         R = _moment_arms(ctx, plan.muscles)  # (k, n_coordinates), coordinate order
         Ru = jnp.zeros((len(plan.muscles), nu), dtype).at[:, np.asarray(plan.u_order, int)].set(R)
         rigid_ctx = Context(rigid, rigid.default_state().replace(t=t, q=q, u=u))
-        strength = jnp.zeros(len(plan.muscles), dtype)
-        for kind, index in plan.kinds:  # (a few muscle classes)
-            paths = tuple(plan.muscles[i] for i in index)
-            strength = strength.at[np.asarray(index, int)].set(_STRENGTHS[kind](rigid_ctx, paths))
+        strength = _muscle_strengths(rigid_ctx, plan.muscles, plan.kinds, jnp.zeros(len(plan.muscles), dtype))
     else:
         Ru = jnp.zeros((0, nu), dtype)
         strength = jnp.zeros(0, dtype)
@@ -297,7 +294,7 @@ def _window(system, off, rigid, plan, opt, gains, lo, hi, y, x_prev, ti, h, n, r
     (f_lo, f_hi), (_, z_hi) = jax.vmap(predict)(jnp.stack([lo, hi]))
     hi = jnp.where(f_hi - f_lo < 1.0, lo, hi)  # (no force to choose by the control)
     q1, u1 = kin(2 * n)
-    a0, A, f_opt = _acceleration_map(system, off, rigid, plan, opt, tf, q1, u1, z_hi, d, hi)
+    a0, A, f_opt = _acceleration_map(system, off, rigid, plan, opt, tf, q1, u1, z_hi, d)
     scale = jnp.maximum(jnp.abs(f_opt), jnp.finfo(q.dtype).tiny)
     Aw = A[u_idx] * scale[None, :]
     b = a_des - a0[u_idx]

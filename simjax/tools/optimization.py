@@ -565,6 +565,15 @@ _KINDS = (
 _RIGID_COPY = (Millard2012EquilibriumMuscle, DeGrooteFregly2016Muscle)
 
 
+def _muscle_strengths(ctx, muscles, kinds, base):
+    """``base (len(muscles),)`` with each muscle's strength set: OpenSim's
+    ``calcInextensibleTendonActiveFiberForce`` at full activation, by its class
+    (``_STRENGTHS``), at ``ctx`` (the rigid-tendon system); ``kinds``: ``_muscle_kinds``."""
+    for kind, index in kinds:  # (a few muscle classes)
+        base = base.at[np.asarray(index, int)].set(_STRENGTHS[kind](ctx, tuple(muscles[i] for i in index)))
+    return base
+
+
 @jit
 def _problem(system, off, rigid, states, udot, physiology, muscles, kinds, mus_cols, off_cols):
     model = system.model
@@ -598,11 +607,8 @@ def _problem(system, off, rigid, states, udot, physiology, muscles, kinds, mus_c
         J = jnp.zeros((state.u.shape[0], n_act), dtype).at[:, off_cols[0]].set(Jo[:, off_cols[1]])
         F = jnp.ones(n_act, dtype)
         if muscles:
-            Fm = fiso
             ctx = Context(rigid, rigid_state.replace(t=state.t, q=state.q, u=state.u))
-            if physiology:
-                for kind, index in kinds:  # (a few muscle classes)
-                    Fm = Fm.at[np.asarray(index, int)].set(_STRENGTHS[kind](ctx, tuple(muscles[i] for i in index)))
+            Fm = _muscle_strengths(ctx, muscles, kinds, fiso) if physiology else fiso
             R = _moment_arms(ctx, muscles)  # (k, n_coords) in coordinate order
             Ru = jnp.zeros((len(muscles), state.u.shape[0]), dtype).at[:, order].set(R)
             J = J.at[:, mus_cols].set(Ru.T * Fm[None, :])
