@@ -3,15 +3,19 @@
 OpenSim's own CMC setup of the Gait10dof18musc walking example shipped with simjax
 (18 Thelen muscles, residual and reserve actuators, the tracking tasks, ground
 reactions, RRA's adjusted kinematics, a 5 ms window) is copied with a short time range
-(0.6-0.7 s: the initial states, then 13 windows). OpenSim's CMCTool and ``simjax run``
-both run it; the tracking errors, the muscles' excitations, the reserve and residual
-actuators' forces, the kinematics and the files' names and labels are compared.
+(0.6-0.7 s: the initial states, then 13 windows) and a control constraints file: the
+pipeline's own (a control of an actuator the model lacks), a time-varying upper bound
+on a muscle's excitation, and a reserve held over each window. OpenSim's CMCTool and
+``simjax run`` both run it; the tracking errors, the muscles' excitations, the reserve
+and residual actuators' forces, the kinematics and the files' names and labels are
+compared.
 Bad input (a task for a coordinate the model lacks, a time range past the desired
 kinematics, a window whose optimization fails, an unsupported property) is reported
 by name, and the results up to a failed window are written.
 """
 
 import os
+import re
 import shutil
 import warnings
 
@@ -31,9 +35,44 @@ NAME = "walk_subject"
 RESIDUALS = ("FX", "FY", "MZ")
 
 
+#: the constrained muscle and its upper bound's nodes (OpenSim's unconstrained
+#: excitation reaches 0.24 in this window)
+CAPPED, CAP = "glut_max_r", ((0.6, 0.15), (0.65, 0.12), (0.7, 0.08))
+
+
+def _nodes(tag, points):
+    return (
+        f"<{tag}>"
+        + "".join(f"<ControlLinearNode><t>{t}</t><value>{v}</value></ControlLinearNode>" for t, v in points)
+        + f"</{tag}>"
+    )
+
+
+def _constraint(name, lo, hi, steps, mins=(), maxs=()):
+    nodes = _nodes("min_nodes", mins) + _nodes("max_nodes", maxs) if mins else ""
+    return (
+        f'<ControlLinear name="{name}"><extrapolate>true</extrapolate><default_min>{lo}</default_min>'
+        f"<default_max>{hi}</default_max><use_steps>{steps}</use_steps><x_nodes />{nodes}</ControlLinear>"
+    )
+
+
+def _constraints_text():
+    """The pipeline's constraints file (``PlantarFlexAssist``, an actuator the model
+    lacks) with two more: ``CAPPED``'s excitation under ``CAP`` (steps: node ``i + 1``'s
+    value on ``(t_i, t_(i+1)]``), and the left hip's reserve held over each window
+    (``use_steps``; CMC's default for it is linear)."""
+    with open(os.path.join(PIPELINE, "CMC", "controls_43p_r.xml")) as fh:
+        s = fh.read()
+    extra = _constraint(f"{CAPPED}.excitation", 0.02, 1, "true", [(0.6, 0.02), (0.7, 0.02)], CAP)
+    extra += _constraint("hip_flexion_l_reserve.excitation", -50, 50, "true")
+    i = s.index("</objects>")
+    return s[:i] + extra + s[i:]
+
+
 def _setup_text(results: str, final_time: float = T1, tasks: str = "../tasks.xml", reserves: str = "../reserves.xml"):
     with open(os.path.join(PIPELINE, "CMC", "walk_Setup_CMC.xml")) as fh:
         s = fh.read()
+    s = s.replace("<constraints_file />", "<constraints_file>../constraints.xml</constraints_file>")
     s = s.replace("<final_time>1.9</final_time>", f"<final_time>{final_time}</final_time>")
     s = s.replace("<results_directory>Results</results_directory>", f"<results_directory>{results}</results_directory>")
     s = s.replace("../gait10dof_Kinematics_Tracking_Tasks.xml", tasks)
@@ -48,6 +87,7 @@ def pipeline(tmp_path_factory):
     shutil.copy(os.path.join(PIPELINE, "gait10dof_Kinematics_Tracking_Tasks.xml"), root / "tasks.xml")
     shutil.copytree(os.path.join(PIPELINE, "ExperimentalData"), root / "ExperimentalData")
     shutil.copytree(os.path.join(PIPELINE, "RRA", "Results"), root / "RRA" / "Results")
+    (root / "constraints.xml").write_text(_constraints_text())
     os.makedirs(root / "CMC")
     for results in ("ResultsOS", "ResultsSJ"):
         (root / "CMC" / f"setup_{results}.xml").write_text(_setup_text(results))
@@ -61,9 +101,14 @@ def runs(pipeline):
         warnings.simplefilter("always")
         written = simjax.tools.run(pipeline / "CMC" / "setup_ResultsSJ.xml")
     # every property of OpenSim's own setup is read; what is reported is what OpenSim
-    # reports: each muscle's minimum control raised to CMC's 0.02
+    # reports, each muscle's minimum control raised to CMC's 0.02, and the constraint
+    # OpenSim ignores silently
     told = [str(w.message) for w in caught if issubclass(w.category, SetupWarning)]
-    assert len(told) == 18 and all("minimum control of muscle" in m for m in told), told
+    assert sum("minimum control of muscle" in m for m in told) == 18, told
+    assert len(told) == 19 and any(
+        re.search(r"constraints\.xml: the control constraint 'PlantarFlexAssist\.excitation' names no actuator", m)
+        for m in told
+    ), told
     return pipeline / "CMC" / "ResultsOS", pipeline / "CMC" / "ResultsSJ", written
 
 
@@ -120,6 +165,14 @@ def test_excitations_and_reserves(runs):
     assert np.sum(rms[muscles] <= 0.05) >= 15 and np.sum(rms[muscles] <= 0.005) >= 10, told
     assert np.all(rms[muscles] <= 0.12), told
     assert np.all((x[:, muscles] >= 0.02 - 1e-12) & (x[:, muscles] <= 1.0 + 1e-12))
+    # the constrained muscle: under its bound at each window's start, and at it where
+    # OpenSim's is
+    capped = labels.index(CAPPED)
+    # (bounds at each window's start; the first row: the initial solve's, at T0)
+    starts, (t_cap, v_cap) = np.r_[T0, t[1:] - 0.005], np.asarray(CAP).T
+    cap = v_cap[np.minimum(np.searchsorted(t_cap, starts - 1e-9), len(v_cap) - 1)]
+    assert np.all(x[:, capped] <= cap + 1e-9) and np.any(x[:, capped] >= cap - 1e-6), (x[:, capped], cap)
+    assert rms[capped] <= 0.005, told
     # reserve and residual forces: no larger than OpenSim's (RMS, to 10% or 0.05 N or N m)
     t, f, labels = _storage(sj_dir / f"{NAME}_Actuation_force.sto")
     f_os = _at(os_dir / f"{NAME}_Actuation_force.sto", t, labels)
@@ -156,10 +209,8 @@ def test_bad_input(pipeline):
         with pytest.raises(SetupError, match=r"bad_tasks\.xml.*'lumbar_extension'.*'no_such_coordinate'"):
             simjax.tools.run(setup)
     setup = pipeline / "CMC" / "constraints.xml"
-    setup.write_text(
-        _setup_text("ResultsBad").replace("<constraints_file />", "<constraints_file>c.xml</constraints_file>")
-    )
-    with pytest.raises(SetupError, match=r"constraints\.xml.*constraints_file.*c\.xml"):
+    setup.write_text(_setup_text("ResultsBad").replace("../constraints.xml", "c.xml"))
+    with pytest.raises(SetupError, match=r"constraints\.xml.*constraints_file.*c\.xml.*does not exist"):
         simjax.tools.run(setup)
 
 

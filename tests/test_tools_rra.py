@@ -181,6 +181,55 @@ def test_bad_input(pipeline):
         read_task_set(pipeline / "point_tasks.xml")
 
 
+def _constraint(name, lo, hi, steps, mins=(), maxs=()):
+    node = lambda tag, pts: (
+        f"<{tag}>"
+        + "".join(  # noqa: E731
+            f"<ControlLinearNode><t>{t}</t><value>{v}</value></ControlLinearNode>" for t, v in pts
+        )
+        + f"</{tag}>"
+    )
+    nodes = node("min_nodes", mins) + node("max_nodes", maxs) if mins else ""
+    return (
+        f'<ControlLinear name="{name}"><default_min>{lo}</default_min><default_max>{hi}</default_max>'
+        f"<use_steps>{steps}</use_steps><x_nodes />{nodes}</ControlLinear>"
+    )
+
+
+def test_control_constraints(pipeline):
+    """A constraints file (deprecated in OpenSim's RRA, and used): the pelvis residual
+    moment bounded by nodes to 12 N m at 0.6 s, 8 N m at 0.7 s (unconstrained it reaches
+    20 N m), ``FY`` held over each window, and a constraint OpenSim ignores (a bare
+    actuator name). OpenSim's RRATool and simjax run the same setup, without the
+    adjustment."""
+    body = _constraint("MZ.excitation", -1000, 1000, "false", [(0.6, -12), (0.7, -8)], [(0.6, 12), (0.7, 8)])
+    body += _constraint("FY.excitation", -1000, 1000, "true") + _constraint("FX", -1, 1, "false")
+    (pipeline / "constraints.xml").write_text(
+        "<OpenSimDocument Version='30000'><ControlSet name='c'><objects>"
+        f"{body}</objects></ControlSet></OpenSimDocument>"
+    )
+    for results in ("ResultsOSc", "ResultsSJc"):
+        text = _setup_text(results, adjust=False)
+        text = text.replace("<constraints_file />", "<constraints_file>../constraints.xml</constraints_file>")
+        (pipeline / "RRA" / f"{results}.xml").write_text(text)
+    opensim.RRATool(str(pipeline / "RRA" / "ResultsOSc.xml")).run()
+    with pytest.warns(SetupWarning) as caught:
+        simjax.tools.run(pipeline / "RRA" / "ResultsSJc.xml")
+    told = [str(w.message) for w in caught if issubclass(w.category, SetupWarning)]
+    assert any("constraint 'FX' names no actuator" in m and "'FX.excitation'" in m for m in told), told
+    assert any("deprecated" in m for m in told), told
+    sj = read_table(pipeline / "RRA" / "ResultsSJc" / f"{NAME}_Actuation_force.sto")
+    os_ = read_table(pipeline / "RRA" / "ResultsOSc" / f"{NAME}_Actuation_force.sto")
+    t, f, labels = np.asarray(sj.times), np.asarray(sj.values), sj.labels
+    f_os = np.stack([np.interp(t, os_.times, np.asarray(os_.values)[:, os_.labels.index(k)]) for k in labels], 1)
+    mz = labels.index("MZ")
+    bound = np.interp(t, [0.6, 0.7], [12, 8])
+    assert np.all(np.abs(f[:, mz]) <= bound + 0.05) and f[:, mz].min() < -8, f[:, mz]
+    # each actuator's force within 0.05 N (N m) RMS of OpenSim's
+    rms = np.sqrt(np.mean((f - f_os) ** 2, axis=0))
+    assert np.all(rms < 0.05), dict(zip(labels, rms.round(4)))
+
+
 def test_lowpass_fir_matches_opensim(pipeline):
     from simjax.tools import motion
     from simjax.tools.tracking import lowpass_fir

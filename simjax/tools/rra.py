@@ -30,8 +30,9 @@ window too at its default accuracy), so ``integrator_error_tolerance`` and the s
 settings are read but do not steer it; the per-window least squares are solved
 exactly (OpenSim's ``optimizer_algorithm`` settings are checked, not used); actuators
 must be ideal (force = control × optimal_force: RRA's residual and reserve
-actuators); ``desired_points_file``, ``constraints_file``, analyses and controllers in
-the setup are refused by name.
+actuators); ``desired_points_file``, analyses and controllers in the setup are refused
+by name. A ``constraints_file`` (deprecated in OpenSim's RRA, and still used) bounds the
+controls over time, as ``control_constraints`` describes.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import numpy as np
 
 from ..io.tables import TimeSeriesTable
 from . import motion, tracking
+from .control_constraints import match_control_constraints
 from .analyze import load_model_with_force_sets
 from .external_loads import read_external_loads
 from ..io.states import state_variable_columns
@@ -190,12 +192,12 @@ def _control_limits(model, system) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _control_bounds(system, limits, optimal_forces) -> tuple[np.ndarray, np.ndarray]:
-    """CMC's control bounds: the ``limits`` (``_control_limits``), an actuator whose
-    force range is under 1 held at its minimum."""
-    lo, hi = limits
+    """CMC's control bounds: the ``limits`` (``(n,)`` or ``(K, n)`` per time), an
+    actuator whose force range is under 1 held at its minimum (reported once)."""
+    lo, hi = (np.asarray(b, float) for b in limits)
     f = np.asarray(optimal_forces)
     fixed = np.abs(hi * f - lo * f) < 1.0
-    for p in np.asarray(system.actuator_paths)[fixed]:
+    for p in np.asarray(system.actuator_paths)[fixed.reshape(-1, len(f)).any(axis=0)]:
         warnings.warn(f"actuator {p!r} has a force range under 1; its control is held at its minimum", SetupWarning)
     return lo, np.where(fixed, lo, hi)
 
@@ -263,6 +265,7 @@ def rra(
     adjusted_com_body: str | None = None,
     com_time_range=None,
     dt: float = 0.001,
+    constraints=None,
     source: str = "rra",
 ) -> dict:
     """OpenSim's Residual Reduction Algorithm.
@@ -276,7 +279,9 @@ def rra(
     components; ``lowpass_cutoff`` (Hz, negative: no filter); ``adjusted_com_body``:
     a body name to adjust the mass centre of (``None``: no adjustment);
     ``com_time_range``: ``(t0, t1)`` s for the averages (default the tracking's);
-    ``dt``: the tracking window (s); ``source``: a name for messages.
+    ``dt``: the tracking window (s); ``constraints``: a control constraints file
+    (``constraints_file``, see ``control_constraints``) or ``None``; ``source``: a name
+    for messages.
 
     **Returns:** a dict: ``"model"`` (the tracked model, adjusted), ``"adjustment"``
     (``com_adjustment``'s dict, or ``None``), ``"residuals_before"``,
@@ -319,8 +324,18 @@ def rra(
         after = average_residuals(system, opt, desired, c0, c1)
         message = _adjustment_message(adjustment, before, after)
     limits = _control_limits(model, system)
-    lo, hi = _control_bounds(system, limits, opt)
-    run = tracking.track(system, gains, desired, ti, tf, dt, (lo, hi))
+    matched = match_control_constraints(constraints, system.actuator_names)
+    if constraints is not None:
+        warnings.warn(f"{source}: control constraints in RRA are deprecated in OpenSim (and used)", SetupWarning)
+    if matched.by_actuator:
+
+        def bounds(times):
+            return _control_bounds(system, matched.bounds(times, *limits), opt)
+
+    else:
+        bounds = _control_bounds(system, limits, opt)
+    steps = matched.steps(np.zeros(len(system.actuator_paths), bool))
+    run = tracking.track(system, gains, desired, ti, tf, dt, bounds, steps)
     forces = run["controls"] * opt[None, :]
     F, M = _residual_vectors(system.actuator_names, _time_average(run["times"], forces))
     message += _final_message(adjusted_com_body or "", F, M)
@@ -505,8 +520,9 @@ def _existing(setup: Setup, prop: str, required: bool = False) -> str | None:
 
 def read_tracking_setup(setup: Setup, numbers_read) -> dict:
     """What RRA and CMC setups share, read and checked: the model and force set files,
-    the desired kinematics, task set and external loads files (``{"model", "force_sets",
-    "replace", "kinematics", "tasks", "loads"}``, resolved paths); no analyses or
+    the desired kinematics, task set, external loads and control constraints files
+    (``{"model", "force_sets", "replace", "kinematics", "tasks", "loads",
+    "constraints"}``, resolved paths); no analyses or
     controllers and no desired points; a known optimizer algorithm; ``numbers_read``
     (properties read to check their values, not acted on) and ``use_verbose_printing``.
 
@@ -523,8 +539,7 @@ def read_tracking_setup(setup: Setup, numbers_read) -> dict:
         raise setup.error("desired_kinematics_file", "", "no desired kinematics file given")
     paths["tasks"] = _existing(setup, "task_set_file", required=True)
     paths["loads"] = _existing(setup, "external_loads_file")
-    if setup.has("constraints_file"):
-        raise setup.error("constraints_file", setup.text("constraints_file"), "control constraints are not supported")
+    paths["constraints"] = _existing(setup, "constraints_file")
     for prop in ("AnalysisSet", "ControllerSet"):
         node = setup.element(prop)
         objects = node.find("objects") if node is not None else None
@@ -624,6 +639,7 @@ def _run(setup: Setup) -> dict:
             adjusted_com_body=body if adjust else None,
             com_time_range=None if com_t0 == -1 and com_t1 == -1 else (com_t0, com_t1),
             dt=0.001,
+            constraints=files["constraints"],
             source=f"{setup.file}: <{setup.tool}>",
         )
 

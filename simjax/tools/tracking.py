@@ -446,11 +446,11 @@ _RK4_A = ((0.0, 0.0, 0.0, 0.0), (0.5, 0.0, 0.0, 0.0), (0.0, 0.5, 0.0, 0.0), (0.0
 _RK4_B = (1 / 6, 1 / 3, 1 / 3, 1 / 6)
 
 
-def _rk4_ramp(system, params, t, y, d, x_prev, x, h):
+def _rk4_ramp(system, params, t, y, d, x_prev, x, h, steps):
     """One classical RK4 step over ``[t, t + h]`` with the controls going linearly from
     ``x_prev`` at ``t`` to ``x`` at ``t + h`` (OpenSim's ``ControlLinear`` nodes, one per
-    window end, interpolated linearly for actuators other than muscles). The stages are
-    a loop over one right-hand side.
+    window end, interpolated linearly), or held at ``x`` where ``steps`` (``(n,)``
+    bools). The stages are a loop over one right-hand side.
 
     **Returns:** ``(y(t + h), dy/dt at t)``.
     """
@@ -459,7 +459,7 @@ def _rk4_ramp(system, params, t, y, d, x_prev, x, h):
 
     def stage(i, K):
         yi = y + h * (a[i] @ K)
-        xi = x_prev + c[i] * (x - x_prev)
+        xi = jnp.where(steps, x, x_prev + c[i] * (x - x_prev))
         return K.at[i].set(rhs(system, t + c[i] * h, yi, d, xi, params))
 
     K = jax.lax.fori_loop(0, 4, stage, jnp.zeros((4, y.shape[0]), dtype))
@@ -489,20 +489,20 @@ def _solve_window(system, params, n, t1, y, d, ref0, ref1, gains, lo, hi):
 
 
 @jax.jit
-def _track(system, t_start, t_end, h, ref0, ref1, y0, d, gains, lo, hi):
+def _track(system, t_start, t_end, h, ref0, ref1, y0, d, gains, lo, hi, steps):
     state0 = system.default_state()
     params = Context(system, state0).prepared()
-    n = lo.shape[0]
+    n = lo.shape[1]
 
     def window(carry, xs):
         y, x_prev = carry
-        ts, te, hk, r0, r1 = xs
-        x, p_err = _solve_window(system, params, n, te, y, d, r0, r1, gains, lo, hi)
-        y1, ydot = _rk4_ramp(system, params, ts, y, d, x_prev, x, hk)
+        ts, te, hk, r0, r1, lo_k, hi_k = xs
+        x, p_err = _solve_window(system, params, n, te, y, d, r0, r1, gains, lo_k, hi_k)
+        y1, ydot = _rk4_ramp(system, params, ts, y, d, x_prev, x, hk, steps)
         return (y1, x), (y, ydot, x_prev, p_err)
 
     x0 = jnp.zeros((n,), y0.dtype)
-    _, (ys, ydots, xs, p_errs) = jax.lax.scan(window, (y0, x0), (t_start, t_end, h, ref0, ref1))
+    _, (ys, ydots, xs, p_errs) = jax.lax.scan(window, (y0, x0), (t_start, t_end, h, ref0, ref1, lo, hi))
     return ys[1:], ydots[1:], xs[1:], p_errs[1:]
 
 
@@ -529,7 +529,16 @@ def references(system, desired: DesiredKinematics, times) -> tuple:
     return full(qs, nq, cq, q_base), full(qd, nu, cu, 0.0), full(us, nu, cu, 0.0), full(ud, nu, cu, 0.0)
 
 
-def track(system, tasks: dict, desired: DesiredKinematics, t0: float, t1: float, dt: float = 0.001, bounds=None):
+def track(
+    system,
+    tasks: dict,
+    desired: DesiredKinematics,
+    t0: float,
+    t1: float,
+    dt: float = 0.001,
+    bounds=None,
+    steps=None,
+):
     """OpenSim's CMC tracking loop (``RRATool``) for ideal actuators, from ``t0`` to the
     last window boundary before ``t1 - dt`` (OpenSim integrates to ``t1 - dt``).
 
@@ -537,8 +546,11 @@ def track(system, tasks: dict, desired: DesiredKinematics, t0: float, t1: float,
     loads included); ``tasks``: ``task_indices(system, ...)``; ``desired``:
     ``desired_kinematics(...)``; ``t0``, ``t1`` (s); ``dt``: the window (s,
     ``cmc_time_window``; RRA uses 0.001); ``bounds``: ``(lo, hi)`` controls
-    ``(n_actuators,)`` (default: the actuators' ``min_control``/``max_control``
-    properties are not read here: unbounded).
+    ``(n_actuators,)``, or a function of the windows' start times ``(K,)`` giving them
+    ``(K, n_actuators)`` (default: the actuators' ``min_control``/``max_control``
+    properties are not read here: unbounded); ``steps``: ``(n_actuators,)`` bools, the
+    controls held over each window (default: none; all linear between the windows'
+    ends).
 
     **Returns:** ``{"times" (K + 1,), "q", "u", "z", "qdot", "udot" (K + 1, ·): the
     states at the window boundaries and their derivatives, "controls" (K + 1,
@@ -577,7 +589,9 @@ def track(system, tasks: dict, desired: DesiredKinematics, t0: float, t1: float,
     # the initial state: the q splines and the u splines at t0 (RRATool::run)
     y0 = jnp.concatenate([refs[0][0], refs[2][0], jnp.asarray(state0.z, dtype)])
     n = len(system.actuator_paths)
-    lo, hi = (np.full(n, -np.inf), np.full(n, np.inf)) if bounds is None else map(np.asarray, bounds)
+    if bounds is None:
+        bounds = (np.full(n, -np.inf), np.full(n, np.inf))
+    lo, hi = bounds(t_start) if callable(bounds) else (np.broadcast_to(b, (len(t_start), n)) for b in bounds)
     gains = (
         jnp.asarray(tasks["q"]),
         jnp.asarray(tasks["u"]),
@@ -593,6 +607,7 @@ def track(system, tasks: dict, desired: DesiredKinematics, t0: float, t1: float,
         gains,
         jnp.asarray(lo, dtype),
         jnp.asarray(hi, dtype),
+        jnp.asarray(np.zeros(n, bool) if steps is None else steps, bool),
     )
     k = n_win + 1
     ys, ydot, xs, p_errs = np.asarray(ys)[:k], np.asarray(ydot)[:k], np.asarray(xs)[:k], np.asarray(p_errs)[: k - 1]
