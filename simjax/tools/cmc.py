@@ -30,11 +30,12 @@ with the coordinates held at the initial time (twice at excitation 0.01, once at
 controls of a first 30 ms window), a second 30 ms window solve, and its predicted state;
 the tracking then starts 30 ms after the initial time, as OpenSim's.
 
-One compiled window step does all of a window's work, with no loop over muscles or
-coordinates; the initial solves call it, then a host loop calls it once per window
-(the windows are sequential, and a failed one stops the run with the results before
-it). It takes the model's arrays as arguments, so another model of the same structure
-reuses it.
+One compiled program runs the windows one after another in a ``lax.while_loop`` (a
+window's work has no loop over muscles or coordinates), stopping at the first failed
+window, whose results and those after it are dropped. The initial solves run it on one
+window each, the tracking on all of them; the windows' inputs are padded to a multiple
+of 64 windows, so that nearby time ranges share the program. It takes the model's
+arrays as arguments, so another model of the same structure reuses it too.
 
 Differences from OpenSim, by design: each window's integrations take fixed classical
 Runge-Kutta steps of at most 1 ms (OpenSim's Runge-Kutta-Merson takes steps of at most
@@ -133,7 +134,8 @@ def _predict(system, params, d, z0, x, ti, h, n, kin):
 
     def context(j, z):
         q, u = kin(j)
-        return Context(system, State(t=ti + 0.5 * j * h, q=q, u=u, z=z, d=d), x, parameters=params)
+        state = State(t=ti + 0.5 * j * h, q=q, u=u, z=z, d=d)
+        return Context(system, state, x, parameters=jax.lax.optimization_barrier(params))
 
     z = _rk4_steps(lambda j, z: context(j, z).zdot, z0, h, n)
     return context(2 * n, z).group_outputs(system.actuator_paths, "actuation"), z
@@ -264,11 +266,11 @@ def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d):
     return a0, A, f_opt
 
 
-@jit
-def _window(system, off, rigid, plan, opt, gains, lo, hi, steps, y, x_prev, ti, h, n, refs):
+def _window(system, params, off, rigid, plan, opt, gains, lo, hi, steps, y, x_prev, ti, h, n, refs):
     """One ``CMC::computeControls`` and the integration over its window.
 
-    **Arguments:** ``system``; ``off``, ``rigid``, ``plan``: ``_plan(system)``;
+    **Arguments:** ``system``; ``params``: its prepared parameters; ``off``, ``rigid``,
+    ``plan``: ``_plan(system)``;
     ``opt``: the actuators' ``optimal_force`` (1 for muscles); ``gains``: the tasks'
     indices and gains; ``lo``, ``hi``: control bounds; ``steps``: per control, whether
     it is held over the window (else linear from ``x_prev``); ``y = (q, u, z)`` at
@@ -278,12 +280,10 @@ def _window(system, off, rigid, plan, opt, gains, lo, hi, steps, y, x_prev, ti, 
     speeds and accelerations at the window's half steps, ``(2 n + 1, ·)`` or more rows.
 
     **Returns:** ``(y at ti + n h, controls, pErr, the predicted z at ti + n h,
-    failed)``, ``failed`` a sum of flags: 1 no forces within the actuators' reach give
+    failed, (qdot, udot) at ti)``, ``failed`` a sum of flags: 1 no forces within the actuators' reach give
     the desired accelerations, 2 the controls are not finite, 4 the integration is
     not finite."""
-    state0 = system.default_state()
-    params = Context(system, state0).prepared()
-    d = state0.d
+    d = system.default_state().d
     q_idx, u_idx, w, kp, kv, ka, limit = gains
     qs, qd, us, ud = refs
     nq, nu = qs.shape[1], qd.shape[1]
@@ -329,15 +329,59 @@ def _window(system, off, rigid, plan, opt, gains, lo, hi, steps, y, x_prev, ti, 
 
     def ydot(j, yy):
         tau = ti + 0.5 * j * h
-        return rhs(system, tau, yy, d, controls(tau), params)
+        # (the barrier keeps XLA from recomputing the parameters' uses in every stage:
+        # without it the integration took four times as long)
+        return rhs(system, tau, yy, d, controls(tau), jax.lax.optimization_barrier(params))
 
     y1 = _rk4_steps(ydot, y, h, n)
+    # (qdot, udot) at ti, with the controls in force there: the last window's (a held
+    # control's value at a node's time is that node's)
+    motion0 = rhs(system, ti, y, d, jnp.where(jnp.isnan(x_prev), x, x_prev), params)[: nq + nu]
     failed = (
         jnp.where(infeasible, 1, 0)
         + jnp.where(jnp.all(jnp.isfinite(x)), 0, 2)
         + jnp.where(jnp.all(jnp.isfinite(y1)), 0, 4)
+    ).astype(jnp.int32)
+    return y1, x, p_err, z_pred, failed, motion0
+
+
+@jit
+def _windows(system, off, rigid, plan, opt, gains, steps, y, x_prev, times, lo, hi, count, refs, h, n):
+    """The first ``count`` of consecutive windows (``_window``) in one program, each from
+    the state and controls the one before left, up to the first that fails.
+
+    **Arguments:** as ``_window``'s, per window (a leading axis of ``K >= count``):
+    ``times`` (the windows' start times, s), ``lo``, ``hi``, ``refs`` (``(K, rows,
+    ·)``); ``y``, ``x_prev``: before the first window.
+
+    **Returns:** ``_window``'s results per window, ``(K, ·)``: ``(y at the window's
+    end, controls, pErr, the predicted z, failed, (qdot, udot) at its start)``; zero for the
+    windows not run.
+    """
+    params = Context(system, system.default_state()).prepared()
+
+    def window(k, y, x_prev):
+        at = (times[k], lo[k], hi[k], jax.tree.map(lambda r: r[k], refs))
+        t, lo_k, hi_k, refs_k = at
+        return _window(system, params, off, rigid, plan, opt, gains, lo_k, hi_k, steps, y, x_prev, t, h, n, refs_k)
+
+    def body(carry):
+        k, y, x_prev, _, outs = carry
+        out = window(k, y, x_prev)
+        outs = jax.tree.map(lambda o, v: o.at[k].set(v), outs, out)
+        return k + 1, out[0], out[1], out[4], outs
+
+    K, nz = times.shape[0], y.shape[0] - refs[0].shape[2] - refs[1].shape[2]
+    outs = (
+        jnp.zeros((K,) + y.shape, y.dtype),
+        jnp.zeros((K,) + x_prev.shape, y.dtype),
+        jnp.zeros((K, gains[0].shape[0]), y.dtype),
+        jnp.zeros((K, nz), y.dtype),
+        jnp.zeros(K, jnp.int32),
+        jnp.zeros((K, refs[0].shape[2] + refs[1].shape[2]), y.dtype),
     )
-    return y1, x, p_err, z_pred, failed
+    carry = (jnp.zeros((), jnp.int32), y, x_prev, jnp.zeros((), jnp.int32), outs)
+    return jax.lax.while_loop(lambda c: (c[0] < count) & (c[3] == 0), body, carry)[4]
 
 
 @jit
@@ -399,13 +443,6 @@ def _scalars(*values, dtype):
     """Python numbers as arrays (floats of ``dtype``, ints as int32): traced arguments of
     the compiled steps, not constants baked into them."""
     return tuple(jnp.asarray(v, jnp.int32 if isinstance(v, int) else dtype) for v in values)
-
-
-@jit
-def _derivatives(system, times, Y, X):
-    """``dy/dt`` at states ``Y (K, ny)`` and controls ``X (K, n_act)``."""
-    d = system.default_state().d
-    return jax.vmap(lambda t, y, x: rhs(system, t, y, d, x))(times, Y, X)
 
 
 def _accumulated(t0: float, dt: float, n: int):
@@ -517,77 +554,88 @@ def cmc(
         *(jnp.asarray(gains[k], dtype) for k in ("weight", "kp", "kv", "ka", "limit")),
     )
     opt_forces = jnp.asarray(opt, dtype)
+    h0, n0 = _steps(_INITIAL_WINDOW)
+    h, n = _steps(dt)
+    rows = 2 * max(n0, n) + 1  # (every window's references have the same rows)
+    size = -(-(n_win + 1) // 64) * 64  # (nearby time ranges share one compiled program)
 
-    def window(y, x_prev, t, bounds, h, n, r):
-        lo_t, hi_t = (jnp.asarray(b, dtype) for b in bounds)
-        return _window(
-            system, off, rigid, plan, opt_forces, g, lo_t, hi_t, steps, y, x_prev, *_scalars(t, h, n, dtype=dtype), r
+    def windows(y, x_prev, times, bounds, h, n, refs):
+        """``_windows`` on ``len(times)`` windows, padded to ``size``."""
+        k = len(times)
+
+        def pad(a):
+            a = np.asarray(a)
+            return jnp.asarray(np.concatenate([a, np.repeat(a[-1:], size - k, axis=0)]))
+
+        out = _windows(
+            system,
+            off,
+            rigid,
+            plan,
+            opt_forces,
+            g,
+            steps,
+            y,
+            x_prev,
+            pad(np.asarray(times, float)).astype(dtype),
+            *(pad(b).astype(dtype) for b in bounds),
+            jnp.asarray(k, jnp.int32),
+            tuple(pad(r).astype(dtype) for r in refs),
+            *_scalars(h, n, dtype=dtype),
         )
+        return tuple(np.asarray(o)[:k] for o in out)
 
     def hold(x, t, q, u, z, h, n):
         return _hold(system, x, *_scalars(t, dtype=dtype), q, u, z, *_scalars(h, n, dtype=dtype))
 
     def refs(t0, h, n):
-        return tuple(
-            jnp.asarray(r, dtype) for r in tracking.references(system, desired, t0 + 0.5 * h * np.arange(2 * n + 1))
-        )
+        return tracking.references(system, desired, t0 + 0.5 * h * np.arange(2 * n + 1))
 
     # computeInitialStates: 2 x 0.2 s at excitation 0.01 with the coordinates held, a
     # 30 ms solve, 0.2 s at its controls, a second solve and its prediction
-    # (every window's references have the same rows, so that one compiled step serves
-    # the initial and the tracking windows)
-    h0, n0 = _steps(_INITIAL_WINDOW)
-    h, n = _steps(dt)
-    rows = 2 * max(n0, n) + 1
-    r0 = refs(ti, h0, (rows - 1) // 2)
-    q0, u0 = r0[0][0], r0[1][0]
+    r0 = tuple(r[None] for r in refs(ti, h0, (rows - 1) // 2))
+    q0, u0 = (jnp.asarray(r[0, 0], dtype) for r in r0[:2])
     hh, nh = _steps(_HOLD_TIME)
     n_act = len(system.actuator_paths)
     z = hold(jnp.full(n_act, _HOLD_EXCITATION, dtype), ti, q0, u0, jnp.asarray(state0.z, dtype), hh, 2 * nh)
     x_none = jnp.full(n_act, jnp.nan, dtype)  # (no control node before the first solve)
     p_errs = []
-    bounds0 = tuple(b[0] for b in matched.bounds([ti], lo, hi))
+    bounds0 = matched.bounds([ti], lo, hi)
     for i in range(2):
-        _, xi, p_err, z_pred, failed = window(jnp.concatenate([q0, u0, z]), x_none, ti, bounds0, h0, n0, r0)
-        if int(failed):
-            raise SetupError(f"{source}: computing the initial states at t = {ti:g} s, {_failure(int(failed))}")
-        p_errs.append(p_err)
+        _, xi, p_err, z_pred, failed, _ = windows(jnp.concatenate([q0, u0, z]), x_none, [ti], bounds0, h0, n0, r0)
+        if int(failed[0]):
+            raise SetupError(f"{source}: computing the initial states at t = {ti:g} s, {_failure(int(failed[0]))}")
+        p_errs.append(p_err[0])
+        xi = jnp.asarray(xi[0])
         if i == 0:
             z = hold(xi, ti, q0, u0, z, hh, nh)
-    y = jnp.concatenate([r0[0][2 * n0], r0[1][2 * n0], z_pred])
+    y = jnp.concatenate([jnp.asarray(r0[0][0, 2 * n0], dtype), jnp.asarray(r0[1][0, 2 * n0], dtype), z_pred[0]])
 
-    # the windows: one compiled step each, on a uniform grid of half steps; their
+    # the windows, in one compiled program, on a uniform grid of half steps; their
     # times summed window by window, as OpenSim's are: the last solve, at the final time,
     # is recorded where that sum falls short of it (OpenSim's event fires there)
     t_grid = np.asarray(list(_accumulated(t_start, dt, n_win)))
     record_last = t_grid[-1] < tf - dt
     grid = refs(t_start, h, n * (n_win + 1) + (rows - 1) // 2)
-    lo_grid, hi_grid = matched.bounds(t_grid, lo, hi)
-    ys, xs = [y], [xi]
+    at = 2 * n * np.arange(n_win + 1)[:, None] + np.arange(rows)[None, :]
+    y1, x, p_err, _, failed, motion = windows(
+        y, xi, t_grid, matched.bounds(t_grid, lo, hi), h, n, tuple(r[at] for r in grid)
+    )
+    bad = np.flatnonzero(failed)
+    last = n_win if len(bad) == 0 else int(bad[0])  # (the windows kept: those before it)
     failed_at = None
-    for k in range(n_win + 1):
-        window_refs = tuple(r[2 * n * k : 2 * n * k + rows] for r in grid)
-        y1, x, p_err, _, failed = window(y, xs[-1], float(t_grid[k]), (lo_grid[k], hi_grid[k]), h, n, window_refs)
-        if int(failed):
-            failed_at = float(t_grid[k])
-            warnings.warn(
-                f"{source}: at t = {failed_at:g} s {_failure(int(failed))}; the results stop there",
-                SetupWarning,
-                stacklevel=2,
-            )
-            break
-        p_errs.append(p_err)
-        if k == n_win:
-            if not record_last:
-                p_errs.pop()
-            break
-        ys.append(y1)
-        xs.append(x)
-        y = y1
-    Y, X = jnp.stack(ys), jnp.stack(xs)
+    if len(bad):
+        failed_at = float(t_grid[last])
+        warnings.warn(
+            f"{source}: at t = {failed_at:g} s {_failure(int(failed[last]))}; the results stop there",
+            SetupWarning,
+            stacklevel=2,
+        )
+    p_errs += list(p_err[: last + (1 if len(bad) == 0 and record_last else 0)])
+    ys, xs = [np.asarray(y), *y1[:last]], [np.asarray(xi), *x[:last]]
+    Y, X = np.stack(ys), np.stack(xs)
     times = t_grid[: len(ys)]
-    ydot = _derivatives(system, jnp.asarray(times, dtype), Y, X)
-    Y, X, ydot = np.asarray(Y), np.asarray(X), np.asarray(ydot)
+    ydot = motion[: len(times)]
     run = {
         "times": times,
         "q": Y[:, :nq],
