@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .forward import _ControlFunction, _flag, _number
+from .forward import _ControlFunction, _flag, _number, _control_nodes
 from .setup import SetupError, SetupWarning, read_element
 
 __all__ = ["ControlConstraint", "MatchedConstraints", "read_control_constraints", "match_control_constraints"]
@@ -71,21 +71,6 @@ class ControlConstraint:
         )
 
 
-def _node_list(control, tag, path):
-    nodes = control.find(tag)
-    pts = [
-        (_number(x, "t", path), _number(x, "value", path))
-        for x in (nodes.children if nodes is not None else [])
-        if x.tag == "ControlLinearNode"
-    ]
-    t = np.asarray([p[0] for p in pts], float)
-    if np.any(np.diff(t) <= 0):
-        raise SetupError(
-            f"{path}: <ControlLinear name={control.name!r}>: the times of its <{tag}> must increase, got {t.tolist()}"
-        )
-    return t, np.asarray([p[1] for p in pts], float)
-
-
 def read_control_constraints(path) -> list[ControlConstraint]:
     """Read a control constraints file (an OpenSim ``ControlSet`` ``.xml``).
 
@@ -106,7 +91,7 @@ def read_control_constraints(path) -> list[ControlConstraint]:
         name = c.name or ""
         if c.tag != "ControlLinear":
             raise SetupError(f"{path}: <{c.tag} name={name!r}> is not a control constraint (a ControlLinear)")
-        lo_nodes, hi_nodes = _node_list(c, "min_nodes", path), _node_list(c, "max_nodes", path)
+        lo_nodes, hi_nodes = _control_nodes(c, "min_nodes", path), _control_nodes(c, "max_nodes", path)
         if len(lo_nodes[0]) and not len(hi_nodes[0]):
             raise SetupError(
                 f"{path}: <ControlLinear name={name!r}> has <min_nodes> but no <max_nodes> (OpenSim's upper bound "

@@ -189,6 +189,27 @@ def _number(node, tag, path, default=None):
         raise SetupError(f"{path}: <{node.tag}> property <{tag}> = {text!r}: expected a number") from None
 
 
+def _control_nodes(control, tag: str, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """The ``ControlLinearNode`` list ``<tag>`` (``x_nodes``, ``min_nodes``,
+    ``max_nodes``) of a ``ControlLinear`` element: ``(times (s), values)``, empty when
+    absent.
+
+    **Raises:** ``SetupError`` naming ``path``, the control and the list for a
+    non-numeric value or node times that do not increase."""
+    nodes = control.find(tag)
+    pts = [
+        (_number(x, "t", path), _number(x, "value", path))
+        for x in (nodes.children if nodes is not None else [])
+        if x.tag == "ControlLinearNode"
+    ]
+    t = np.asarray([p[0] for p in pts], float)
+    if np.any(np.diff(t) <= 0):
+        raise SetupError(
+            f"{path}: <ControlLinear name={control.name!r}>: the times of its <{tag}> must increase, got {t.tolist()}"
+        )
+    return t, np.asarray([p[1] for p in pts], float)
+
+
 def _xml_controls(path: str) -> list[ControlLinear]:
     node = read_element(path, "ControlSet", "controls", "a controls file is a ControlSet .xml or a .sto")
     objects = node.find("objects")
@@ -203,26 +224,16 @@ def _xml_controls(path: str) -> list[ControlLinear]:
             raise SetupError(
                 f"{path}: <{c.tag} name={name!r}> is not a control simjax reads (ControlLinear, ControlConstant)"
             )
-        nodes = c.find("x_nodes")
-        pts = [
-            (_number(x, "t", path), _number(x, "value", path))
-            for x in (nodes.children if nodes is not None else [])
-            if x.tag == "ControlLinearNode"
-        ]
-        if not pts:
+        t, values = _control_nodes(c, "x_nodes", path)
+        if not len(t):
             raise SetupError(
                 f"{path}: <ControlLinear name={name!r}> has no <x_nodes> (OpenSim would give the actuator NaN controls)"
-            )
-        t = np.asarray([p[0] for p in pts])
-        if np.any(np.diff(t) <= 0):
-            raise SetupError(
-                f"{path}: <ControlLinear name={name!r}>: the times of its <x_nodes> must increase, got {t.tolist()}"
             )
         out.append(
             ControlLinear(
                 name,
                 t,
-                np.asarray([p[1] for p in pts]),
+                values,
                 _flag(c, "use_steps", False, path),
                 _flag(c, "extrapolate", True, path),
             )

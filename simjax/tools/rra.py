@@ -327,13 +327,10 @@ def rra(
     matched = match_control_constraints(constraints, system.actuator_names)
     if constraints is not None:
         warnings.warn(f"{source}: control constraints in RRA are deprecated in OpenSim (and used)", SetupWarning)
-    if matched.by_actuator:
 
-        def bounds(times):
-            return _control_bounds(system, matched.bounds(times, *limits), opt)
+    def bounds(times):
+        return _control_bounds(system, matched.bounds(times, *limits), opt)
 
-    else:
-        bounds = _control_bounds(system, limits, opt)
     steps = matched.steps(np.zeros(len(system.actuator_paths), bool))
     run = tracking.track(system, gains, desired, ti, tf, dt, bounds, steps)
     forces = run["controls"] * opt[None, :]
