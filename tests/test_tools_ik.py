@@ -118,6 +118,29 @@ def test_gait_pipeline_matches_opensim(gait):
     np.testing.assert_allclose(loc.values, loc_ref.values, atol=1e-6)
 
 
+def test_gait_shipped_accuracy_stops_near_the_minimum(gait):
+    """The setup's ``accuracy`` is simjax's step tolerance: with the shipped 1e-5 the
+    solution is within 2e-6 rad of the one at 1e-9 (OpenSim's, at 1e-5, is up to 1e-3
+    rad from it)."""
+    system = _gait_system()
+    setup = os.path.join(gait["simjax"], "walk_Setup_IK.xml")
+    loose = os.path.join(gait["simjax"], "walk_Setup_IK_shipped_accuracy.xml")
+    shutil.copy(setup, loose)
+    _edit(
+        loose,
+        ("<accuracy>1e-9</accuracy>", "<accuracy>1e-005</accuracy>"),
+        ("subject01_walk_IK.mot", "subject01_walk_IK_shipped_accuracy.mot"),
+        ("<report_errors>true", "<report_errors>false"),
+        ("<report_marker_locations>true", "<report_marker_locations>false"),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SetupWarning)
+        run_setup(loose)
+    tight = _in_radians(system, read_table(os.path.join(gait["simjax"], "subject01_walk_IK.mot")))
+    shipped = _in_radians(system, read_table(os.path.join(gait["simjax"], "subject01_walk_IK_shipped_accuracy.mot")))
+    assert np.max(np.abs(shipped - tight)) < 2e-6
+
+
 def test_gait_files_open_in_opensim(gait):
     for name in ("subject01_walk_IK.mot", "_ik_marker_errors.sto", "_ik_model_marker_locations.sto"):
         ref = opensim.TimeSeriesTable(os.path.join(gait["opensim"], name))
@@ -178,7 +201,6 @@ def _model_markers(system, state, q, names, times, units="m", drop=None):
         has_constraints=False,
         max_steps=1,
         max_passes=1,
-        pass_tol=0.0,
     )
     locations = ikm._marker_locations(system, st)
     x = np.asarray(jax.jit(jax.vmap(lambda qq: ikm._marker_points(system, st, state, qq, locations)))(q))
@@ -327,6 +349,9 @@ def test_arm26_coordinate_tasks_and_blank_markers_match_opensim(tmp_path):
 def test_bad_setups(tmp_path):
     folder, setup = _arm_setup(str(tmp_path), "", time_range="5 6")
     with pytest.raises(SetupError, match="time_range.*outside the data"):
+        run_setup(setup)
+    _edit(setup, ("<time_range>5 6", "<time_range>0 0.1"), ("<accuracy>1e-10", "<accuracy>-1"))
+    with pytest.raises(SetupError, match="accuracy.*-1.*positive"):
         run_setup(setup)
     _edit(setup, ("<model_file>arm26.osim</model_file>", "<model_file>../models/none.osim</model_file>"))
     with pytest.raises(FileNotFoundError, match=os.path.join(str(tmp_path), "models", "none.osim")):
