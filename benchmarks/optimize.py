@@ -81,12 +81,14 @@ def _best(fn, repeat: int) -> float:
     return min(times)
 
 
-def _simjax_timed(problem, mesh, scheme, options, interpolate_controls, repeat) -> dict:
-    """simjax's solve of ``problem``: transcription, trace and lowering, XLA's
-    compilation, the first run and the best of ``repeat``, each timed (s), and the
-    ``solution``."""
+def _simjax_timed(problem, mesh, scheme, options, interpolate_controls, repeat, sparse_derivatives=False) -> dict:
+    """simjax's solve of ``problem``: transcription (with ``sparse_derivatives``, the
+    pattern's detection too), trace and lowering, XLA's compilation, the first run and
+    the best of ``repeat``, each timed (s), and the ``solution``."""
     t = time.perf_counter()
-    nlp, z0, g0, _ = collocation.transcribe(problem, mesh, scheme, interpolate_controls)
+    nlp, z0, g0, _ = collocation.transcribe(
+        problem, mesh, scheme, interpolate_controls, sparse_derivatives=sparse_derivatives
+    )
     transcribe_s = time.perf_counter() - t
     t = time.perf_counter()
     lowered = eqx.filter_jit(ipm.solve).lower(nlp, z0, g0, options, None, False)
@@ -183,7 +185,8 @@ def measure_inverse(folder: str, repeat: int = 3) -> dict:
     options = sjopt.Options(
         tol=settings["optim_convergence_tolerance"], constraint_tol=settings["optim_constraint_tolerance"]
     )
-    timed = _simjax_timed(problem, n, "hermite-simpson", options, False, repeat)
+    # (as simjax's MocoInverse, and Moco's, detect the derivatives' sparsity)
+    timed = _simjax_timed(problem, n, "hermite-simpson", options, False, repeat, sparse_derivatives=True)
     sol = timed.pop("solution")
     sj_obj, mo_obj = float(sol.objective), best_run["objective"]
     return {

@@ -453,6 +453,19 @@ class System(eqx.Module):
         discrete variables come from each component's defaults.
         """
         dtype = jnp.result_type(float)
+        q, u = self.default_coordinates()
+        z = _component_defaults(self.model, self.topology.z_slices, "default_z")
+        d = _component_defaults(self.model, self.topology.d_slices, "default_discrete")
+        return State(t=jnp.asarray(t, dtype), q=q, u=u, z=_concatenate(z, dtype), d=_concatenate(d, dtype))
+
+    def default_coordinates(self) -> tuple:
+        """The generalized coordinates and speeds of ``default_state`` alone, without the
+        components' state variables (cheaper where only the pose matters).
+
+        **Returns:** ``(q (nq,), u (nu,))`` in rad, m, rad/s and m/s (quaternions for
+        ball and free joints).
+        """
+        dtype = jnp.result_type(float)
         tree = self.topology.tree
         quat_angles: dict[int, list] = {}
         q_at, q_values, u_at, u_values = [], [], [], []
@@ -471,9 +484,7 @@ class System(eqx.Module):
             mob = int(np.searchsorted(tree.q_start, m, side="right") - 1)
             angles = jnp.stack([jnp.asarray(a, dtype) for a in quat_angles.get(mob, [0.0, 0.0, 0.0])])
             q = q.at[m : m + 4].set(spatial.rotation_to_quat(spatial.xyz_body_rotation(angles)))
-        z = _component_defaults(self.model, self.topology.z_slices, "default_z")
-        d = _component_defaults(self.model, self.topology.d_slices, "default_discrete")
-        return State(t=jnp.asarray(t, dtype), q=q, u=u, z=_concatenate(z, dtype), d=_concatenate(d, dtype))
+        return q, u
 
     def set_coordinates(self, state: State, values: dict | None = None, speeds: dict | None = None) -> State:
         """A state with some coordinate values and speeds replaced.

@@ -275,3 +275,23 @@ def test_implicit_dynamics_settings_are_read_with_moco_s_bounds_only(tmp_path):
     )
     with pytest.raises(study.StudyError, match=r"<kinematic_constraint_method> = 'Bordalba2023'"):
         study.read_study(bordalba)
+
+
+def test_sparsity_detection_setting_is_read(tmp_path):
+    path = _pendulum_study(tmp_path)
+    text = path.read_text()
+    assert "optim_sparsity_detection" not in text  # (Moco's default, none, is not printed)
+    with pytest.warns(study.StudyWarning):
+        assert study.read_study(path).settings["sparse_derivatives"] is False
+
+    def with_detection(value):
+        edited = path.with_name(f"{value}.omoco")
+        element = f"<optim_sparsity_detection>{value}</optim_sparsity_detection>"
+        edited.write_text(text.replace("</MocoCasADiSolver>", element + "\n</MocoCasADiSolver>"))
+        return edited
+
+    for value, expected in (("none", False), ("random", True), ("initial-guess", True)):
+        with pytest.warns(study.StudyWarning):
+            assert study.read_study(with_detection(value)).sparse_derivatives is expected
+    with pytest.raises(study.StudyError, match=r"<optim_sparsity_detection> = 'sometimes'"):
+        study.read_study(with_detection("sometimes"))

@@ -34,6 +34,7 @@ import numpy as np
 from ..compiling import full_precision
 from . import ipm, progress
 from .nlp import StagedNLP
+from .sparsity import detect_sparsity
 from .problem import Ends, Problem
 
 __all__ = ["solve", "solve_batch", "transcribe", "OptimalTrajectory", "SCHEMES"]
@@ -353,6 +354,7 @@ def transcribe(
     auxiliary_derivatives_weight: float | None = None,
     multipliers_weight: float | None = None,
     shooting_steps: int = 4,
+    sparse_derivatives: bool = False,
 ):
     """The staged NLP of a problem and a starting point.
 
@@ -379,7 +381,13 @@ def transcribe(
     multipliers (Moco's ``minimize_lagrange_multipliers`` with
     ``lagrange_multiplier_weight``: for redundant constraints, whose multipliers the
     dynamics do not determine); ``None``: not minimized (Moco's default). All three
-    are integrated by the scheme's quadrature, as the goals.
+    are integrated by the scheme's quadrature, as the goals. ``sparse_derivatives``:
+    detect the pattern of the stages' derivatives at random points and have the solver
+    push one tangent per color of it rather than one per variable
+    (``sparsity.detect_sparsity``; Moco's ``optim_sparsity_detection = "random"``):
+    cheaper iterations for muscle-driven problems, whose stages are sparse, after a
+    detection that compiles the dense derivatives once. Inside ``jax.grad`` or another
+    transformation (the problem's data traced) the derivatives stay dense.
 
     A model's kinematic constraints are enforced as Moco enforces them by default
     (Posa et al. 2016, Hermite–Simpson only): a multiplier per constraint equation at
@@ -709,7 +717,11 @@ def transcribe(
         }
         return t0 + frac * (tf - t0), grid(0, ny), grid(ny, ny + nc), others
 
-    return nlp, jnp.asarray(z0, dtype), jnp.asarray(g0, dtype), unpack
+    z0, g0 = jnp.asarray(z0, dtype), jnp.asarray(g0, dtype)
+    traced = any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(theta))
+    if sparse_derivatives and not traced:
+        nlp = dataclasses.replace(nlp, sparsity=detect_sparsity(nlp, z0, g0))
+    return nlp, z0, g0, unpack
 
 
 def solve(
@@ -724,14 +736,16 @@ def solve(
     auxiliary_derivatives_weight: float | None = None,
     multipliers_weight: float | None = None,
     shooting_steps: int = 4,
+    sparse_derivatives: bool = False,
 ) -> OptimalTrajectory:
     """Solve a problem by direct collocation.
 
     **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``,
     ``dynamics_mode``, ``accelerations_weight``, ``auxiliary_derivatives_weight``,
-    ``multipliers_weight``, ``shooting_steps``: as ``transcribe``; ``options``: the solver's (``ipm.Options``;
-    default tolerances 1e-8); ``guess``: a solution of the same problem and mesh to
-    start from (a warm start).
+    ``multipliers_weight``, ``shooting_steps``, ``sparse_derivatives``: as
+    ``transcribe``; ``options``: the solver's (``ipm.Options``; default tolerances
+    1e-8); ``guess``: a solution of the same problem and mesh to start from (a warm
+    start).
 
     Inside ``jax.grad`` or another transformation the solution carries the
     derivatives of the optimum with respect to the system's properties and the goals'
@@ -754,6 +768,7 @@ def solve(
         auxiliary_derivatives_weight,
         multipliers_weight,
         shooting_steps,
+        sparse_derivatives,
     )
     options = _as_arrays(options)
     multipliers = None
@@ -787,6 +802,7 @@ def solve_batch(
     auxiliary_derivatives_weight: float | None = None,
     multipliers_weight: float | None = None,
     shooting_steps: int = 4,
+    sparse_derivatives: bool = False,
     devices=None,
 ) -> OptimalTrajectory:
     """Solve a batch of variants of one problem at once: one compiled solver,
@@ -800,7 +816,7 @@ def solve_batch(
     weights per variant, in ``problem.goals`` order (default: the problem's);
     ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``,
     ``accelerations_weight``, ``auxiliary_derivatives_weight``, ``multipliers_weight``,
-    ``shooting_steps``: as ``transcribe``;
+    ``shooting_steps``, ``sparse_derivatives``: as ``transcribe``;
     ``options``: as ``solve``; ``devices``: a list of devices or a
     ``jax.sharding.Mesh`` to shard the variants over (as ``simjax.map_batch``'s;
     default: all local devices when there are several, else one; not inside ``jit``,
@@ -823,6 +839,7 @@ def solve_batch(
         auxiliary_derivatives_weight,
         multipliers_weight,
         shooting_steps,
+        sparse_derivatives,
     )
     options = _as_arrays(options)
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
@@ -937,6 +954,7 @@ def _transcribed(
     auxiliary_derivatives_weight=None,
     multipliers_weight=None,
     shooting_steps=4,
+    sparse_derivatives=False,
 ):
     """``transcribe``'s result, the same objects for the same problem (the same object)
     and settings: solving it again (other tolerances, a warm start) reuses the compiled
@@ -950,6 +968,7 @@ def _transcribed(
         auxiliary_derivatives_weight,
         multipliers_weight,
         shooting_steps,
+        bool(sparse_derivatives),
     )
     return _recent(
         _TRANSCRIBED,
@@ -965,6 +984,7 @@ def _transcribed(
             auxiliary_derivatives_weight,
             multipliers_weight,
             shooting_steps,
+            sparse_derivatives,
         ),
     )
 

@@ -224,7 +224,7 @@ class _Problem:
             grad, (cost, c) = jax.grad(lagrangian, has_aux=True)(v)
             return (grad, c), (grad, cost, c)
 
-        (H, J), (g, costs, c) = jax.vmap(jax.jacfwd(stage, has_aux=True))(self._inputs(V), self.ks, Y[0])
+        (H, J), (g, costs, c) = jax.vmap(self._second_order(stage))(self._inputs(V), self.ks, Y[0])
 
         def border(gv):
             def lagrangian(gv):
@@ -239,6 +239,23 @@ class _Problem:
         gL = (_with_previous(g[:, :nz], g[:, nz : 2 * nz]), -Y[0], jnp.sum(g[:, 2 * nz :], axis=0) + gb, -Y[1])
         f = self.fs * (jnp.sum(costs) + cost_b)
         return H, J, HB, JB, gL, f, (self._residual(c, S), cb - SG), costs
+
+    def _second_order(self, stage):
+        """``jacfwd(stage, has_aux=True)``, or the same by one tangent per color of
+        ``nlp.sparsity`` (the Hessian and Jacobian read back from the tangents)."""
+        sp = self.nlp.sparsity
+        if sp is None:
+            return jax.jacfwd(stage, has_aux=True)
+
+        def colored(v, k, y):
+            def push(seed):
+                _, (dg, dc), aux = jax.jvp(lambda v: stage(v, k, y), (v,), (seed,), has_aux=True)
+                return (dg, dc), aux
+
+            (dg, dc), aux = jax.vmap(push, out_axes=((0, 0), None))(sp.seeds(v.dtype))
+            return (sp.hessian_from(dg), sp.jacobian_from(dc)), aux
+
+        return colored
 
     def first_order(self, V):
         """``(J, JB, gf, r)``: the rows' Jacobians (as ``evaluate``'s), the scaled
@@ -279,6 +296,20 @@ class _Problem:
             jnp.sum(t[:, 2 * nz :], axis=0) + JB.T @ Y[1],
             -Y[1],
         )
+
+    def rows_transposed(self, V, Y):
+        """``transposed``'s ``J^T Y`` by reverse differentiation of the rows themselves:
+        exact, whatever the Jacobian's pattern."""
+        Z, G = V[0], V[2]
+        th = self.nlp.theta
+
+        def rows(Z, G):
+            c = jax.vmap(self.nlp.constraints, (0, 0, 0, None, None))(self.ks, Z, self._next(Z), G, th)
+            return self.rs * c, self.bs * self.nlp.border_constraints(G, th)
+
+        _, pullback = jax.vjp(rows, Z, G)
+        tZ, tG = pullback(Y)
+        return tZ, -Y[0], tG, -Y[1]
 
 
 def _bounds(nlp: StagedNLP, rs, bs):
@@ -681,8 +712,16 @@ def solve(
         # multipliers estimated afresh (at the start, after restoration): the Hessian
         # this iteration is the one of the multipliers it was evaluated with
         gf = _map(lambda a, b: a - b, gL, P.transposed(J, JB, Y))
-        Y = jax.lax.cond(s["reset"] & finite, lambda _: least_squares_multipliers(J, JB, gf, ZL, ZU), lambda _: Y, None)
-        gL = _map(lambda a, b: a + b, gf, P.transposed(J, JB, Y))
+        reset = s["reset"] & finite
+        Y_was = Y
+        Y = jax.lax.cond(reset, lambda _: least_squares_multipliers(J, JB, gf, ZL, ZU), lambda _: Y, None)
+        if nlp.sparsity is None:
+            gL = _map(lambda a, b: a + b, gf, P.transposed(J, JB, Y))
+        else:
+            # (a Jacobian read back from colors lacks any entry the detection never saw
+            # nonzero: the gradient for the new multipliers is taken by reverse mode)
+            dY = _map(lambda a, b: a - b, Y, Y_was)
+            gL = jax.lax.cond(reset, lambda _: _map(jnp.add, gL, P.rows_transposed(V, dY)), lambda _: gL, None)
         e0, inf_pr, inf_du = errors(V, Y, ZL, ZU, gL, r, 0.0)
         converged = (e0 <= options.tol) & (violation(r) <= options.constraint_tol)
         # the barrier weight falls once the barrier problem is solved well enough

@@ -164,6 +164,7 @@ def inverse(
     max_iterations: int = 1000,
     kinematics_allow_extra_columns: bool = False,
     guess: OptimalTrajectory | None = None,
+    sparse_derivatives: bool = True,
 ) -> OptimalTrajectory:
     """Solve Moco's ``MocoInverse`` problem.
 
@@ -174,7 +175,9 @@ def inverse(
     ``reserves_weight``: the effort weight of ``reserve_*`` actuators' controls;
     ``minimize_sum_squared_activations``; ``convergence_tolerance``,
     ``constraint_tolerance``, ``max_iterations``: the solver's; ``guess``: a previous
-    solution of the same problem (a warm start).
+    solution of the same problem (a warm start); ``sparse_derivatives``: as
+    ``transcribe``'s (on, as MocoInverse sets its solver's sparsity detection to
+    ``random``).
 
     **Returns:** an ``OptimalTrajectory`` of the activations (states) and controls on
     the Hermite–Simpson grid; ``status`` 0 where it converged.
@@ -199,6 +202,7 @@ def inverse(
         guess=guess,
         interpolate_controls=False,
         auxiliary_derivatives_weight=0.01,
+        sparse_derivatives=sparse_derivatives,
     )
 
 

@@ -44,7 +44,10 @@ class StagedNLP(eqx.Module):
     - ``theta``: problem data the functions close over as an argument (a pytree:
       what the solution may be differentiated with respect to);
     - ``local_rows``: how many of each stage's rows, the last ones, are its own (see
-      the module).
+      the module);
+    - ``sparsity``: the pattern of the stages' derivatives and its coloring
+      (``sparsity.detect_sparsity``), or ``None``: the solver then differentiates
+      each stage densely.
     """
 
     cost: Callable = eqx.field(static=True)
@@ -61,6 +64,7 @@ class StagedNLP(eqx.Module):
     g_upper: jax.Array
     theta: object = None
     local_rows: int = eqx.field(static=True, default=0)
+    sparsity: object = eqx.field(static=True, default=None)
 
     @property
     def shape(self) -> tuple[int, int, int, int, int]:

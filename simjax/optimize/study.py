@@ -93,8 +93,9 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
   ``optim_max_iterations`` (``ipm.Options``' ``tol``, ``constraint_tol``, ``max_iter``;
   -1, Moco's default, is IPOPT's default: 1e-8, 1e-4, 3000), ``guess_file``
   (``files.guess_from_table``), ``verbosity`` (0 silent, 1 a summary, 2 also the
-  iteration log), ``optim_solver`` ``ipopt`` and ``optim_hessian_approximation``
-  ``exact`` (what simjax does).
+  iteration log), ``optim_sparsity_detection`` (``random`` or ``initial-guess``:
+  ``transcribe``'s ``sparse_derivatives``), ``optim_solver`` ``ipopt`` and
+  ``optim_hessian_approximation`` ``exact`` (what simjax does).
 
 Unsupported content is reported as the ``.osim`` reader reports it, each item once
 with its line, element and value: what would change the answer (another goal, a goal's
@@ -102,8 +103,8 @@ with its line, element and value: what would change the answer (another goal, a 
 acceleration or auxiliary derivative bounds, parameters, path
 constraints, initial or final bounds on controls, a model operator simjax lacks, a
 model with controllers, an unknown element) is a ``StudyError`` listing all of it;
-what cannot (solver options such as ``optim_sparsity_detection``, ``parallel``,
-``scale_variables_using_bounds``, ...) is ignored with one ``StudyWarning`` listing
+what cannot (solver options such as ``parallel``, ``scale_variables_using_bounds``,
+...) is ignored with one ``StudyWarning`` listing
 it. Kinematic constraints are enforced by Moco's default method (Posa et al. 2016,
 derivatives enforced, velocity corrections within (-0.1, 0.1), multipliers not
 minimized); other settings of them are errors.
@@ -185,7 +186,6 @@ MODEL_OPERATORS = {
 #: constraints): ignored, and listed in a warning
 _SOLVER_IGNORED = {
     "optim_ipopt_print_level": "IPOPT's output",
-    "optim_sparsity_detection": "simjax's sparsity is the transcription's structure",
     "optim_write_sparsity": "IPOPT's sparsity pattern",
     "optim_finite_difference_scheme": "simjax differentiates exactly",
     "parallel": "simjax evaluates the grid points vectorized",
@@ -264,7 +264,8 @@ class Study:
     ``mesh`` (intervals, or the normalized mesh); ``scheme``; ``interpolate_controls``;
     ``dynamics_mode`` (``"explicit"`` or ``"implicit"``); ``accelerations_weight``,
     ``auxiliary_derivatives_weight``, ``multipliers_weight`` (``collocation.transcribe``'s;
-    ``None``: not minimized); ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
+    ``None``: not minimized); ``sparse_derivatives`` (``optim_sparsity_detection``
+    other than ``none``); ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
     ``verbosity``; ``output``: where ``run_study`` writes the solution by default;
     ``ignored``: the unsupported settings ignored (as the warning listed them).
     """
@@ -285,12 +286,13 @@ class Study:
     accelerations_weight: float | None = None
     auxiliary_derivatives_weight: float | None = None
     multipliers_weight: float | None = None
+    sparse_derivatives: bool = False
 
     @property
     def settings(self) -> dict:
         """``collocation.solve``'s keyword arguments: ``mesh``, ``scheme``, ``options``,
         ``interpolate_controls``, ``dynamics_mode``, ``accelerations_weight``,
-        ``auxiliary_derivatives_weight``, ``multipliers_weight``
+        ``auxiliary_derivatives_weight``, ``multipliers_weight``, ``sparse_derivatives``
         (``solve(study.problem, **study.settings)``)."""
         return {
             "mesh": self.mesh,
@@ -301,6 +303,7 @@ class Study:
             "accelerations_weight": self.accelerations_weight,
             "auxiliary_derivatives_weight": self.auxiliary_derivatives_weight,
             "multipliers_weight": self.multipliers_weight,
+            "sparse_derivatives": self.sparse_derivatives,
         }
 
 
@@ -1159,6 +1162,7 @@ def _solver(r: _Reader, node) -> dict:
         "guess_file": None,
         "verbosity": 2,
         "dynamics_mode": "explicit",
+        "sparse_derivatives": False,
     }
     tol, constraint_tol, max_iter = -1.0, -1.0, -1
     node_children = [] if node is None else node.children
@@ -1239,6 +1243,10 @@ def _solver(r: _Reader, node) -> dict:
         elif tag == "optim_hessian_approximation":
             if text != "exact":
                 r.ignore(child, where, "simjax uses exact Hessians", text)
+        elif tag == "optim_sparsity_detection":
+            if text not in ("none", "random", "initial-guess"):
+                raise r.fail(child, where, "expected none, random or initial-guess", text)
+            out["sparse_derivatives"] = text != "none"
         elif tag in _SOLVER_IGNORED:
             r.ignore(child, where, _SOLVER_IGNORED[tag], text if text else None)
         else:
@@ -1362,6 +1370,7 @@ def read_study(path: str | os.PathLike, strict: bool = True) -> Study:
         accelerations_weight=solver["accelerations_weight"],
         auxiliary_derivatives_weight=solver["auxiliary_derivatives_weight"],
         multipliers_weight=solver["multipliers_weight"],
+        sparse_derivatives=solver["sparse_derivatives"],
     )
 
 
@@ -1401,6 +1410,7 @@ def solve_study(study: Study):
         study.accelerations_weight,
         study.auxiliary_derivatives_weight,
         study.multipliers_weight,
+        sparse_derivatives=study.sparse_derivatives,
     )
 
 

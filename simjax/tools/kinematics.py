@@ -46,6 +46,7 @@ markers, q)`` gives the model's markers at ``q``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import warnings
@@ -163,6 +164,16 @@ def _context(system, state, params=None):
 def _tree_params(system, base):
     """The state-independent tree parameters, computed once for every evaluation."""
     return {"tree": _context(system, base).params}
+
+
+def _pose_state(system) -> State:
+    """``system.default_state()``'s time and coordinates, its other state variables zero:
+    markers depend on the pose alone, and the muscles' default states cost more to
+    compute than a walking trial's solve."""
+    q, u = system.default_coordinates()
+    topo = system.topology
+    zeros = functools.partial(jnp.zeros, dtype=q.dtype)
+    return State(t=zeros(()), q=q, u=u, z=zeros(topo.nz), d=zeros(len(topo.d_names)))
 
 
 def _marker_points(system, st: _Static, base: State, q, locations, params=None):
@@ -524,7 +535,7 @@ def solve_inverse_kinematics(
     from ..compiling import _at_top_level
 
     paths = _marker_paths(system, markers)
-    base = initial_state if initial_state is not None else system.default_state()
+    base = initial_state if initial_state is not None else _pose_state(system)
     dtype = base.q.dtype
     positions = jnp.asarray(positions, dtype)
     n = positions.shape[0]
@@ -548,12 +559,12 @@ def marker_positions(system, markers, q, state: State | None = None):
 
     **Arguments:** ``markers``: names (or paths) of the model's markers; ``q``: ``(...,
     nq)`` coordinates (rad or m); ``state``: the other state values (default:
-    ``system.default_state()``; only prescribed motion depends on them).
+    the default pose, ``system.default_coordinates()``; only prescribed motion depends on them).
 
     **Returns:** ``(..., n_markers, 3)`` positions (m). Differentiable in ``system`` and
     ``q``.
     """
-    base = state if state is not None else system.default_state()
+    base = state if state is not None else _pose_state(system)
     return _marker_positions(system, _marker_paths(system, markers), jnp.asarray(q, base.q.dtype), base)
 
 
@@ -893,7 +904,7 @@ def inverse_kinematics(
       otherwise their squared errors are added with this weight.
     - ``time_range``: ``(t0, t1)`` s, clamped to the data (OpenSim); ``None``: all rows.
     - ``initial_state``: the pose the first frame starts from and the values of locked
-      coordinates (default: ``system.default_state()``).
+      coordinates (default: the default pose, ``system.default_coordinates()``).
     - ``tol``: step-size tolerance of the solve (rad or m; at least 1e-6 in float32).
     - ``max_steps``: iteration limit per frame and pass; ``max_passes``: limit on the
       passes that reproduce OpenSim's frame-to-frame warm starts (default
@@ -960,7 +971,7 @@ def inverse_kinematics(
                 )
             value = value[first:stop]
         tasks[name] = (weight, value)
-    base = initial_state if initial_state is not None else system.default_state()
+    base = initial_state if initial_state is not None else _pose_state(system)
     st, prob = _prepare(system, paths, len(times), tasks, constraint_weight, base, tol, max_steps, max_passes)
 
     empty = (wsum <= 0) & (not np.any(np.asarray(prob["cweights"]) > 0))
