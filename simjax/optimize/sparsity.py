@@ -135,8 +135,7 @@ def detect_sparsity(nlp, z0, g0=None, points: int = 4, seed: int = 0) -> Sparsit
 
     **Returns:** a ``Sparsity`` (pass it as ``StagedNLP.sparsity``).
     """
-    import equinox as eqx
-
+    from ..compiling import jit
     from .ipm import _Problem
 
     K, nz, m, ng, mg = nlp.shape
@@ -144,7 +143,7 @@ def detect_sparsity(nlp, z0, g0=None, points: int = 4, seed: int = 0) -> Sparsit
     g0 = jnp.zeros(ng, dtype) if g0 is None else jnp.asarray(g0, dtype)
     dense = dataclasses.replace(nlp, sparsity=None)
     P = _Problem(dense, jnp.ones((), dtype), jnp.ones((K, m), dtype), jnp.ones(mg, dtype))
-    evaluate = eqx.filter_jit(lambda V, Y: P.evaluate(V, Y)[:2])
+    evaluate = jit(lambda V, Y: P.evaluate(V, Y)[:2])
     rng = np.random.default_rng(seed)
 
     def sample(x0, lo, hi, spread):

@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiling import jit
 from ..forward import Context
 from ..io.tables import TimeSeriesTable
 from ..simulate import rhs
@@ -364,7 +365,7 @@ def _udot_map(system, params, t, q, u, z, d, n_controls):
     return acc[0], (acc[1:] - acc[0]).T
 
 
-@jax.jit
+@jit
 def _id_frames(system, t, Q, U, Udot_target, z, d):
     state0 = system.default_state()
     params = Context(system, state0).prepared()
@@ -488,7 +489,7 @@ def _solve_window(system, params, n, t1, y, d, ref0, ref1, gains, lo, hi):
     return x, p_err
 
 
-@jax.jit
+@jit
 def _track(system, t_start, t_end, h, ref0, ref1, y0, d, gains, lo, hi, steps):
     state0 = system.default_state()
     params = Context(system, state0).prepared()
