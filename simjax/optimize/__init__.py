@@ -26,6 +26,9 @@ method.
   behind a known motion, the coordinates prescribed by ``Problem.prescribe``);
 - ``nlp``: staged NLPs, the form the transcription produces (a stage per mesh point, a
   border of variables every stage sees);
+- ``sparsity``: the pattern of the stages' derivatives, detected at random points, and
+  a coloring of it, so that the solver pushes one tangent per color (Moco's
+  ``optim_sparsity_detection``);
 - ``kkt``: their KKT matrices (block tridiagonal with a dense border): factorization,
   exact inertia and solves, linear in the number of mesh points;
 - ``ipm``: a primal-dual interior-point method after IPOPT (barrier, filter line
@@ -45,6 +48,7 @@ from . import (
     nlp,
     path_constraints,
     problem,
+    sparsity,
     study,
 )
 from .contact_tracking import ContactGroup, ContactTracking
@@ -72,6 +76,7 @@ from .model_edits import (
     tendon_compliance_dynamics_mode,
 )
 from .nlp import StagedNLP, dense_nlp
+from .sparsity import Sparsity, detect_sparsity
 from .problem import (
     ControlEffort,
     Ends,
@@ -96,6 +101,7 @@ __all__ = [
     "nlp",
     "path_constraints",
     "problem",
+    "sparsity",
     "model_edits",
     "moco_tools",
     "study",
@@ -135,6 +141,8 @@ __all__ = [
     "print_log",
     "StagedNLP",
     "dense_nlp",
+    "Sparsity",
+    "detect_sparsity",
     "ModelProcessor",
     "add_external_loads",
     "add_reserves",

@@ -87,6 +87,7 @@ def parse(data: bytes | str) -> Node:
     DOCTYPE declarations, or nesting deeper than ``MAX_DEPTH``.
     """
     parser = xml.parsers.expat.ParserCreate()
+    parser.buffer_text = True  # (a text run in one call, not one per line)
     stack: list[Node] = []
     texts: list[list[str]] = []
     root: list[Node] = []
