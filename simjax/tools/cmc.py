@@ -708,6 +708,11 @@ def _run(setup: Setup) -> dict:
     CMC cannot drive; after writing the results up to there, for a window whose
     optimization failed.
     """
+    # (OpenSim's actuators_to_exclude, CMCTool::getActuatorsPathsForCMC: a name is looked
+    # up as a group of the force set first and, only where the set has no groups at all,
+    # as an actuator; actuators with appliesForce false are skipped too, except the
+    # first; an excluded actuator stays in the model, uncontrolled: zero control, a
+    # muscle still with its passive force and decaying activation)
     for prop, why in (
         ("rra_controls_file", "constraints from RRA's controls are not supported"),
         ("actuators_to_exclude", "excluding actuators from CMC is not supported"),
