@@ -68,18 +68,14 @@ class Sparsity:
         return jnp.where(self.jacobian, jnp.swapaxes(compressed, -1, -2)[..., self.color], 0.0)
 
     def _key(self):
-        return tuple(np.packbits(a).tobytes() + bytes(str(a.shape), "ascii") for a in self._arrays())
-
-    def _arrays(self):
-        return (self.hessian, self.jacobian, self.color.astype(np.int64), self.dense_rows)
+        arrays = (self.hessian, self.jacobian, self.color.astype(np.int64), self.dense_rows)
+        return tuple((a.shape, a.tobytes()) for a in arrays)
 
     def __hash__(self):
         return hash(self._key())
 
     def __eq__(self, other):
-        return isinstance(other, Sparsity) and all(
-            a.shape == b.shape and np.array_equal(a, b) for a, b in zip(self._arrays(), other._arrays())
-        )
+        return isinstance(other, Sparsity) and self._key() == other._key()
 
 
 def _greedy_coloring(pattern: np.ndarray, own: np.ndarray) -> np.ndarray:
@@ -149,9 +145,10 @@ def detect_sparsity(nlp, z0, g0=None, points: int = 4, seed: int = 0) -> Sparsit
     def sample(x0, lo, hi, spread):
         x0, lo, hi = (np.asarray(a, float) for a in (x0, lo, hi))
         finite = np.isfinite(lo) & np.isfinite(hi)
-        span = np.where(finite, np.where(finite, hi, 0.0) - np.where(finite, lo, 0.0), 1.0 + np.abs(x0))
+        with np.errstate(invalid="ignore"):  # (inf - inf where a bound is infinite: not used)
+            span = np.where(finite, hi - lo, 1.0 + np.abs(x0))
+            inside = lo + rng.uniform(size=x0.shape) * span
         if spread:
-            inside = np.where(finite, lo, 0.0) + rng.uniform(size=x0.shape) * span
             x = np.where(finite, inside, x0 + span * rng.standard_normal(x0.shape))
         else:
             x = x0 + 0.1 * span * rng.standard_normal(x0.shape)

@@ -168,8 +168,8 @@ def _tree_params(system, base):
 
 def _pose_state(system) -> State:
     """``system.default_state()``'s time and coordinates, its other state variables zero:
-    markers depend on the pose alone, and the muscles' default states cost more to
-    compute than a walking trial's solve."""
+    markers depend on the pose alone, and the muscles' default states cost about a
+    third of a walking trial's solve to compute."""
     q, u = system.default_coordinates()
     topo = system.topology
     zeros = functools.partial(jnp.zeros, dtype=q.dtype)
@@ -183,9 +183,9 @@ def _marker_points(system, st: _Static, base: State, q, locations, params=None):
 
 
 def _problem(system, st: _Static, base, locations, cw, params):
-    """One frame's problem: ``(linearize, merit, evaluate)``, functions of ``q`` and the
+    """One frame's problem: ``(linearize, evaluate)``, functions of ``q`` and the
     frame's data giving the residuals, constraints and their u-space Jacobians; the
-    objective; the objective with the constraint errors and their Jacobian."""
+    objective with the constraint errors and their Jacobian."""
     tree = system.topology.tree
 
     def residual(ctx, q, obs, w, cvals, cweights):
@@ -235,11 +235,6 @@ def _problem(system, st: _Static, base, locations, cw, params):
                 J_parts.append(jnp.sqrt(cw) * rows.G)
         return jnp.concatenate(r_parts), jnp.concatenate(J_parts), c, G
 
-    def merit(q, data):
-        """The objective ``f = |r|^2 / 2`` (enforced constraints left out)."""
-        r = residual(_context(system, base.replace(q=q), params), q, *data)
-        return 0.5 * jnp.dot(r, r)
-
     def evaluate(q, data):
         """``f``, the enforced constraint errors ``c`` and ``dc/du`` (one realization)."""
         ctx = _context(system, base.replace(q=q), params)
@@ -247,7 +242,7 @@ def _problem(system, st: _Static, base, locations, cw, params):
         rows = ctx.constraints
         return 0.5 * jnp.dot(r, r), rows.perr, rows.G
 
-    return linearize, merit, evaluate
+    return linearize, evaluate
 
 
 def _constraint_tolerance(dtype):
@@ -317,7 +312,7 @@ def _lm_step(system, st, problem, q, lin, mu, data, lo_q, hi_q, tol):
     A trial is accepted when it lowers the constraint violation (floored at the
     constraint tolerance), or keeps it without raising the objective.
     """
-    linearize, _, evaluate = problem
+    linearize, evaluate = problem
     tree = system.topology.tree
     dtype = q.dtype
     nu = tree.nu
