@@ -248,7 +248,9 @@ def inverse_agreement(folder: str, tolerance: float = 1e-6) -> dict:
     }
 
 
-def track_agreement(folder: str, tolerance: float = 1e-6, window: tuple = (0.6, 1.4), rerun: bool = True) -> dict:
+def track_agreement(
+    folder: str, tolerance: float = 1e-6, window: tuple = (0.6, 1.4), rerun: bool = True, objective_scale: float = 1.0
+) -> dict:
     """MocoTrack of gait10dof18musc walking by both engines converged to ``tolerance``
     (Moco's convergence and constraint tolerances, simjax's ``Options(tol,
     constraint_tol)``; MocoTrack's own 1e-2 stops far from the optimum): the model edits
@@ -257,8 +259,9 @@ def track_agreement(folder: str, tolerance: float = 1e-6, window: tuple = (0.6, 
     weight 1 on the 10 coordinate values, control effort weight 0.001, mesh interval
     0.02 s, Hermite-Simpson with interpolated midpoint controls, explicit dynamics,
     guess from the bounds). Moco: tests/_moco_gait.py's ``moco_track_gait``; simjax:
-    ``optimize.track``'s problem (``track_problem``) solved as ``track`` solves it,
-    once compiling and (``rerun``) once again on the compiled solver.
+    ``optimize.track``'s problem (``track_problem``) solved as ``track`` solves it
+    (``objective_scale``: its ``Options.objective_scale``), once compiling and
+    (``rerun``) once again on the compiled solver.
 
     **Returns:** both objectives (and their terms) and their relative difference, the
     largest |coordinate value difference| at the mesh points (rotational coordinates in
@@ -279,7 +282,7 @@ def track_agreement(folder: str, tolerance: float = 1e-6, window: tuple = (0.6, 
     problem, n = track_problem(
         system, gait_states_reference(system), initial_time=window[0], final_time=window[1], mesh_interval=0.02
     )
-    options = sjopt.Options(tol=tolerance, constraint_tol=tolerance)
+    options = sjopt.Options(tol=tolerance, constraint_tol=tolerance, objective_scale=objective_scale)
     # (optimize.track's solve; the second call reuses the first's compiled solver)
     run = lambda: sjopt.solve(problem, mesh=n, scheme="hermite-simpson", options=options, dynamics_mode="explicit")  # noqa: E731
     t = time.perf_counter()
@@ -314,6 +317,7 @@ def track_agreement(folder: str, tolerance: float = 1e-6, window: tuple = (0.6, 
     same_grid = ours_t.shape == np.asarray(moco["time"]).shape and np.allclose(ours_t, moco["time"], atol=1e-12)
     return {
         "tolerance": tolerance,
+        "objective_scale": objective_scale,
         "window": tuple(window),
         "mesh_intervals": n,
         "same_grid": bool(same_grid),

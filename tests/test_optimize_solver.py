@@ -54,6 +54,36 @@ def test_known_optima(name, local):
     assert np.allclose(np.asarray(sol.z[0]), p.x_star, atol=1e-4)
 
 
+def test_objective_scale_lets_a_tiny_objective_reach_its_bound():
+    # min 1e-6 |x - (-2, 4)|^2, x2 - x1 = 3, 0 <= x <= 10: the optimum (0, 3) has the bound
+    # multiplier 2e-6, below the barrier weight the solve ends with at tol 1e-6, which then
+    # holds x1 away from its bound; scaled by 1e6 the objective outweighs the barrier
+    c = jnp.array([-2.0, 4.0])
+    nlp = dense_nlp(
+        lambda x: 1e-6 * jnp.sum((x - c) ** 2),
+        lambda x: x[1:] - x[:1],
+        jnp.full(1, 3.0),
+        jnp.full(1, 3.0),
+        jnp.zeros(2),
+        jnp.full(2, 10.0),
+    )
+
+    def solve(scale):
+        options = ipm.Options(tol=1e-6, constraint_tol=1e-6, objective_scale=scale)
+        return jax.jit(ipm.solve)(nlp, jnp.ones((1, 2)), options=options)
+
+    plain, scaled = solve(1.0), solve(1e6)
+    assert int(plain.status) == 0 and int(scaled.status) == 0
+    assert float(plain.z[0, 0]) > 0.05  # stopped short of the bound
+    assert np.allclose(np.asarray(scaled.z[0]), [0.0, 3.0], atol=1e-6)
+    # reported unscaled: the objective 1e-6 (2^2 + 1^2) and the constraint's multiplier
+    # 2e-6 (of the Lagrangian f + y c, with df/dx2 = -2e-6)
+    assert abs(float(scaled.objective) - 5e-6) <= 1e-11
+    assert abs(float(scaled.multipliers[0, 0]) - 2e-6) <= 1e-10
+    with pytest.raises(ValueError, match="objective_scale must be positive and finite, got 0.0"):
+        ipm.Options(objective_scale=0.0)
+
+
 def test_infeasible_problem_reports_infeasible():
     p = by_name("INFEASIBLE")
     sol = SOLVE(_nlp(p), jnp.asarray(p.x0)[None])

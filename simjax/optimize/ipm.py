@@ -47,7 +47,14 @@ class Options(eqx.Module):
     unscaled constraint violation accepted; ``max_iter``; ``mu_init``: the first barrier
     weight (small, e.g. ``1e-4``, for a warm start); ``bound_push``: how far inside its
     bounds a variable starts; ``scale``: gradient-based scaling; ``max_gradient``:
-    the scaling's target largest gradient entry; ``verbose``: print each iteration;
+    the scaling's target largest gradient entry; ``objective_scale``: a factor on the
+    objective the solver sees, after the gradient-based scaling (IPOPT's
+    ``obj_scaling_factor``; the solution reports the objective and multipliers
+    unscaled). Raise it for an objective whose gradients are far below one, such as
+    MocoTrack's (about 1e-4 in all): the barrier's pull, ``mu`` over a variable's
+    distance to its bound, then no longer outweighs the objective's near its bounds,
+    and the solve stops at a nearer optimum (``tol`` applies to the scaled problem);
+    ``verbose``: print each iteration;
     ``progress``: show a progress line on standard error (``progress.report``;
     ``solve_batch`` sets ``"batch"``). Both call the host from the compiled solver,
     which keeps it out of JAX's persistent compilation cache.
@@ -60,8 +67,14 @@ class Options(eqx.Module):
     bound_push: float = 1e-2
     scale: bool = eqx.field(static=True, default=True)
     max_gradient: float = 100.0
+    objective_scale: float = 1.0
     verbose: bool = eqx.field(static=True, default=False)
     progress: bool | str = eqx.field(static=True, default=False)
+
+    def __check_init__(self):
+        scale = self.objective_scale
+        if isinstance(scale, (int, float)) and not (0.0 < scale < float("inf")):
+            raise ValueError(f"Options: objective_scale must be positive and finite, got {scale!r}")
 
 
 class Solution(eqx.Module):
@@ -416,6 +429,7 @@ def solve(
     else:
         fs, rs, bs = raw.fs, raw.rs, raw.bs
         r0 = raw.primal(V0)[1]
+    fs = fs * options.objective_scale
     P = _Problem(nlp, fs, rs, bs)
     lo, hi = _bounds(nlp, rs, bs)
     fixed = _map(lambda a, b: a == b, lo, hi)
