@@ -1,6 +1,7 @@
-"""Test configuration: float64 everywhere, quiet OpenSim logging, each module's
-compiled programs released when it ends, simjax's compilation cache off, and the
-tests grouped and ordered for the two workers of ``pytest -n 2 --dist loadgroup``."""
+"""Test configuration: float64 everywhere, XLA's older CPU emitters, quiet OpenSim
+logging, each module's compiled programs released when it ends, simjax's compilation
+cache off, and the tests grouped and ordered for the two workers of ``pytest -n 2
+--dist loadgroup``."""
 
 import collections
 import gc
@@ -9,6 +10,15 @@ import os
 
 import jax
 import pytest
+
+# Every program of the suite compiled with XLA's older CPU emitters, as simjax's own jit
+# boundaries are (simjax.compiling): the tests' own jax.jit of simjax functions too, which
+# otherwise get XLA's defaults. A/B on one core: test_wrapping_paths.py 441 -> 240 s, with
+# results equal to round-off. Set before JAX starts its backend (importing jax does not);
+# the notebooks' kernels and the tests' subprocesses inherit it. (jaxlib 0.11 dropped the
+# option, and a flag XLA does not know is fatal there.)
+if jax.__version_info__ < (0, 11) and "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_use_fusion_emitters=false".strip()
 
 jax.config.update("jax_enable_x64", True)
 os.environ.setdefault("OPENSIM_LOG_LEVEL", "off")

@@ -47,11 +47,13 @@ def test_jit_compiles_once_for_threads_calling_at_once():
 
 def test_simulate_with_simjax_options_equals_default_compilation():
     # simulate compiles its solve with simjax's options; inside a plain jax.jit it is
-    # compiled with XLA's defaults: the two agree to round-off
+    # compiled with XLA's defaults: the two agree to round-off (the suite's conftest turns
+    # the older emitters on for every program, so the plain jit asks for the default back)
     system = sj.load_osim(sj.models.path("double_pendulum")).build()
     state = system.set_coordinates(system.default_state(), {"q1": 0.4, "q2": -0.3})
     ours = sj.simulate(system, state, 0.5, n_outputs=6)
-    plain = jax.jit(lambda st: sj.simulate(system, st, 0.5, n_outputs=6).q)(state)
+    defaults = {"xla_cpu_use_fusion_emitters": True} if sj.compiler_options() else {}
+    plain = jax.jit(lambda st: sj.simulate(system, st, 0.5, n_outputs=6).q, compiler_options=defaults)(state)
     assert ours.q.shape == (6, 2)
     np.testing.assert_allclose(np.asarray(ours.q), np.asarray(plain), rtol=0, atol=1e-11)
     assert float(jnp.abs(ours.q[-1] - ours.q[0]).max()) > 0.1  # it moved
