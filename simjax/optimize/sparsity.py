@@ -147,8 +147,8 @@ def detect_sparsity(nlp, z0, g0=None, points: int = 4, seed: int = 0) -> Sparsit
         finite = np.isfinite(lo) & np.isfinite(hi)
         with np.errstate(invalid="ignore"):  # (inf - inf where a bound is infinite: not used)
             span = np.where(finite, hi - lo, 1.0 + np.abs(x0))
-            inside = lo + rng.uniform(size=x0.shape) * span
         if spread:
+            inside = np.where(finite, lo, 0.0) + rng.uniform(size=x0.shape) * span
             x = np.where(finite, inside, x0 + span * rng.standard_normal(x0.shape))
         else:
             x = x0 + 0.1 * span * rng.standard_normal(x0.shape)
