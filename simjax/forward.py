@@ -54,16 +54,29 @@ class Context:
     parameters already computed (``prepared()`` of another context of the same
     system), so that a loop over states computes them once, outside the loop;
     ``searches``: the results of the searches (``search``) of another context at the
-    same state and controls, to use rather than search again.
+    same state and controls, to use rather than search again; ``check_controls``: whether
+    given controls outside an actuator's ``[min_control, max_control]`` are an error
+    (OpenSim does not check them; its CMC gives an actuator it does not control 0,
+    which may be outside).
     """
 
-    def __init__(self, system, state: State, controls=None, mobility_forces=None, parameters=None, searches=None):
+    def __init__(
+        self,
+        system,
+        state: State,
+        controls=None,
+        mobility_forces=None,
+        parameters=None,
+        searches=None,
+        check_controls: bool = True,
+    ):
         self.system = system
         self.model = system.model
         self.topology = system.topology
         self.tree = system.topology.tree
         self.state = state
         self._controls = controls
+        self._check_controls = check_controls
         self._extra_mobility = mobility_forces
         self._parameters: dict[str, Any] = dict(parameters or {})
         self._searches: dict[str, Any] = dict(searches or {})
@@ -250,7 +263,7 @@ class Context:
                 raise ValueError(
                     f"controls must have shape ({n},) in actuator order {self.system.actuator_names}, got {c.shape}"
                 )
-            return _check_control_bounds(self, c)
+            return _check_control_bounds(self, c) if self._check_controls else c
         total = jnp.zeros(n, dtype)
         for g in self.topology.role_groups("controls"):
             total = total + g.cls.group_controls(g, self.group_params(g), self)

@@ -195,6 +195,58 @@ def test_output_files(runs):
     ]
 
 
+def test_excluded_actuators(pipeline):
+    """``actuators_to_exclude`` (a muscle, a reserve with a control constraint, a name of
+    no actuator) against OpenSim's CMCTool on the same setup: the
+    excluded muscle's activation decays from its minimum at excitation 0, below it, as
+    OpenSim's does, its force matches OpenSim's; the excluded reserve applies nothing;
+    the others track as OpenSim's do; ``_controls.sto`` has every actuator,
+    ``_controls.xml`` CMC's own. (The time range is the other tests': the external
+    loads, read over it, then have the same shapes, and the compiled programs are
+    reused.)"""
+    excluded = "<actuators_to_exclude>tib_ant_r hip_flexion_l_reserve no_such_actuator</actuators_to_exclude>"
+    for results in ("ExclOS", "ExclSJ"):
+        text = _setup_text(results).replace("<constraints_file>", excluded + "<constraints_file>", 1)
+        (pipeline / "CMC" / f"excl_{results}.xml").write_text(text)
+    assert opensim.CMCTool(str(pipeline / "CMC" / "excl_ExclOS.xml")).run()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        simjax.tools.run(pipeline / "CMC" / "excl_ExclSJ.xml")
+    told = [str(w.message) for w in caught if issubclass(w.category, SetupWarning)]
+    assert sum("minimum control of muscle" in m for m in told) == 17, told
+    assert any(re.search(r"excl_ExclSJ\.xml.*actuators_to_exclude.*'no_such_actuator'", m) for m in told), told
+    assert any(re.search(r"'hip_flexion_l_reserve\.excitation' is for an actuator excluded", m) for m in told), told
+    os_dir, sj_dir = pipeline / "CMC" / "ExclOS", pipeline / "CMC" / "ExclSJ"
+
+    t, x, labels = _storage(sj_dir / f"{NAME}_controls.sto")
+    assert labels == _storage(os_dir / f"{NAME}_controls.sto")[2] and len(labels) == 28
+    x_os = _at(os_dir / f"{NAME}_controls.sto", t, labels)
+    out = [labels.index("tib_ant_r"), labels.index("hip_flexion_l_reserve")]
+    np.testing.assert_array_equal(x[:, out], 0.0)
+    np.testing.assert_array_equal(x_os[:, out], 0.0)
+    muscles = [i for i, lab in enumerate(labels) if "reserve" not in lab and lab not in RESIDUALS and i not in out]
+    rms = np.sqrt(np.mean((x - x_os) ** 2, axis=0))
+    assert np.all(rms[muscles] <= 0.05), dict(zip(labels, rms.round(4)))
+    sets = [opensim.ControlSet(str(d / f"{NAME}_controls.xml")) for d in (os_dir, sj_dir)]
+    names = [[s.get(i).getName() for i in range(s.getSize())] for s in sets]
+    assert names[1] == names[0] and len(names[0]) == 26 and "tib_ant_r.excitation" not in names[0]
+
+    # the excluded muscle: its activation below its minimum, to OpenSim's; its force
+    t, z, labels = _storage(sj_dir / f"{NAME}_states.sto")
+    cols = ["/forceset/tib_ant_r/activation", "/forceset/tib_ant_r/fiber_length"]
+    z = z[:, [labels.index(c) for c in cols]]
+    np.testing.assert_allclose(z, _at(os_dir / f"{NAME}_states.sto", t, cols), atol=1e-6)
+    assert np.all(z[1:, 0] < 0.0), z[:, 0]
+    t, f, labels = _storage(sj_dir / f"{NAME}_Actuation_force.sto")
+    f_os = _at(os_dir / f"{NAME}_Actuation_force.sto", t, labels)
+    np.testing.assert_allclose(f[:, out], f_os[:, out], atol=0.02)
+    assert np.all(f[:, out[0]] > 20.0) and np.all(f[:, out[1]] == 0.0)
+    _, p_sj, _ = _storage(sj_dir / f"{NAME}_pErr.sto")
+    _, p_os, _ = _storage(os_dir / f"{NAME}_pErr.sto")
+    rms_sj, rms_os = (np.sqrt(np.mean(p**2, axis=0)) for p in (p_sj, p_os))
+    np.testing.assert_allclose(rms_sj, rms_os, atol=np.radians(0.002))
+
+
 def test_bad_input(pipeline):
     tasks = (
         (pipeline / "tasks.xml")

@@ -46,7 +46,8 @@ not change its solution; a task of weight 0, whose constraint OpenSim's fast tar
 multiplies away, is tracked here like the others. ``use_fast_optimization_target``
 false (the penalty target),
 ``desired_points_file``, ``rra_controls_file`` (which OpenSim 4.6 does not implement
-either), analyses and controllers are refused by name. A ``constraints_file`` bounds the
+either), analyses and controllers are refused by name. ``actuators_to_exclude`` leaves
+actuators out of CMC's control: theirs stay 0, as OpenSim's. A ``constraints_file`` bounds the
 controls over time and sets how each is interpolated, as ``control_constraints``
 describes. A constraint that makes a muscle's excitation linear between the windows'
 ends (``use_steps`` false) is followed as OpenSim follows it, but the two then part
@@ -68,8 +69,6 @@ import numpy as np
 from ..compiling import jit
 from ..forward import Context
 from ..muscles.muscle import Muscle
-from ..api import component_outputs
-from ..simulate import rhs
 from ..state import State
 from . import tracking
 from .analyze import load_model_with_force_sets
@@ -92,6 +91,10 @@ __all__ = ["cmc", "write_cmc_results"]
 _MIN_EXCITATION, _MAX_EXCITATION = 0.02, 1.0
 #: ``RootSolver``'s tolerance on the controls, as ``CMC::computeControls`` sets it
 _ROOT_TOL = 4.0e-3
+#: the most dual Newton steps of a window's desired forces: most windows take under 20;
+#: one where many muscles' bounds change along the way about 250 (the Gait10dof18musc
+#: walk with ``tib_ant_r`` excluded, at 0.63 s); the loop stops once converged
+_QP_STEPS = 600
 #: the longest integration step (s): OpenSim's predictor's maximum step
 _MAX_STEP = 1.0e-3
 #: ``computeInitialStates``: the equilibration time (s), excitation, and first window (s)
@@ -135,10 +138,33 @@ def _predict(system, params, d, z0, x, ti, h, n, kin):
     def context(j, z):
         q, u = kin(j)
         state = State(t=ti + 0.5 * j * h, q=q, u=u, z=z, d=d)
-        return Context(system, state, x, parameters=jax.lax.optimization_barrier(params))
+        return Context(system, state, x, parameters=jax.lax.optimization_barrier(params), check_controls=False)
 
     z = _rk4_steps(lambda j, z: context(j, z).zdot, z0, h, n)
     return context(2 * n, z).group_outputs(system.actuator_paths, "actuation"), z
+
+
+def _rhs(system, t, y, d, x, params):
+    """``simulate.rhs`` with controls ``x`` unchecked against the actuators' bounds, as
+    OpenSim's (an actuator CMC does not control has OpenSim's default, 0, see
+    ``_excitation_bounds``)."""
+    nq, nu = system.topology.tree.nq, system.topology.tree.nu
+    state = State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
+    acc = Context(system, state, x, parameters=params, check_controls=False).acc
+    return jnp.concatenate([acc.qdot, acc.udot, acc.zdot])
+
+
+@jit
+def _actuation(system, times, Y, d, X):
+    """The actuators' forces at ``times`` (``(K,)``), states ``Y = (q, u, z)`` and controls
+    ``X`` (``(K, ·)``), the controls unchecked as in ``_rhs``: ``(K, n_actuators)``."""
+    nq, nu = system.topology.tree.nq, system.topology.tree.nu
+
+    def one(t, y, x):
+        state = State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
+        return Context(system, state, x, check_controls=False).group_outputs(system.actuator_paths, "actuation")
+
+    return jax.vmap(one)(times, Y, X)
 
 
 def _brent(g, a, b, fa, fb, aux, tol, iterations: int = 60):
@@ -232,12 +258,14 @@ def _plan(system):
     return plan, off, rigid
 
 
-def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d):
+def _acceleration_map(system, off, rigid, plan, opt, controlled, t, q, u, z, d):
     """Accelerations as an affine function of the actuators' forces overridden
     (``ActuatorForceTargetFast``): ``(a0 (nu,), A (nu, n_act))``; and each actuator's
     ``f_opt``: a muscle's ``calcInextensibleTendonActiveFiberForce`` at full activation
     (its class's, as static optimization computes it, on the rigid-tendon system),
-    another's ``optimal_force``."""
+    another's ``optimal_force``. An actuator not ``controlled`` (excluded from CMC) other
+    than a muscle acts at control 0 in ``a0``, its column of ``A`` zero; an excluded
+    muscle's force is held by its bounds, as its predicted force at control 0."""
     dtype = q.dtype
     nu = u.shape[0]
     n_act = len(system.actuator_paths)
@@ -256,8 +284,8 @@ def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d):
     cols, off_cols = np.asarray(plan.kept, int), np.asarray(plan.off_index, int)
 
     def udot(f):
-        c = jnp.zeros(n_off, dtype).at[off_cols].set(f[cols] / opt[cols])
-        return Context(off, s_off, c, mobility_forces=Ru.T @ f[mus]).acc.udot
+        c = jnp.zeros(n_off, dtype).at[off_cols].set(jnp.where(controlled[cols], f[cols] / opt[cols], 0.0))
+        return Context(off, s_off, c, mobility_forces=Ru.T @ f[mus], check_controls=False).acc.udot
 
     zero = jnp.zeros(n_act, dtype)
     a0 = udot(zero)
@@ -266,13 +294,14 @@ def _acceleration_map(system, off, rigid, plan, opt, t, q, u, z, d):
     return a0, A, f_opt
 
 
-def _window(system, params, off, rigid, plan, opt, gains, lo, hi, steps, y, x_prev, ti, h, n, refs):
+def _window(system, params, off, rigid, plan, opt, controlled, gains, lo, hi, steps, y, x_prev, ti, h, n, refs):
     """One ``CMC::computeControls`` and the integration over its window.
 
     **Arguments:** ``system``; ``params``: its prepared parameters; ``off``, ``rigid``,
     ``plan``: ``_plan(system)``;
-    ``opt``: the actuators' ``optimal_force`` (1 for muscles); ``gains``: the tasks'
-    indices and gains; ``lo``, ``hi``: control bounds; ``steps``: per control, whether
+    ``opt``: the actuators' ``optimal_force`` (1 for muscles); ``controlled``: per
+    actuator, whether CMC controls it (else its control is 0, its bounds too);
+    ``gains``: the tasks' indices and gains; ``lo``, ``hi``: control bounds; ``steps``: per control, whether
     it is held over the window (else linear from ``x_prev``); ``y = (q, u, z)`` at
     ``ti``; ``x_prev``: the controls at ``ti`` (NaN: none, as before the first solve;
     the controls then held); ``h``, ``n``: the window's steps (s, count); ``refs =
@@ -303,7 +332,7 @@ def _window(system, params, off, rigid, plan, opt, gains, lo, hi, steps, y, x_pr
     (f_lo, f_hi), (_, z_hi) = jax.vmap(predict)(jnp.stack([lo, hi]))
     hi = jnp.where(f_hi - f_lo < 1.0, lo, hi)  # (no force to choose by the control)
     q1, u1 = kin(2 * n)
-    a0, A, f_opt = _acceleration_map(system, off, rigid, plan, opt, tf, q1, u1, z_hi, d)
+    a0, A, f_opt = _acceleration_map(system, off, rigid, plan, opt, controlled, tf, q1, u1, z_hi, d)
     scale = jnp.maximum(jnp.abs(f_opt), jnp.finfo(q.dtype).tiny)
     Aw = A[u_idx] * scale[None, :]
     b = a_des - a0[u_idx]
@@ -312,7 +341,7 @@ def _window(system, params, off, rigid, plan, opt, gains, lo, hi, steps, y, x_pr
     # are near dependent, and the dual Newton method converges slowly on them)
     Q, R = jnp.linalg.qr(Aw.T)
     s, *_ = _dual_newton(
-        Q.T, jax.scipy.linalg.solve_triangular(R.T, b, lower=True), f_min / scale, f_max / scale, 2.0, 100
+        Q.T, jax.scipy.linalg.solve_triangular(R.T, b, lower=True), f_min / scale, f_max / scale, 2.0, _QP_STEPS
     )
     infeasible = jnp.max(jnp.abs(Aw @ s - b)) > 1e-6 * (1.0 + jnp.max(jnp.abs(b)))
     f = s * scale
@@ -331,12 +360,12 @@ def _window(system, params, off, rigid, plan, opt, gains, lo, hi, steps, y, x_pr
         tau = ti + 0.5 * j * h
         # (the barrier keeps XLA from recomputing the parameters' uses in every stage:
         # without it the integration took four times as long)
-        return rhs(system, tau, yy, d, controls(tau), jax.lax.optimization_barrier(params))
+        return _rhs(system, tau, yy, d, controls(tau), jax.lax.optimization_barrier(params))
 
     y1 = _rk4_steps(ydot, y, h, n)
     # (qdot, udot) at ti, with the controls in force there: the last window's (a held
     # control's value at a node's time is that node's)
-    motion0 = rhs(system, ti, y, d, jnp.where(jnp.isnan(x_prev), x, x_prev), params)[: nq + nu]
+    motion0 = _rhs(system, ti, y, d, jnp.where(jnp.isnan(x_prev), x, x_prev), params)[: nq + nu]
     failed = (
         jnp.where(infeasible, 1, 0)
         + jnp.where(jnp.all(jnp.isfinite(x)), 0, 2)
@@ -346,7 +375,7 @@ def _window(system, params, off, rigid, plan, opt, gains, lo, hi, steps, y, x_pr
 
 
 @jit
-def _windows(system, off, rigid, plan, opt, gains, steps, y, x_prev, times, lo, hi, count, refs, h, n):
+def _windows(system, off, rigid, plan, opt, controlled, gains, steps, y, x_prev, times, lo, hi, count, refs, h, n):
     """The first ``count`` of consecutive windows (``_window``) in one program, each from
     the state and controls the one before left, up to the first that fails.
 
@@ -363,7 +392,9 @@ def _windows(system, off, rigid, plan, opt, gains, steps, y, x_prev, times, lo, 
     def window(k, y, x_prev):
         at = (times[k], lo[k], hi[k], jax.tree.map(lambda r: r[k], refs))
         t, lo_k, hi_k, refs_k = at
-        return _window(system, params, off, rigid, plan, opt, gains, lo_k, hi_k, steps, y, x_prev, t, h, n, refs_k)
+        return _window(
+            system, params, off, rigid, plan, opt, controlled, gains, lo_k, hi_k, steps, y, x_prev, t, h, n, refs_k
+        )
 
     def body(carry):
         k, y, x_prev, _, outs = carry
@@ -396,14 +427,15 @@ def _hold(system, x, t, q, u, z, h, n):
 # -- the tool -----------------------------------------------------------------------------------
 
 
-def _optimal_forces(model, system, plan, source) -> np.ndarray:
-    """Each actuator's ``optimal_force`` (1 for a muscle).
+def _optimal_forces(model, system, plan, controlled, source) -> np.ndarray:
+    """Each actuator's ``optimal_force`` (1 for a muscle and for an actuator CMC does not
+    control).
 
-    **Raises:** ``SetupError`` naming ``source`` and an actuator that is neither a muscle
-    nor ideal (force = control × optimal_force)."""
+    **Raises:** ``SetupError`` naming ``source`` and a controlled actuator that is neither
+    a muscle nor ideal (force = control × optimal_force)."""
     out = []
-    for p, is_muscle in zip(system.actuator_paths, plan.muscle):
-        f = 1.0 if is_muscle else getattr(model.find(p), "optimal_force", None)
+    for p, is_muscle, on in zip(system.actuator_paths, plan.muscle, controlled):
+        f = 1.0 if is_muscle or not on else getattr(model.find(p), "optimal_force", None)
         if f is None:
             raise SetupError(
                 f"{source}: actuator {p!r} ({type(model.find(p)).__name__}) is neither a muscle nor an ideal "
@@ -413,12 +445,16 @@ def _optimal_forces(model, system, plan, source) -> np.ndarray:
     return np.asarray(out, float)
 
 
-def _excitation_bounds(model, system, plan) -> tuple[np.ndarray, np.ndarray]:
+def _excitation_bounds(model, system, plan, controlled) -> tuple[np.ndarray, np.ndarray]:
     """CMC's control bounds (``CMC::extendAddToSystem``): ``min_control`` and
     ``max_control``, infinite ones as ±10000; a muscle's lower bound raised to 0.02 and
-    an upper bound under 1 raised to 1, each with a ``SetupWarning``."""
+    an upper bound under 1 raised to 1, each with a ``SetupWarning``. An actuator not
+    ``controlled`` has OpenSim's default control, 0, as both bounds, even outside its
+    ``[min_control, max_control]`` (OpenSim does not check; a muscle's activation then
+    decays below its minimum, as OpenSim's does)."""
     lo, hi = _control_limits(model, system)
-    for i in np.flatnonzero(plan.muscle):
+    lo[~controlled] = hi[~controlled] = 0.0
+    for i in np.flatnonzero(np.asarray(plan.muscle) & controlled):
         name = system.actuator_names[i]
         if lo[i] < _MIN_EXCITATION:
             warnings.warn(
@@ -437,6 +473,32 @@ def _excitation_bounds(model, system, plan) -> tuple[np.ndarray, np.ndarray]:
             )
             hi[i] = _MAX_EXCITATION
     return lo, hi
+
+
+def _controlled_actuators(model, system, excluded, source) -> np.ndarray:
+    """Per actuator, whether CMC controls it (``CMCTool::getActuatorsPathsForCMC``): all
+    but those named in ``excluded`` and those whose ``appliesForce`` is false (OpenSim
+    skips the first actuator in that test, and so does this). OpenSim looks a name up
+    as a group of the actuators first, but its actuator set never has groups, so a name
+    is an actuator's name.
+
+    **Warns:** a ``SetupWarning`` naming ``source`` and a name of no actuator, as
+    OpenSim warns."""
+    names = list(system.actuator_names)
+    on = np.ones(len(names), bool)
+    for i, p in enumerate(system.actuator_paths):
+        if i > 0 and not getattr(model.find(p), "applies_force", True):
+            on[i] = False
+    for name in excluded:
+        if name in names:
+            on[names.index(name)] = False
+        else:
+            warnings.warn(
+                f"{source}: actuators_to_exclude: no actuator or group is named {name!r}; nothing is excluded for it",
+                SetupWarning,
+                stacklevel=3,
+            )
+    return on
 
 
 def _scalars(*values, dtype):
@@ -485,6 +547,7 @@ def cmc(
     dt: float = 0.010,
     equilibrate: bool = True,
     constraints=None,
+    excluded_actuators=(),
     source: str = "cmc",
 ) -> dict:
     """OpenSim's Computed Muscle Control (see the module).
@@ -499,7 +562,11 @@ def cmc(
     ``equilibrate``: ``solve_for_equilibrium_for_auxiliary_states`` (the muscles
     equilibrated at the model's default state first, as OpenSim's tool does);
     ``constraints``: a control constraints file (``constraints_file``, see
-    ``control_constraints``) or ``None``; ``source``: a name for messages.
+    ``control_constraints``) or ``None``; ``excluded_actuators``: names of actuators CMC
+    does not control (``actuators_to_exclude``): their controls stay 0 (a muscle's
+    passive force and decaying activation still act), their control constraints are
+    ignored with a ``SetupWarning``, and ``_controls.xml`` leaves them out, as
+    OpenSim's; ``source``: a name for messages.
 
     **Returns:** a dict: ``"model"`` (with the external loads), ``"run"``: ``{"times"
     (K + 1,): the window boundaries from ``initial_time + 0.03`` to ``final_time -
@@ -510,7 +577,8 @@ def cmc(
     solve); ``"failed_at"``}``, ``"task_names"``, ``"tables"``: ``{"Kinematics_q",
     "Kinematics_u", "Kinematics_dudt", "Actuation_force", "Actuation_speed",
     "Actuation_power", "controls", "states", "pErr"}`` as OpenSim writes them,
-    ``"control_limits"``: ``(min, max)`` per actuator, ``"failed_at"``: ``None``, or the
+    ``"control_limits"``: ``(min, max)`` per actuator, ``"controlled"``: per actuator,
+    whether CMC controls it, ``"failed_at"``: ``None``, or the
     time (s) of the first window whose optimization found no forces that give the
     desired accelerations, or whose controls or integration were not finite (the
     results stop before it, with a ``SetupWarning``).
@@ -525,13 +593,21 @@ def cmc(
     )
     system = model.build()
     plan, off, rigid = _plan(system)
-    opt = _optimal_forces(model, system, plan, source)
+    controlled = _controlled_actuators(model, system, excluded_actuators, source)
+    opt = _optimal_forces(model, system, plan, controlled, source)
     desired = tracking.desired_kinematics(system, table, lowpass_cutoff, kin_source)
     gains = tracking.task_indices(system, tasks, task_source)
     if len(gains["names"]) == 0:
         raise SetupError(f"{task_source}: no active task to track")
-    lo, hi = _excitation_bounds(model, system, plan)
+    lo, hi = _excitation_bounds(model, system, plan, controlled)
     matched = match_control_constraints(constraints, system.actuator_names)
+    for i in [i for i in matched.by_actuator if not controlled[i]]:
+        warnings.warn(
+            f"{constraints}: the control constraint {matched.by_actuator.pop(i).name!r} is for an actuator excluded "
+            "from CMC; it is ignored",
+            SetupWarning,
+            stacklevel=2,
+        )
     steps = jnp.asarray(matched.steps(plan.muscle))
     t_start = ti + _INITIAL_WINDOW
     n_win = int(math.floor((tf - dt - t_start) / dt + 1e-6))
@@ -573,6 +649,7 @@ def cmc(
             rigid,
             plan,
             opt_forces,
+            jnp.asarray(controlled),
             g,
             steps,
             y,
@@ -597,7 +674,8 @@ def cmc(
     q0, u0 = (jnp.asarray(r[0, 0], dtype) for r in r0[:2])
     hh, nh = _steps(_HOLD_TIME)
     n_act = len(system.actuator_paths)
-    z = hold(jnp.full(n_act, _HOLD_EXCITATION, dtype), ti, q0, u0, jnp.asarray(state0.z, dtype), hh, 2 * nh)
+    x_hold = jnp.asarray(np.where(controlled, _HOLD_EXCITATION, lo), dtype)
+    z = hold(x_hold, ti, q0, u0, jnp.asarray(state0.z, dtype), hh, 2 * nh)
     x_none = jnp.full(n_act, jnp.nan, dtype)  # (no control node before the first solve)
     p_errs = []
     bounds0 = matched.bounds([ti], lo, hi)
@@ -650,19 +728,7 @@ def cmc(
         "failed_at": failed_at,
     }
     forces = np.asarray(
-        component_outputs(
-            system,
-            State(
-                t=jnp.asarray(times, dtype),
-                q=Y[:, :nq],
-                u=Y[:, nq : nq + nu],
-                z=Y[:, nq + nu :],
-                d=jnp.broadcast_to(state0.d, (len(times),) + jnp.shape(state0.d)),
-            ),
-            system.actuator_paths,
-            "actuation",
-            X,
-        )
+        _actuation(system, jnp.asarray(times, dtype), jnp.asarray(Y, dtype), state0.d, jnp.asarray(X, dtype))
     )
     return {
         "model": model,
@@ -670,14 +736,15 @@ def cmc(
         "task_names": list(gains["names"]),
         "tables": _tables(system, run, forces, _actuator_speeds(system, run), gains),
         "control_limits": (lo, hi),
+        "controlled": controlled,
         "failed_at": failed_at,
     }
 
 
 def write_cmc_results(result: dict, results_dir: str, name: str, precision: int = 8) -> dict:
     """Write ``cmc``'s results as OpenSim's ``CMCTool`` names them: ``<name>_controls.sto``
-    and ``.xml``, ``_states.sto``, ``_pErr.sto``, ``_Actuation_force/speed/power.sto``,
-    ``_Kinematics_q/u/dudt.sto``.
+    (every actuator's control) and ``.xml`` (CMC's own actuators'), ``_states.sto``,
+    ``_pErr.sto``, ``_Actuation_force/speed/power.sto``, ``_Kinematics_q/u/dudt.sto``.
 
     **Returns:** ``{key: path}``."""
     return write_rra_results(result, results_dir, name, precision)
@@ -708,17 +775,10 @@ def _run(setup: Setup) -> dict:
     CMC cannot drive; after writing the results up to there, for a window whose
     optimization failed.
     """
-    # (OpenSim's actuators_to_exclude, CMCTool::getActuatorsPathsForCMC: a name is looked
-    # up as a group of the force set first and, only where the set has no groups at all,
-    # as an actuator; actuators with appliesForce false are skipped too, except the
-    # first; an excluded actuator stays in the model, uncontrolled: zero control, a
-    # muscle still with its passive force and decaying activation)
-    for prop, why in (
-        ("rra_controls_file", "constraints from RRA's controls are not supported"),
-        ("actuators_to_exclude", "excluding actuators from CMC is not supported"),
-    ):
-        if setup.has(prop):
-            raise setup.error(prop, setup.text(prop), why)
+    if setup.has("rra_controls_file"):
+        raise setup.error(
+            "rra_controls_file", setup.text("rra_controls_file"), "constraints from RRA's controls are not supported"
+        )
     files = read_tracking_setup(setup, _READ_ONLY)
     if not setup.flag("use_fast_optimization_target", True):
         raise setup.error(
@@ -748,6 +808,7 @@ def _run(setup: Setup) -> dict:
             dt=dt,
             equilibrate=equilibrate,
             constraints=files["constraints"],
+            excluded_actuators=setup.words("actuators_to_exclude"),
             source=f"{setup.file}: <{setup.tool}>",
         )
 

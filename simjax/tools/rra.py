@@ -488,7 +488,12 @@ def write_rra_results(result: dict, results_dir: str, name: str, precision: int 
         print_storage(path, tabs[key], header, precision, False)
         written[key] = path
     path = os.path.join(results_dir, f"{name}_controls.xml")
-    write_control_set(path, result["model"].name, tabs["controls"], result.get("control_limits"))
+    controls, limits = tabs["controls"], result.get("control_limits")
+    if "controlled" in result:  # (CMC's ControlSet: only the actuators it controls)
+        on = np.asarray(result["controlled"], bool)
+        controls = controls.select_columns([lab for lab, k in zip(controls.labels, on) if k])
+        limits = tuple(np.asarray(b)[on] for b in limits)
+    write_control_set(path, result["model"].name, controls, limits)
     written["controls_xml"] = path
     if "average_residuals" in result:  # (RRA's; CMC writes none)
         F, M = result["average_residuals"]
