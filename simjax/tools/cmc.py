@@ -17,7 +17,12 @@ Thelen and Anderson's algorithm as ``CMC::computeControls`` runs it. Every
    ``calcInextensibleTendonActiveFiberForce`` at full activation, at the window's end,
    as static optimization computes it; another actuator's its ``optimal_force``) whose
    accelerations equal the desired ones there: a quadratic program solved exactly by
-   static optimization's dual Newton method on the constraints orthonormalized.
+   static optimization's dual Newton method on the constraints orthonormalized. With
+   ``use_fast_optimization_target`` false, the penalty target
+   (``ActuatorForceTarget``): the forces within those bounds of least ``w_s sum (f /
+   f_s)^2 + sum w (a - a_des)^2``, ``f_s`` a muscle's ``max_isometric_force``, another's
+   ``optimal_force``, ``w`` the tasks' weights, ``w_s`` lowered from 1 by a sigmoid
+   where a task's error nears its ``limit``; solved by the same method.
 4. **Excitations** (``RootSolver``): per actuator, the control whose force at the
    window's end is the desired force, by Brent's method to OpenSim's tolerance
    (0.004), all actuators at once.
@@ -43,9 +48,7 @@ Runge-Kutta steps of at most 1 ms (OpenSim's Runge-Kutta-Merson takes steps of a
 the desired forces are the exact optimum (OpenSim's IPOPT stops at its convergence
 tolerance). The fast target meets the accelerations exactly, so the tasks' weights do
 not change its solution; a task of weight 0, whose constraint OpenSim's fast target
-multiplies away, is tracked here like the others. ``use_fast_optimization_target``
-false (the penalty target),
-``desired_points_file``, ``rra_controls_file`` (which OpenSim 4.6 does not implement
+multiplies away, is tracked here like the others. ``desired_points_file``, ``rra_controls_file`` (which OpenSim 4.6 does not implement
 either), analyses and controllers are refused by name. ``actuators_to_exclude`` leaves
 actuators out of CMC's control: theirs stay 0, as OpenSim's. A ``constraints_file`` bounds the
 controls over time and sets how each is interpolated, as ``control_constraints``
@@ -294,24 +297,81 @@ def _acceleration_map(system, off, rigid, plan, opt, controlled, t, q, u, z, d):
     return a0, A, f_opt
 
 
-def _window(system, params, off, rigid, plan, opt, controlled, gains, lo, hi, steps, y, x_prev, ti, h, n, refs):
+class _Actuators(NamedTuple):
+    """What the windows need of the actuators (arrays, traced): ``opt``: each one's
+    ``optimal_force`` (1 for muscles); ``stress``: the force of stress 1 (``getStress``:
+    a muscle's ``max_isometric_force``, another's ``optimal_force``); ``controlled``:
+    whether CMC controls it; ``fast``: whether the desired forces come from the fast
+    target (``use_fast_optimization_target``) rather than the penalty target."""
+
+    opt: jax.Array
+    stress: jax.Array
+    controlled: jax.Array
+    fast: jax.Array
+
+
+def _fast_target(A, b, f_min, f_max, scale):
+    """``ActuatorForceTargetFast``'s forces: ``min sum (f / scale)^2`` subject to ``A f =
+    b`` and ``f_min <= f <= f_max``, exactly.
+
+    **Returns:** ``(f, infeasible)``."""
+    Aw = A * scale[None, :]
+    # (the constraints with orthonormal rows, Q' s = R^-T b from Aw' = Q R: the rows of Aw
+    # are near dependent, and the dual Newton method converges slowly on them)
+    Q, R = jnp.linalg.qr(Aw.T)
+    s, *_ = _dual_newton(
+        Q.T, jax.scipy.linalg.solve_triangular(R.T, b, lower=True), f_min / scale, f_max / scale, 2.0, _QP_STEPS
+    )
+    infeasible = jnp.max(jnp.abs(Aw @ s - b)) > 1e-6 * (1.0 + jnp.max(jnp.abs(b)))
+    return s * scale, infeasible
+
+
+def _penalty_target(A, b, f_min, f_max, stress, w, weight):
+    """``ActuatorForceTarget``'s forces: ``min weight sum (f / stress)^2 + sum w (A f -
+    b)^2`` subject to ``f_min <= f <= f_max``, exactly (OpenSim solves it by least
+    squares where that lands within the bounds, else by its optimizer).
+
+    Written for the dual Newton method with the weighted residuals ``r = sqrt(w) (A f -
+    b)`` as variables too: ``min |x|^2`` over ``x = (sqrt(weight) f / stress, r)``
+    subject to ``r - sqrt(w) A f = -sqrt(w) b``.
+
+    **Returns:** ``(f, not converged)``."""
+    n_t = A.shape[0]
+    scale = stress / jnp.sqrt(weight)
+    sw = jnp.sqrt(w)
+    M = jnp.concatenate([-(sw[:, None] * A) * scale[None, :], jnp.eye(n_t, dtype=A.dtype)], axis=1)
+    c = -sw * b
+    inf = jnp.full(n_t, jnp.inf, A.dtype)
+    Q, R = jnp.linalg.qr(M.T)
+    x, *_ = _dual_newton(
+        Q.T,
+        jax.scipy.linalg.solve_triangular(R.T, c, lower=True),
+        jnp.concatenate([f_min / scale, -inf]),
+        jnp.concatenate([f_max / scale, inf]),
+        2.0,
+        _QP_STEPS,
+    )
+    unsolved = jnp.max(jnp.abs(M @ x - c)) > 1e-6 * (1.0 + jnp.max(jnp.abs(c)))
+    return x[: A.shape[1]] * scale, unsolved
+
+
+def _window(system, params, off, rigid, plan, act, gains, lo, hi, steps, y, x_prev, ti, h, n, refs):
     """One ``CMC::computeControls`` and the integration over its window.
 
     **Arguments:** ``system``; ``params``: its prepared parameters; ``off``, ``rigid``,
-    ``plan``: ``_plan(system)``;
-    ``opt``: the actuators' ``optimal_force`` (1 for muscles); ``controlled``: per
-    actuator, whether CMC controls it (else its control is 0, its bounds too);
-    ``gains``: the tasks' indices and gains; ``lo``, ``hi``: control bounds; ``steps``: per control, whether
-    it is held over the window (else linear from ``x_prev``); ``y = (q, u, z)`` at
-    ``ti``; ``x_prev``: the controls at ``ti`` (NaN: none, as before the first solve;
+    ``plan``: ``_plan(system)``; ``act``: ``_Actuators``; ``gains``: the tasks' indices
+    and gains; ``lo``, ``hi``: control bounds; ``steps``: per control, whether it is
+    held over the window (else linear from ``x_prev``); ``y = (q, u, z)`` at ``ti``;
+    ``x_prev``: the controls at ``ti`` (NaN: none, as before the first solve;
     the controls then held); ``h``, ``n``: the window's steps (s, count); ``refs =
     (qs, qd, us, ud)``: the desired coordinates (the ``q`` splines), their derivative,
     speeds and accelerations at the window's half steps, ``(2 n + 1, ·)`` or more rows.
 
     **Returns:** ``(y at ti + n h, controls, pErr, the predicted z at ti + n h,
-    failed, (qdot, udot) at ti)``, ``failed`` a sum of flags: 1 no forces within the actuators' reach give
-    the desired accelerations, 2 the controls are not finite, 4 the integration is
-    not finite."""
+    failed, (qdot, udot) at ti)``, ``failed`` a sum of flags: 1 the desired forces'
+    problem has no solution (the fast target: no forces within the actuators' reach
+    give the desired accelerations) or its solve did not converge, 2 the controls are
+    not finite, 4 the integration is not finite."""
     d = system.default_state().d
     q_idx, u_idx, w, kp, kv, ka, limit = gains
     qs, qd, us, ud = refs
@@ -332,19 +392,22 @@ def _window(system, params, off, rigid, plan, opt, controlled, gains, lo, hi, st
     (f_lo, f_hi), (_, z_hi) = jax.vmap(predict)(jnp.stack([lo, hi]))
     hi = jnp.where(f_hi - f_lo < 1.0, lo, hi)  # (no force to choose by the control)
     q1, u1 = kin(2 * n)
-    a0, A, f_opt = _acceleration_map(system, off, rigid, plan, opt, controlled, tf, q1, u1, z_hi, d)
-    scale = jnp.maximum(jnp.abs(f_opt), jnp.finfo(q.dtype).tiny)
-    Aw = A[u_idx] * scale[None, :]
-    b = a_des - a0[u_idx]
+    a0, A, f_opt = _acceleration_map(system, off, rigid, plan, act.opt, act.controlled, tf, q1, u1, z_hi, d)
     f_min, f_max = jnp.minimum(f_lo, f_hi), jnp.maximum(f_lo, f_hi)
-    # (the constraints with orthonormal rows, Q' s = R^-T b from Aw' = Q R: the rows of Aw
-    # are near dependent, and the dual Newton method converges slowly on them)
-    Q, R = jnp.linalg.qr(Aw.T)
-    s, *_ = _dual_newton(
-        Q.T, jax.scipy.linalg.solve_triangular(R.T, b, lower=True), f_min / scale, f_max / scale, 2.0, _QP_STEPS
-    )
-    infeasible = jnp.max(jnp.abs(Aw @ s - b)) > 1e-6 * (1.0 + jnp.max(jnp.abs(b)))
-    f = s * scale
+    A, b = A[u_idx], a_des - a0[u_idx]
+    tiny = jnp.finfo(q.dtype).tiny
+
+    def fast(_):
+        return _fast_target(A, b, f_min, f_max, jnp.maximum(jnp.abs(f_opt), tiny))
+
+    def penalty(_):
+        # (CMC::computeControls: the stress term's weight lowered where a task's error
+        # nears its limit)
+        sigma = 1.0 - 1.0 / (1.0 + jnp.exp(-(jnp.abs(p_err) - limit) / (0.1 * jnp.where(limit != 0, limit, 1.0))))
+        weight = jnp.min(jnp.where(limit != 0, sigma, 1.0), initial=1.0)
+        return _penalty_target(A, b, f_min, f_max, act.stress, w, weight)
+
+    f, infeasible = jax.lax.cond(act.fast, fast, penalty, None)
 
     def miss(xx):
         forces, zz = predict(xx)
@@ -375,7 +438,7 @@ def _window(system, params, off, rigid, plan, opt, controlled, gains, lo, hi, st
 
 
 @jit
-def _windows(system, off, rigid, plan, opt, controlled, gains, steps, y, x_prev, times, lo, hi, count, refs, h, n):
+def _windows(system, off, rigid, plan, act, gains, steps, y, x_prev, times, lo, hi, count, refs, h, n):
     """The first ``count`` of consecutive windows (``_window``) in one program, each from
     the state and controls the one before left, up to the first that fails.
 
@@ -392,9 +455,7 @@ def _windows(system, off, rigid, plan, opt, controlled, gains, steps, y, x_prev,
     def window(k, y, x_prev):
         at = (times[k], lo[k], hi[k], jax.tree.map(lambda r: r[k], refs))
         t, lo_k, hi_k, refs_k = at
-        return _window(
-            system, params, off, rigid, plan, opt, controlled, gains, lo_k, hi_k, steps, y, x_prev, t, h, n, refs_k
-        )
+        return _window(system, params, off, rigid, plan, act, gains, lo_k, hi_k, steps, y, x_prev, t, h, n, refs_k)
 
     def body(carry):
         k, y, x_prev, _, outs = carry
@@ -522,8 +583,11 @@ def _steps(window: float) -> tuple[float, int]:
     return window / n, n
 
 
-def _failure(code: int) -> str:
-    """What a window's ``failed`` flags (``_window``) mean, in words."""
+def _failure(code: int, fast: bool) -> str:
+    """What a window's ``failed`` flags (``_window``) mean, in words (``fast``: the fast
+    target's)."""
+    if code & 1 and not fast:
+        return "the optimization of the actuator forces (the penalty target) did not converge"
     if code & 1:
         return (
             "no actuator forces within the actuators' reach give the desired accelerations (the optimization "
@@ -548,6 +612,7 @@ def cmc(
     equilibrate: bool = True,
     constraints=None,
     excluded_actuators=(),
+    fast_target: bool = True,
     source: str = "cmc",
 ) -> dict:
     """OpenSim's Computed Muscle Control (see the module).
@@ -566,7 +631,10 @@ def cmc(
     does not control (``actuators_to_exclude``): their controls stay 0 (a muscle's
     passive force and decaying activation still act), their control constraints are
     ignored with a ``SetupWarning``, and ``_controls.xml`` leaves them out, as
-    OpenSim's; ``source``: a name for messages.
+    OpenSim's; ``fast_target``: ``use_fast_optimization_target`` (the desired forces
+    meet the desired accelerations exactly; false: the penalty target, which trades
+    them against the actuators' stress with the tasks' weights); ``source``: a name
+    for messages.
 
     **Returns:** a dict: ``"model"`` (with the external loads), ``"run"``: ``{"times"
     (K + 1,): the window boundaries from ``initial_time + 0.03`` to ``final_time -
@@ -629,7 +697,16 @@ def cmc(
         jnp.asarray(gains["u"]),
         *(jnp.asarray(gains[k], dtype) for k in ("weight", "kp", "kv", "ka", "limit")),
     )
-    opt_forces = jnp.asarray(opt, dtype)
+    stress = [
+        float(np.asarray(model.find(p).max_isometric_force)) if m else 1.0
+        for p, m in zip(system.actuator_paths, plan.muscle)
+    ]
+    act = _Actuators(
+        jnp.asarray(opt, dtype),
+        jnp.asarray(np.where(plan.muscle, stress, opt), dtype),
+        jnp.asarray(controlled),
+        jnp.asarray(bool(fast_target)),
+    )
     h0, n0 = _steps(_INITIAL_WINDOW)
     h, n = _steps(dt)
     rows = 2 * max(n0, n) + 1  # (every window's references have the same rows)
@@ -648,8 +725,7 @@ def cmc(
             off,
             rigid,
             plan,
-            opt_forces,
-            jnp.asarray(controlled),
+            act,
             g,
             steps,
             y,
@@ -682,7 +758,9 @@ def cmc(
     for i in range(2):
         _, xi, p_err, z_pred, failed, _ = windows(jnp.concatenate([q0, u0, z]), x_none, [ti], bounds0, h0, n0, r0)
         if int(failed[0]):
-            raise SetupError(f"{source}: computing the initial states at t = {ti:g} s, {_failure(int(failed[0]))}")
+            raise SetupError(
+                f"{source}: computing the initial states at t = {ti:g} s, {_failure(int(failed[0]), fast_target)}"
+            )
         p_errs.append(p_err[0])
         xi = jnp.asarray(xi[0])
         if i == 0:
@@ -705,7 +783,7 @@ def cmc(
     if len(bad):
         failed_at = float(t_grid[last])
         warnings.warn(
-            f"{source}: at t = {failed_at:g} s {_failure(int(failed[last]))}; the results stop there",
+            f"{source}: at t = {failed_at:g} s {_failure(int(failed[last]), fast_target)}; the results stop there",
             SetupWarning,
             stacklevel=2,
         )
@@ -780,10 +858,6 @@ def _run(setup: Setup) -> dict:
             "rra_controls_file", setup.text("rra_controls_file"), "constraints from RRA's controls are not supported"
         )
     files = read_tracking_setup(setup, _READ_ONLY)
-    if not setup.flag("use_fast_optimization_target", True):
-        raise setup.error(
-            "use_fast_optimization_target", "false", "only the fast target (the accelerations met exactly) is supported"
-        )
     equilibrate = setup.flag("solve_for_equilibrium_for_auxiliary_states", False)
     t0 = setup.number("initial_time", 0.0)
     t1 = setup.number("final_time", 1.0)
@@ -809,6 +883,7 @@ def _run(setup: Setup) -> dict:
             equilibrate=equilibrate,
             constraints=files["constraints"],
             excluded_actuators=setup.words("actuators_to_exclude"),
+            fast_target=setup.flag("use_fast_optimization_target", True),
             source=f"{setup.file}: <{setup.tool}>",
         )
 

@@ -229,7 +229,10 @@ def tracking_inputs(model, desired_kinematics, tasks, external_loads, initial_ti
         task_source = f"{source}: task set"
     if external_loads is not None:
         if isinstance(external_loads, (str, os.PathLike)):
-            external_loads = read_external_loads(external_loads, time_window=(initial_time - 1.0, final_time + 1.0))
+            # (a window in whole seconds: nearby time ranges read loads of the same shape,
+            # and share the compiled programs)
+            window = (math.floor(initial_time - 1.0), math.ceil(final_time + 1.0))
+            external_loads = read_external_loads(external_loads, time_window=window)
         for f in external_loads:
             model = model.add(f)
     times = np.asarray(desired_kinematics.times, float)
