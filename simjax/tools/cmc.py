@@ -43,20 +43,20 @@ of 64 windows, so that nearby time ranges share the program. It takes the model'
 arrays as arguments, so another model of the same structure reuses it too.
 
 Differences from OpenSim, by design: each window's integrations take fixed classical
-Runge-Kutta steps of at most 1 ms (OpenSim's Runge-Kutta-Merson takes steps of at most
-1 ms in the predictor, to ``integrator_error_tolerance`` in the forward integration);
-the desired forces are the exact optimum (OpenSim's IPOPT stops at its convergence
+Runge-Kutta steps of at most 1 ms (OpenSim's Runge-Kutta-Merson takes steps of at most 1
+ms in the predictor, to ``integrator_error_tolerance`` in the forward integration); the
+desired forces are the exact optimum (OpenSim's IPOPT stops at its convergence
 tolerance). The fast target meets the accelerations exactly, so the tasks' weights do
 not change its solution; a task of weight 0, whose constraint OpenSim's fast target
-multiplies away, is tracked here like the others. ``desired_points_file``, ``rra_controls_file`` (which OpenSim 4.6 does not implement
-either), analyses and controllers are refused by name. ``actuators_to_exclude`` leaves
-actuators out of CMC's control: theirs stay 0, as OpenSim's. A ``constraints_file`` bounds the
-controls over time and sets how each is interpolated, as ``control_constraints``
-describes. A constraint that makes a muscle's excitation linear between the windows'
-ends (``use_steps`` false) is followed as OpenSim follows it, but the two then part
-(0.05 RMS in some excitations on the Gait10dof18musc pipeline, tracking errors of the
-same small size): the root solve assumes excitations held over the window, as OpenSim
-warns.
+multiplies away, is tracked here like the others. ``desired_points_file``,
+``rra_controls_file`` (which OpenSim 4.6 does not implement either), analyses and
+controllers are refused by name. ``actuators_to_exclude`` leaves actuators out of CMC's
+control: theirs stay 0, as OpenSim's. A ``constraints_file`` bounds the controls over
+time and sets how each is interpolated, as ``control_constraints`` describes. A
+constraint that makes a muscle's excitation linear between the windows' ends
+(``use_steps`` false) is followed as OpenSim follows it, but the two then part (0.05 RMS
+in some excitations on the Gait10dof18musc pipeline, tracking errors of the same small
+size): the root solve assumes excitations held over the window, as OpenSim warns.
 """
 
 from __future__ import annotations
@@ -94,10 +94,10 @@ __all__ = ["cmc", "write_cmc_results"]
 _MIN_EXCITATION, _MAX_EXCITATION = 0.02, 1.0
 #: ``RootSolver``'s tolerance on the controls, as ``CMC::computeControls`` sets it
 _ROOT_TOL = 4.0e-3
-#: the most dual Newton steps of a window's desired forces: most windows take under 20;
-#: one where many muscles' bounds change along the way about 250 (the Gait10dof18musc
-#: walk with ``tib_ant_r`` excluded, at 0.63 s); the loop stops once converged
-_QP_STEPS = 600
+#: the most dual Newton steps of a window's desired forces (the loop stops once
+#: converged: the hardest window seen, of the Gait10dof18musc walk with ``tib_ant_r``
+#: excluded, at 0.63 s, takes 20)
+_QP_STEPS = 200
 #: the longest integration step (s): OpenSim's predictor's maximum step
 _MAX_STEP = 1.0e-3
 #: ``computeInitialStates``: the equilibration time (s), excitation, and first window (s)

@@ -98,6 +98,35 @@ __all__ = ["static_optimization", "static_optimization_problem", "solve_static_o
 # -- the batched solver -----------------------------------------------------------------------
 
 
+def _ascent_length(A, b, lb, ub, p, g, dg, dy):
+    """The length ``t > 0`` along ``dy`` where the dual's slope ``dy . (b - A x(y + t
+    dy))`` (``_dual_newton``; ``g = A^T y``, ``dg = A^T dy``) falls to 0, by linear
+    interpolation between the lengths where a control meets a bound (exact for exponent
+    2, where the slope is linear between them); the last of them doubled where it
+    still rises there."""
+
+    # a control meets its bound where g reaches the bound's own g: p sign(x) |x|^(p-1)
+    def g_at(v):
+        return jnp.where(
+            jnp.isfinite(v), p * jnp.sign(v) * jnp.abs(jnp.where(jnp.isfinite(v), v, 0.0)) ** (p - 1.0), jnp.nan
+        )
+
+    safe = jnp.where(dg == 0.0, 1.0, dg)
+    meets = jnp.concatenate([(g_at(lb) - g) / safe, (g_at(ub) - g) / safe])
+    meets = jnp.where((meets > 0.0) & jnp.isfinite(meets) & (jnp.concatenate([dg, dg]) != 0.0), meets, jnp.inf)
+    far = 2.0 * jnp.max(jnp.where(jnp.isfinite(meets), meets, 0.0), initial=0.0) + 2.0
+    ts = jnp.sort(jnp.concatenate([jnp.zeros(1, g.dtype), jnp.ones(1, g.dtype), meets, far[None]]))
+    ts = jnp.where(jnp.isfinite(ts), ts, far)
+    u = (g[None, :] + ts[:, None] * dg[None, :]) / p
+    x = jnp.clip(jnp.sign(u) * jnp.abs(u) ** (1.0 / (p - 1.0)), lb, ub)
+    slope = (b[None, :] - x @ A.T) @ dy
+    k = jnp.argmax(slope <= 0.0)  # (the first length where psi stops rising; 0 if none)
+    t0, t1 = ts[jnp.maximum(k - 1, 0)], ts[k]
+    s0, s1 = slope[jnp.maximum(k - 1, 0)], slope[k]
+    inside = t0 + s0 * (t1 - t0) / jnp.where(s0 - s1 > 0.0, s0 - s1, 1.0)
+    return jnp.where(jnp.any(slope <= 0.0), jnp.where(k > 0, inside, t1), ts[-1])
+
+
 def _dual_newton(A, b, lb, ub, p, iterations):
     """``min sum |x| ** p`` s.t. ``A x = b``, ``lb <= x <= ub`` (infinite bounds
     allowed), by Newton's method on the dual, at most ``iterations`` steps.
@@ -106,11 +135,15 @@ def _dual_newton(A, b, lb, ub, p, iterations):
     minimizes ``|x| ** p - g x`` (``g = A^T y``) within its bounds, at
     ``x(y) = clip(sign(g) (|g| / p) ** (1 / (p - 1)), lb, ub)``. The dual function
     ``psi(y) = sum(|x| ** p - g x) + b . y`` is concave with gradient ``b - A x(y)``;
-    each step is Newton's (Hessian ``-A diag(dx/dg) A^T``, regularized) with the
-    longest of the halved step lengths that raises ``psi`` enough (Armijo). Where
+    each step is Newton's (Hessian ``-A diag(dx/dg) A^T``, regularized), as long as
+    ``psi`` rises along it (``_ascent_length``: exact for exponent 2, where ``psi`` is
+    piecewise quadratic), else the longest of the halved lengths that raises ``psi``
+    enough (Armijo). Where
     ``A x(y) = b``, ``x(y)`` is the optimum: a residual left is a violation to report,
     never a suboptimal answer, and a frame stops once ``A x(y) = b`` to 1e-12 of ``1 +
-    max |b|``. Exponent 2 converges in 10 to 20 steps, 3 in about 150.
+    max |b|``. On random problems of 6 equations in 20 bounded controls, exponent 2
+    converges in 5 steps, 3 in 10; a CMC window of the walking example in which many
+    muscles' bounds change along the way in 20 (about 250 with halving alone).
 
     **Returns:** ``(x, y, zl, zu)``: the solution, the multipliers of ``A x = b`` and of
     the lower and upper bounds."""
@@ -152,13 +185,22 @@ def _dual_newton(A, b, lb, ub, p, iterations):
         f0 = psi(y)
         slope = r @ dy
 
-        def accepted(k):  # (a rise within round-off of psi counts: near the optimum psi is flat)
-            t = lengths[jnp.minimum(k, n_lengths - 1)]
+        def rises(t):  # (a rise within round-off of psi counts: near the optimum psi is flat)
             return psi(y + t * dy) >= f0 + 1e-4 * t * slope - 1e-14 * (jnp.abs(f0) + 1.0)
 
-        # backtracking: the longest of the halved lengths accepted (none of them: no step)
-        k = jax.lax.while_loop(lambda k: (k < n_lengths) & ~accepted(k), lambda k: k + 1, 0)
-        new = y + jnp.where(k < n_lengths, lengths[jnp.minimum(k, n_lengths - 1)], 0.0) * dy
+        # the step's length: where psi stops rising along dy, found among the lengths at
+        # which a control meets a bound (psi' is monotone, and linear between them for
+        # exponent 2); else, where that point does not rise enough (exponents other than
+        # 2), the longest of the halved lengths that does (none of them: no step)
+        t = _ascent_length(A, b, lb, ub, p, g, A.T @ dy, dy)
+        exact = (t > 0.0) & rises(t)
+        k = jax.lax.while_loop(
+            lambda k: (k < n_lengths) & ~rises(lengths[jnp.minimum(k, n_lengths - 1)]),
+            lambda k: k + 1,
+            jnp.where(exact, n_lengths, 0),
+        )
+        halved = jnp.where(k < n_lengths, lengths[jnp.minimum(k, n_lengths - 1)], 0.0)
+        new = y + jnp.where(exact, t, halved) * dy
         return i + 1, jnp.where(jnp.all(jnp.isfinite(new)), new, y)
 
     _, y = jax.lax.while_loop(unsolved, step, (0, jnp.linalg.solve(H1 + floor * eye, b)))
