@@ -401,10 +401,7 @@ def _window(system, params, off, rigid, plan, act, gains, lo, hi, steps, y, x_pr
         return _fast_target(A, b, f_min, f_max, jnp.maximum(jnp.abs(f_opt), tiny))
 
     def penalty(_):
-        # (CMC::computeControls: the stress term's weight lowered where a task's error
-        # nears its limit)
-        sigma = 1.0 - 1.0 / (1.0 + jnp.exp(-(jnp.abs(p_err) - limit) / (0.1 * jnp.where(limit != 0, limit, 1.0))))
-        weight = jnp.min(jnp.where(limit != 0, sigma, 1.0), initial=1.0)
+        weight = tracking.stress_term_weight(limit, p_err)
         return _penalty_target(A, b, f_min, f_max, act.stress, w, weight)
 
     f, infeasible = jax.lax.cond(act.fast, fast, penalty, None)

@@ -62,6 +62,7 @@ __all__ = [
     "actuator_optimal_forces",
     "references",
     "track",
+    "stress_term_weight",
 ]
 
 _EPS = float(np.finfo(float).eps)
@@ -437,8 +438,14 @@ def _window_controls(A, a0, a_des, w, stress_weight, lo, hi):
     return jax.lax.cond(inside, lambda: x, lambda: _box_lsq(H, -g, lo, hi, x))
 
 
-def _sigma_dn(tau, t0, t):
-    return 1.0 - 1.0 / (1.0 + jnp.exp(-(t - t0) / tau))
+def stress_term_weight(limit, p_err):
+    """The weight of the stress term in OpenSim's penalty target (``CMC::computeControls``
+    with ``ActuatorForceTarget``): 1, lowered by a smooth step down (``SigmaDn``, time
+    constant a tenth of the limit) where a task's position error ``p_err`` nears its
+    ``limit`` (tasks of limit 0 have none); the least over the tasks."""
+    safe = jnp.where(limit > 0, limit, 1.0)
+    sigma = 1.0 - 1.0 / (1.0 + jnp.exp(-(jnp.abs(p_err) - safe) / (0.1 * safe)))
+    return jnp.minimum(1.0, jnp.min(jnp.where(limit > 0, sigma, 1.0), initial=1.0))
 
 
 #: the classical Runge-Kutta tableau (nodes, stage matrix, weights)
@@ -478,8 +485,7 @@ def _solve_window(system, params, n, t1, y, d, ref0, ref1, gains, lo, hi):
     p_err = qs0[q_idx] - q[q_idx]
     v_err = us0[u_idx] - u[u_idx]
     a_des = ka * ud1[u_idx] + kv * v_err + kp * p_err
-    w_lim = jnp.where(limit > 0, _sigma_dn(0.1 * limit, limit, jnp.abs(p_err)), 1.0)
-    stress_weight = jnp.minimum(1.0, jnp.min(w_lim, initial=1.0))
+    stress_weight = stress_term_weight(limit, p_err)
     # the actuator subsystem's state at the window's end (CMCActuatorSubsystem): the
     # desired coordinates there and the q splines' derivative, shifted by the error now
     q1 = q + (qs1 - qs0)
