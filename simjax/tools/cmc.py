@@ -147,25 +147,28 @@ def _predict(system, params, d, z0, x, ti, h, n, kin):
     return context(2 * n, z).group_outputs(system.actuator_paths, "actuation"), z
 
 
-def _rhs(system, t, y, d, x, params):
-    """``simulate.rhs`` with controls ``x`` unchecked against the actuators' bounds, as
-    OpenSim's (an actuator CMC does not control has OpenSim's default, 0, see
-    ``_excitation_bounds``)."""
+def _unchecked(system, t, y, d, x, params=None):
+    """The context at time ``t`` and state ``y = (q, u, z)`` with controls ``x`` unchecked
+    against the actuators' bounds, as OpenSim's (an actuator CMC does not control has
+    OpenSim's default, 0, see ``_excitation_bounds``)."""
     nq, nu = system.topology.tree.nq, system.topology.tree.nu
     state = State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
-    acc = Context(system, state, x, parameters=params, check_controls=False).acc
+    return Context(system, state, x, parameters=params, check_controls=False)
+
+
+def _rhs(system, t, y, d, x, params):
+    """``simulate.rhs`` with the controls unchecked (``_unchecked``)."""
+    acc = _unchecked(system, t, y, d, x, params).acc
     return jnp.concatenate([acc.qdot, acc.udot, acc.zdot])
 
 
 @jit
 def _actuation(system, times, Y, d, X):
     """The actuators' forces at ``times`` (``(K,)``), states ``Y = (q, u, z)`` and controls
-    ``X`` (``(K, ·)``), the controls unchecked as in ``_rhs``: ``(K, n_actuators)``."""
-    nq, nu = system.topology.tree.nq, system.topology.tree.nu
+    ``X`` (``(K, ·)``), the controls unchecked (``_unchecked``): ``(K, n_actuators)``."""
 
     def one(t, y, x):
-        state = State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=d)
-        return Context(system, state, x, check_controls=False).group_outputs(system.actuator_paths, "actuation")
+        return _unchecked(system, t, y, d, x).group_outputs(system.actuator_paths, "actuation")
 
     return jax.vmap(one)(times, Y, X)
 
@@ -310,19 +313,23 @@ class _Actuators(NamedTuple):
     fast: jax.Array
 
 
+def _least_squares(M, c, lb, ub):
+    """``min |x|^2`` subject to ``M x = c`` and ``lb <= x <= ub``, by the dual Newton
+    method on the constraints with orthonormal rows (``Q' x = R^-T c`` from ``M' = Q R``:
+    the rows of ``M`` are near dependent, and the method converges slowly on them).
+
+    **Returns:** ``(x, whether M x = c is missed by more than 1e-6 of 1 + max |c|)``."""
+    Q, R = jnp.linalg.qr(M.T)
+    x, *_ = _dual_newton(Q.T, jax.scipy.linalg.solve_triangular(R.T, c, lower=True), lb, ub, 2.0, _QP_STEPS)
+    return x, jnp.max(jnp.abs(M @ x - c)) > 1e-6 * (1.0 + jnp.max(jnp.abs(c)))
+
+
 def _fast_target(A, b, f_min, f_max, scale):
     """``ActuatorForceTargetFast``'s forces: ``min sum (f / scale)^2`` subject to ``A f =
     b`` and ``f_min <= f <= f_max``, exactly.
 
     **Returns:** ``(f, infeasible)``."""
-    Aw = A * scale[None, :]
-    # (the constraints with orthonormal rows, Q' s = R^-T b from Aw' = Q R: the rows of Aw
-    # are near dependent, and the dual Newton method converges slowly on them)
-    Q, R = jnp.linalg.qr(Aw.T)
-    s, *_ = _dual_newton(
-        Q.T, jax.scipy.linalg.solve_triangular(R.T, b, lower=True), f_min / scale, f_max / scale, 2.0, _QP_STEPS
-    )
-    infeasible = jnp.max(jnp.abs(Aw @ s - b)) > 1e-6 * (1.0 + jnp.max(jnp.abs(b)))
+    s, infeasible = _least_squares(A * scale[None, :], b, f_min / scale, f_max / scale)
     return s * scale, infeasible
 
 
@@ -342,16 +349,7 @@ def _penalty_target(A, b, f_min, f_max, stress, w, weight):
     M = jnp.concatenate([-(sw[:, None] * A) * scale[None, :], jnp.eye(n_t, dtype=A.dtype)], axis=1)
     c = -sw * b
     inf = jnp.full(n_t, jnp.inf, A.dtype)
-    Q, R = jnp.linalg.qr(M.T)
-    x, *_ = _dual_newton(
-        Q.T,
-        jax.scipy.linalg.solve_triangular(R.T, c, lower=True),
-        jnp.concatenate([f_min / scale, -inf]),
-        jnp.concatenate([f_max / scale, inf]),
-        2.0,
-        _QP_STEPS,
-    )
-    unsolved = jnp.max(jnp.abs(M @ x - c)) > 1e-6 * (1.0 + jnp.max(jnp.abs(c)))
+    x, unsolved = _least_squares(M, c, jnp.concatenate([f_min / scale, -inf]), jnp.concatenate([f_max / scale, inf]))
     return x[: A.shape[1]] * scale, unsolved
 
 

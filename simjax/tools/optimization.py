@@ -98,6 +98,13 @@ __all__ = ["static_optimization", "static_optimization_problem", "solve_static_o
 # -- the batched solver -----------------------------------------------------------------------
 
 
+def _dual_controls(g, lb, ub, p):
+    """The controls that minimize ``|x| ** p - g x`` (``_dual_newton``), without and with
+    their bounds: ``(sign(g) (|g| / p) ** (1 / (p - 1)), that clipped to [lb, ub])``."""
+    unbounded = jnp.sign(g) * (jnp.abs(g) / p) ** (1.0 / (p - 1.0))
+    return unbounded, jnp.clip(unbounded, lb, ub)
+
+
 def _ascent_length(A, b, lb, ub, p, g, dg, dy):
     """The length ``t > 0`` along ``dy`` where the dual's slope ``dy . (b - A x(y + t
     dy))`` (``_dual_newton``; ``g = A^T y``, ``dg = A^T dy``) falls to 0, by linear
@@ -105,11 +112,10 @@ def _ascent_length(A, b, lb, ub, p, g, dg, dy):
     2, where the slope is linear between them); the last of them doubled where it
     still rises there."""
 
-    # a control meets its bound where g reaches the bound's own g: p sign(x) |x|^(p-1)
+    # a control meets its bound where g reaches the bound's own g, p sign(x) |x|^(p-1)
+    # (infinite for an infinite bound, which no control meets)
     def g_at(v):
-        return jnp.where(
-            jnp.isfinite(v), p * jnp.sign(v) * jnp.abs(jnp.where(jnp.isfinite(v), v, 0.0)) ** (p - 1.0), jnp.nan
-        )
+        return p * jnp.sign(v) * jnp.abs(v) ** (p - 1.0)
 
     safe = jnp.where(dg == 0.0, 1.0, dg)
     meets = jnp.concatenate([(g_at(lb) - g) / safe, (g_at(ub) - g) / safe])
@@ -117,8 +123,7 @@ def _ascent_length(A, b, lb, ub, p, g, dg, dy):
     far = 2.0 * jnp.max(jnp.where(jnp.isfinite(meets), meets, 0.0), initial=0.0) + 2.0
     ts = jnp.sort(jnp.concatenate([jnp.zeros(1, g.dtype), jnp.ones(1, g.dtype), meets, far[None]]))
     ts = jnp.where(jnp.isfinite(ts), ts, far)
-    u = (g[None, :] + ts[:, None] * dg[None, :]) / p
-    x = jnp.clip(jnp.sign(u) * jnp.abs(u) ** (1.0 / (p - 1.0)), lb, ub)
+    _, x = _dual_controls(g[None, :] + ts[:, None] * dg[None, :], lb, ub, p)
     slope = (b[None, :] - x @ A.T) @ dy
     k = jnp.argmax(slope <= 0.0)  # (the first length where psi stops rising; 0 if none)
     t0, t1 = ts[jnp.maximum(k - 1, 0)], ts[k]
@@ -152,8 +157,7 @@ def _dual_newton(A, b, lb, ub, p, iterations):
 
     def primal(y):
         g = A.T @ y
-        unbounded = jnp.sign(g) * (jnp.abs(g) / p) ** (1.0 / (p - 1.0))
-        return g, unbounded, jnp.clip(unbounded, lb, ub)
+        return g, *_dual_controls(g, lb, ub, p)
 
     def psi(y):
         g, _, x = primal(y)
