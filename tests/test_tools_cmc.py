@@ -345,3 +345,16 @@ def test_brent_roots_componentwise():
     np.testing.assert_array_equal(aux, x)
     x, _ = brent(g, lo, hi, g(lo)[0], g(hi)[0], hi, 4e-3)
     np.testing.assert_allclose(x, want, atol=4e-3)
+
+
+def test_stress_term_weight():
+    """The penalty target's stress weight (OpenSim's ``SigmaDn(limit / 10, limit,
+    |pErr|)``, the least over the tasks with a limit): 1 without limits, 1/2 at a
+    task's limit, 1/(1 + e) a tenth of it beyond."""
+    from simjax.tools.tracking import stress_term_weight
+
+    limit = np.asarray([0.0, 0.1, 0.2])
+    assert float(stress_term_weight(limit, np.asarray([5.0, 0.0, 0.0]))) == pytest.approx(1.0, abs=1e-4)
+    assert float(stress_term_weight(limit, np.asarray([0.0, -0.1, 0.0]))) == pytest.approx(0.5)
+    assert float(stress_term_weight(limit, np.asarray([0.0, 0.0, 0.22]))) == pytest.approx(1.0 / (1.0 + np.e))
+    assert float(stress_term_weight(np.zeros(3), np.ones(3))) == 1.0
