@@ -12,6 +12,8 @@
   mode equals forward mode (two rigs: a cylinder with OpenSim's several-wrap
   tangent adjustment, and an ellipsoid); derivatives of speeds and forces in q
   (the tangent points sliding over the surface) equal finite differences.
+- Paths with one PathWrap give the same lengths whether the passes' loop carries them
+  or their PathWrap is applied before it.
 """
 
 from __future__ import annotations
@@ -179,6 +181,30 @@ def test_rigs_in_one_model_match_opensim(kind):
         where = f"rig {i} ({r['kind']}, quadrant {r['quadrant']})"
         np.testing.assert_allclose(np.asarray(val[:, i])[ok], ref[0][ok], rtol=0, atol=1e-7, err_msg=where)
         np.testing.assert_allclose(np.asarray(arm[:, i])[ok], ref[1][ok], rtol=0, atol=1e-7, err_msg=where)
+
+
+def test_paths_with_one_pathwrap_wrapped_before_the_passes_agree(monkeypatch):
+    """Many paths with one PathWrap have it applied before the passes' loop instead of
+    in it (``_ONE_LOOP_SEGMENTS``): the same lengths, cylinders and ellipsoids mixed."""
+    from simjax.wrapping import paths as engine
+
+    rigs = RIGS["cylinder"] + RIGS["ellipsoid"]
+    system = loads_osim(_rigs_xml(rigs), strict=True).build()
+    assert system.topology.paths and engine._ONE_LOOP_SEGMENTS > 0
+    tree = system.topology.tree
+    qi = np.asarray([tree.coordinates[system.coordinate_path(f"q{i}")].q for i in range(len(rigs))])
+    sweeps = jnp.asarray(np.stack([_sweep(r)[:N_Q:4] for r in rigs], 1))
+    s0 = system.default_state()
+    acts = jnp.zeros(len(system.actuator_names))
+
+    def lengths(x):
+        return path_lengths(Context(system, s0.replace(q=s0.q.at[qi].set(x)), acts))
+
+    in_loop = jax.jit(jax.vmap(lengths))(sweeps)
+    monkeypatch.setattr(engine, "_ONE_LOOP_SEGMENTS", -1)
+    before = jax.jit(jax.vmap(lengths))(sweeps)
+    assert np.all(np.isfinite(in_loop)) and np.ptp(np.asarray(in_loop), 0).max() > 0.01
+    np.testing.assert_allclose(before, in_loop, rtol=0, atol=1e-12)
 
 
 def test_reverse_mode_equals_forward_mode():

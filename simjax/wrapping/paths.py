@@ -17,15 +17,18 @@ PathWraps ``W`` and evaluated together: the current path is a fixed-length array
 node ids (points ``0..N-1``, then wrap ``w``'s points ``N+2w``, ``N+2w+1``) edited by
 masked compaction and insertion; every candidate segment of a PathWrap is wrapped at
 once, with one geometry call per wrap-object type, so the program grows with the
-number of shapes, never with the number of paths, points or PathWraps. The first
-PathWrap of every path is applied in one such call; the paths with several PathWraps
-then go on in a ``while_loop`` over passes (a ``fori_loop`` over their PathWraps
-within a pass), which ends once they converge or a pass wraps nothing.
+number of shapes, never with the number of paths, points or PathWraps. The paths
+with several PathWraps go through a ``while_loop`` over passes (a ``fori_loop`` over
+their PathWraps within a pass), which ends once they converge or a pass wraps nothing.
+The paths with one PathWrap go through its first pass with them when they are few, so
+that each shape's geometry is compiled once; when many, their PathWrap is applied
+to all paths in one call before the loop, which then carries only the others.
 
 Cost on the CPU. A program there costs about one kernel launch per fused operation,
 and every iteration of a loop pays for its body's kernels, so the iterative work is
 kept to what OpenSim's answer needs: an ellipsoid (whose wraps are all mandatory) is
-solved for a path's first crossing segment only, and not at all when none crosses;
+solved for a path's first crossing segment only, for the paths that have one, and not
+at all when none crosses;
 a cylinder's tangent points are computed only for the candidate segments that can wrap
 (OpenSim's tests before them rule out the rest), a chunk of them at a time, and its
 tangent-point adjustment (paths with several PathWraps) on the segments whose wrap can
@@ -559,15 +562,16 @@ class _Pass:
         before it (``s`` of them in the first pass, any other later)."""
         b = self.b
         width = b.end - b.start
-        if isinstance(s, int):
+        if isinstance(s, int):  # (None: any slot)
             width, others = width[b.on[:, s], s], s
         else:
             width, others = width[b.on], b.n_wraps - 1
         return int(np.clip(max(width, default=1) + 2 * others, 1, L - 1))
 
-    def slot(self, s, carry, active):
+    def slot(self, s, carry, active, done=None):
         """Apply the PathWrap in slot ``s`` of every path's order (``s`` traced, or a
-        Python int in the first pass, before any PathWraps trade places)."""
+        Python int in the first pass, before any PathWraps trade places) to the paths
+        not ``done`` (``(G,)``, None: all)."""
         b = self.b
         seq, wpos, warc, order, result, halted, wgnd, cached, wends, wr = carry
         G_, N = self.orig.shape[0], b.n_points
@@ -579,6 +583,8 @@ class _Pass:
         if not first:
             seq = jnp.where(halted[:, None], seq, _remove(seq, ids))
         on = jnp.asarray(b.on)[rows, w] & ~halted
+        if done is not None:
+            on = on & ~done
         # the first and last active original points in the PathWrap's range
         start, end = jnp.asarray(b.start)[rows, w], jnp.asarray(b.end)[rows, w]
         j = jnp.arange(N)
@@ -640,7 +646,9 @@ class _Pass:
                     jnp.zeros(cand.shape, p1w.dtype),
                 )
 
-            sub = (p1w, p2w, cand) if whole else (p1w[idx], p2w[idx], cand[idx])
+            mine = (kind[idx] == code)[:, None]
+            # (only this type's segments are candidates: the others' sizes mean nothing to it)
+            sub = (p1w, p2w, cand) if whole else (p1w[idx], p2w[idx], cand[idx] & mine)
             if isinstance(s, int):
                 st, g1, g2, ga = solve(*sub, args)
             else:  # (the slot index is not batched, so this stays a branch under vmap)
@@ -648,7 +656,6 @@ class _Pass:
             if whole:
                 status, r1, r2, arc = st, g1, g2, ga
                 continue
-            mine = (kind[idx] == code)[:, None]
             status = status.at[idx].set(jnp.where(mine, st, status[idx]))
             r1 = r1.at[idx].set(jnp.where(mine[..., None], g1, r1[idx]))
             r2 = r2.at[idx].set(jnp.where(mine[..., None], g2, r2[idx]))
@@ -803,21 +810,28 @@ def _adjust_needed(p1w, p2w, r1, r2, radius, long_wrap, need):
 
 
 def _solve_ellipsoid(p1w, p2w, cand, args, *, code, method, single):
-    """Ellipsoids: every wrap is mandatory, so only a path's first one is solved (and
-    nothing when no segment crosses)."""
+    """Ellipsoids: every wrap is mandatory, so only a path's first one is solved, for
+    the paths that have one, a chunk of them at a time (at least a quarter of the
+    paths, so usually in one iteration), and nothing when no segment crosses."""
     fn = _wrap_one(code, method, True)
     st = jax.vmap(jax.vmap(wrap_ellipsoid_status, (0, 0, None)))(p1w, p2w, args[0])
-    first = jnp.argmax(cand & (st == G.MANDATORY_WRAP), -1)
-    at = jnp.arange(p1w.shape[0])
+    mandatory = cand & (st == G.MANDATORY_WRAP)
+    first = jnp.argmax(mandatory, -1)
+    g = p1w.shape[0]
+    chunk = -(-g // 4)
 
-    def solve(p1, p2):
-        one = jax.vmap(fn)(p1, p2, *args)
-        return one.r1, one.r2, one.length
+    def solve(carry):
+        r1, r2, length, left = carry
+        idx = jnp.nonzero(left, size=chunk, fill_value=g)[0]  # (g: dropped on the way back)
+        at = jnp.minimum(idx, g - 1)
+        one = jax.vmap(fn)(p1w[at, first[at]], p2w[at, first[at]], *(a[at] for a in args))
+        put = lambda x, v: x.at[idx].set(v, mode="drop")  # noqa: E731
+        return put(r1, one.r1), put(r2, one.r2), put(length, one.length), left.at[idx].set(False, mode="drop")
 
-    def skip(p1, p2):
-        return jnp.zeros_like(p1), jnp.zeros_like(p1), jnp.zeros(p1.shape[:1], p1.dtype)
-
-    r1, r2, length = jax.lax.cond(jnp.any(cand & (st == G.MANDATORY_WRAP)), solve, skip, p1w[at, first], p2w[at, first])
+    zeros = jnp.zeros((g, 3), p1w.dtype)
+    init = (zeros, zeros, jnp.zeros(g, p1w.dtype), jnp.any(mandatory, -1))
+    r1, r2, length, _ = jax.lax.while_loop(lambda c: jnp.any(c[-1]), solve, init)
+    at = jnp.arange(g)
     put = lambda v: jnp.zeros(st.shape + v.shape[1:], v.dtype).at[at, first].set(v)  # noqa: E731
     return st, put(r1), put(r2), put(length)
 
@@ -827,6 +841,11 @@ def _solve_ellipsoid(p1w, p2w, cand, args, *, code, method, single):
 # about 0.12 us a segment on a CPU core)
 _CYLINDER_CHUNK = 8
 _CYLINDERS_AT_ONCE = 16
+# _wrap_batch: up to how many segments (the paths with one PathWrap times the window)
+# the passes' loop carries, for compiling each shape's geometry once, rather than
+# applying their PathWrap before it (each later iteration pays for them: arm26, 4 x
+# 8, runs as fast either way; Rajagopal2016, 38 x 6, a third slower in the loop)
+_ONE_LOOP_SEGMENTS = 64
 _SOLVERS = {CYLINDER: _solve_cylinder, ELLIPSOID: _solve_ellipsoid}
 
 
@@ -861,9 +880,11 @@ def _lever(wpos, wgnd, cached):
 def _wrap_batch(static: WrapStatic, X_obj, dims, points, active):
     """Run OpenSim's passes on constants: ``(seq, wends, cached, wr, warc)``.
 
-    The first PathWrap of every path is applied at once; a path with one PathWrap is
-    then done, and those with several (``static.multi``) go on pass after pass in a
-    ``while_loop``, until their lengths converge, nothing wraps, or the passes run out.
+    The paths go pass after pass through a ``while_loop`` (``_passes``), until their
+    lengths converge, nothing wraps, or the passes run out; a path with one PathWrap is
+    done after the first. When more than ``_ONE_LOOP_SEGMENTS`` segments of such
+    paths would ride along, their PathWrap is applied to every path at once before the
+    loop, which then carries only the others (``static.multi``).
 
     **Arguments:** ``X_obj``: the wrap objects' rotations and origins in Ground;
     ``dims (O, 3)``; ``points (P, 3)`` in Ground; ``active (P,)``.
@@ -903,31 +924,37 @@ def _wrap_batch(static: WrapStatic, X_obj, dims, points, active):
         zeros_w,
         zeros_w,
     )
-    # the first pass's first PathWrap, on every path
-    carry = _Pass(batch, X_obj, dims, orig).slot(0, carry, act)
-    # (the ends, tangent points and arc of the cached wraps)
+    # (with the ends, tangent points and arcs of the cached wraps, the last lengths, done)
     state = (carry, (zeros_w, zeros_w, zeros_a), jnp.full(Gn, jnp.inf, dtype), jnp.zeros(Gn, bool))
+    step = _Pass(batch, X_obj, dims, orig)
+    if static.multi is None:  # (every path has one PathWrap: one slot, one pass)
+        return _outputs(_end_pass(None, 0, state, step.slot(0, carry, act)))
     ns = static.n_single
-    parts = []
-    if ns:
-        one = jax.tree.map(lambda x: x[:ns], state)
-        parts.append(_end_pass(None, 0, one, one[0]))
-    if static.multi is not None:
-        mb = static.multi
-        step = _Pass(mb, X_obj, dims, orig[ns:])
-        single = jnp.asarray(mb.single)
+    if ns * step.window(None, L) <= _ONE_LOOP_SEGMENTS:
+        # all paths in the passes' loop, so that each shape's geometry is compiled once
+        return _outputs(_passes(step, act, state, 0))
+    # the first PathWrap of every path at once, then the paths with several in the loop
+    carry = step.slot(0, carry, act)
+    state = (carry,) + state[1:]
+    one = _end_pass(None, 0, *(jax.tree.map(lambda x: x[:ns], (state, carry))))
+    several = _passes(_Pass(static.multi, X_obj, dims, orig[ns:]), act[ns:], jax.tree.map(lambda x: x[ns:], state), 1)
+    return tuple(jnp.concatenate(x, 0) for x in zip(_outputs(one), _outputs(several)))
 
-        def one_pass(st):
-            kk, state = st
-            # (the first pass goes on from its second PathWrap)
-            carry = jax.lax.fori_loop(jnp.where(kk == 0, 1, 0), W, lambda s, c: step.slot(s, c, act[ns:]), state[0])
-            return kk + 1, _end_pass(step, kk, state, carry, single)
 
-        several = jax.tree.map(lambda x: x[ns:], state)
-        _, several = jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[1][3]), one_pass, (0, several))
-        parts.append(several)
-    outputs = [_outputs(part) for part in parts]
-    return outputs[0] if len(outputs) == 1 else tuple(jnp.concatenate(x, 0) for x in zip(*outputs))
+def _passes(step, act, state, first: int):
+    """OpenSim's passes over the paths of ``step``'s batch, in a ``while_loop``, from
+    the first pass's slot ``first`` (1: its first PathWrap was applied); a path is
+    left alone once it is done (``_end_pass``). **Returns:** the final state."""
+    single = jnp.asarray(step.b.single)
+    W = step.b.n_wraps
+
+    def one_pass(st):
+        kk, state = st
+        start = jnp.where(kk == 0, first, 0)
+        carry = jax.lax.fori_loop(start, W, lambda s, c: step.slot(s, c, act, state[3]), state[0])
+        return kk + 1, _end_pass(step, kk, state, carry, single)
+
+    return jax.lax.while_loop(lambda st: (st[0] < _MAX_PASSES) & ~jnp.all(st[1][3]), one_pass, (0, state))[1]
 
 
 def _outputs(state):
