@@ -235,7 +235,9 @@ def sj_eval(system, st, muscle_paths, arm_coords=()):
         for k in MUSCLE_OUTPUTS:
             out[k] = ctx.group_outputs(muscle_paths, k)
         out["moment_arm"] = (
-            sj.moment_arms(system, state, muscle_paths, arm_coords) if arm_coords else jnp.zeros((len(muscle_paths), 0))
+            sj.moment_arms(system, state, muscle_paths, arm_coords, searches=ctx.searches())
+            if arm_coords
+            else jnp.zeros((len(muscle_paths), 0))
         )
         return out
 

@@ -85,21 +85,24 @@ def coupling_vectors(system, state: State, coordinates) -> jax.Array:
     return jax.vmap(one)(jnp.asarray(uk))
 
 
-def _lengths(system, state, rows):
+def _lengths(system, state, rows, searches=None):
     def L(q):
-        return path_geometry(Context(system, State(t=state.t, q=q, u=state.u, z=state.z, d=state.d))).length[rows]
+        st = State(t=state.t, q=q, u=state.u, z=state.z, d=state.d)
+        return path_geometry(Context(system, st, searches=searches)).length[rows]
 
     return L
 
 
 @jit
-def moment_arms(system, state: State, paths=None, coordinates=None) -> jax.Array:
+def moment_arms(system, state: State, paths=None, coordinates=None, searches=None) -> jax.Array:
     """Moment arms of many paths about many coordinates at once.
 
     **Arguments:** ``system``; ``state``; ``paths``: component paths of
     GeometryPaths or of their owners (default: every path of the model, in
     ``PathTopology.paths`` order); ``coordinates``: names or paths (default:
-    ``system.coordinate_paths``).
+    ``system.coordinate_paths``); ``searches``: those of a ``Context`` at the same
+    state that evaluated the paths (``ctx.searches()``), so that OpenSim's wrap
+    passes are not run (and compiled) again; None: run here.
 
     **Returns:** ``(n_paths, n_coordinates)`` (m, or dimensionless for a
     translational coordinate), positive where tension turns the coordinate in its
@@ -111,7 +114,7 @@ def moment_arms(system, state: State, paths=None, coordinates=None) -> jax.Array
     C = coupling_vectors(system, state, coords)
     tree = system.topology.tree
     qdots = jax.vmap(lambda c: qdot_from_u(tree, state.q, c))(C)
-    L = _lengths(system, state, rows)
+    L = _lengths(system, state, rows, searches)
     dL = jax.vmap(lambda dq: jax.jvp(L, (state.q,), (dq,))[1])(qdots)  # (n_coords, n_paths)
     return -dL.T
 

@@ -111,7 +111,7 @@ def _muscle_values(system, states, paths, names, coordinates):
         ctx = Context(system, state)  # one pass of the stages for every quantity
         out = {n: ctx.group_outputs(paths, n) for n in names}
         if coordinates:
-            out["moment_arms"] = _moment_arms(system, state, paths, coordinates)
+            out["moment_arms"] = _moment_arms(system, state, paths, coordinates, searches=ctx.searches())
         return out
 
     return jax.vmap(one)(states)

@@ -72,13 +72,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..api import inverse_dynamics as _rnea
-from ..analysis.moment_arms import coupling_vectors, path_rows
+from ..analysis.moment_arms import moment_arms, path_rows
 from ..compiling import jit
 from ..component import Component, ModelError
 from ..forces.external import ExternalForce
 from ..forward import Context
 from ..io.tables import TimeSeriesTable
-from ..mechanics.tree import qdot_from_u
 from ..muscles import curves
 from ..muscles.degroote import DeGrooteFregly2016Muscle
 from ..muscles.millard import Millard2012EquilibriumMuscle
@@ -579,17 +578,8 @@ def _moment_arms(ctx, paths):
     those of ``ctx`` (made once, where the strengths need the geometry too).
 
     **Returns:** ``(len(paths), n_coordinates)`` (m), coordinates in ``u`` order."""
-    system, state = ctx.system, ctx.state
-    rows = path_rows(system, paths)
     path_geometry(ctx)  # (the search, at the state)
-    searches = ctx.searches()
-    tree = system.topology.tree
-    qdots = jax.vmap(lambda c: qdot_from_u(tree, state.q, c))(coupling_vectors(system, state, system.coordinate_paths))
-
-    def lengths(q):
-        return path_geometry(Context(system, state.replace(q=q), searches=searches)).length[rows]
-
-    return -jax.vmap(lambda dq: jax.jvp(lengths, (state.q,), (dq,))[1])(qdots).T
+    return moment_arms(ctx.system, ctx.state, paths, searches=ctx.searches())
 
 
 #: OpenSim's calcInextensibleTendonActiveFiberForce per muscle class
