@@ -185,10 +185,11 @@ def test_rigs_in_one_model_match_opensim(kind):
 
 def test_paths_with_one_pathwrap_wrapped_before_the_passes_agree(monkeypatch):
     """Many paths with one PathWrap have it applied before the passes' loop instead of
-    in it (``_ONE_LOOP_SEGMENTS``): the same lengths, cylinders and ellipsoids mixed."""
+    in it (``_ONE_LOOP_SEGMENTS``): the same lengths. (The bookkeeping is the same for
+    every shape; cylinders compile fastest.)"""
     from simjax.wrapping import paths as engine
 
-    rigs = RIGS["cylinder"] + RIGS["ellipsoid"]
+    rigs = RIGS["cylinder"]
     system = loads_osim(_rigs_xml(rigs), strict=True).build()
     assert system.topology.paths and engine._ONE_LOOP_SEGMENTS > 0
     tree = system.topology.tree
