@@ -249,11 +249,33 @@ def _batched_mass_matrix(system, states):
     return jax.vmap(mass_matrix, in_axes=(None, 0))(system, states)
 
 
-@jax.jit
-def _batched_accelerations(system, states):
-    from ...api import forward_dynamics
+@functools.partial(jax.jit, static_argnames=("paths", "coordinates"))
+def _batched_evaluation(system, states, paths, coordinates):
+    from ...analysis.moment_arms import moment_arms
+    from ...forward import Context
 
-    return jax.vmap(forward_dynamics, in_axes=(None, 0))(system, states)
+    def one(st):
+        ctx = Context(system, st)  # (one pass of the stages for every quantity)
+        out = {"udot": ctx.acc.udot, "zdot": ctx.acc.zdot}
+        if paths:
+            for name in _MUSCLE_OUTPUTS:
+                out[name] = ctx.group_outputs(paths, name)
+            out["moment_arms"] = moment_arms(system, st, paths, coordinates, searches=ctx.searches())
+        return out
+
+    return jax.vmap(one)(states)
+
+
+def _evaluation(system, states, oracle) -> dict:
+    """The state-dependent quantities of the checks below, computed in one program
+    (each would otherwise compile the model's forces, muscles and wrapping again),
+    once per batch of states (kept on the oracle)."""
+    key = (id(system), id(states))
+    if getattr(oracle, "_evaluated", (None,))[0] != key:
+        paths = tuple(m.getAbsolutePathString() for m in _osim_muscles(oracle))
+        out = _batched_evaluation(system, states, paths, tuple(oracle.coordinates))
+        oracle._evaluated = (key, {k: np.asarray(v) for k, v in out.items()})
+    return oracle._evaluated[1]
 
 
 def _sj_mass_matrix(system, states, oracle):
@@ -262,7 +284,7 @@ def _sj_mass_matrix(system, states, oracle):
 
 
 def _sj_accelerations(system, states, oracle):
-    return np.asarray(_batched_accelerations(system, states))[:, oracle.u_index(system)]
+    return _evaluation(system, states, oracle)["udot"][:, oracle.u_index(system)]
 
 
 register_check(Check("mass matrix", _sj_mass_matrix, Oracle.mass_matrix))
@@ -281,27 +303,13 @@ def _has_muscles(system, oracle) -> bool:
     return len(_osim_muscles(oracle)) > 0
 
 
-@functools.partial(jax.jit, static_argnames=("paths", "name"))
-def _batched_muscle_output(system, states, paths, name):
-    from ...forward import Context
-
-    def one(st):
-        return Context(system, st).group_outputs(paths, name)
-
-    return jax.vmap(one)(states)
-
-
-@functools.partial(jax.jit, static_argnames=("paths", "coordinates"))
-def _batched_moment_arms(system, states, paths, coordinates):
-    from ...analysis.moment_arms import moment_arms
-
-    return jax.vmap(lambda st: moment_arms(system, st, paths, coordinates))(states)
+#: the muscle outputs checked (``_muscle_check``), all computed by ``_evaluation``
+_MUSCLE_OUTPUTS = ("length", "lengthening_speed", "tendon_force")
 
 
 def _muscle_check(name, getter, rtol):
     def mine(system, states, oracle):
-        paths = tuple(m.getAbsolutePathString() for m in _osim_muscles(oracle))
-        return _batched_muscle_output(system, states, paths, name)
+        return _evaluation(system, states, oracle)[name]
 
     def theirs(oracle):
         oracle.model.realizeDynamics(oracle.state)
@@ -317,8 +325,7 @@ def _muscle_check(name, getter, rtol):
 
 
 def _sj_moment_arms(system, states, oracle):
-    paths = tuple(m.getAbsolutePathString() for m in _osim_muscles(oracle))
-    return _batched_moment_arms(system, states, paths, tuple(oracle.coordinates))
+    return _evaluation(system, states, oracle)["moment_arms"]
 
 
 def _osim_moment_arms(oracle):
@@ -343,16 +350,9 @@ def _osim_z_names(oracle, system) -> list[str]:
     return [n for n in names if n not in cvars and n in system.z_names]
 
 
-@jax.jit
-def _batched_zdot(system, states):
-    from ...forward import Context
-
-    return jax.vmap(lambda st: Context(system, st).acc.zdot)(states)
-
-
 def _sj_zdot(system, states, oracle):
     index = np.asarray([system.z_names.index(n) for n in _osim_z_names(oracle, system)], np.int64)
-    return np.asarray(_batched_zdot(system, states))[:, index]
+    return _evaluation(system, states, oracle)["zdot"][:, index]
 
 
 def _osim_zdot(oracle):
