@@ -155,18 +155,22 @@ def _rigs_xml(rigs, smoothing=0.0):
     )
 
 
+def _rig_lengths(system, n_rigs: int):
+    """The path lengths of a ``_rigs_xml`` system as a function of the rigs'
+    coordinates ``q0 .. q{n_rigs - 1}``, the rest at their defaults."""
+    tree = system.topology.tree
+    qi = np.asarray([tree.coordinates[system.coordinate_path(f"q{i}")].q for i in range(n_rigs)])
+    s0 = system.default_state()
+    acts = jnp.zeros(len(system.actuator_names))
+    return lambda x: path_lengths(Context(system, s0.replace(q=s0.q.at[qi].set(x)), acts))
+
+
 @pytest.mark.parametrize("kind", ["sphere", "cylinder", "ellipsoid", "torus"])
 def test_rigs_in_one_model_match_opensim(kind):
     ALL = RIGS[kind]
     system = loads_osim(_rigs_xml(ALL), strict=True).build()
-    tree = system.topology.tree
-    qi = np.asarray([tree.coordinates[system.coordinate_path(f"q{i}")].q for i in range(len(ALL))])
     sweeps = np.stack([_sweep(r)[:N_Q] for r in ALL], 1)  # (N_Q, rigs)
-    s0 = system.default_state()
-    acts = jnp.zeros(len(system.actuator_names))
-
-    def lengths(x):
-        return path_lengths(Context(system, s0.replace(q=s0.q.at[qi].set(x)), acts))
+    lengths = _rig_lengths(system, len(ALL))
 
     # each path moves with its own coordinate only: a unit tangent on all gives each one's derivative
     val, der = jax.jit(jax.vmap(lambda x: jax.jvp(lengths, (x,), (jnp.ones_like(x),))))(jnp.asarray(sweeps))
@@ -192,15 +196,8 @@ def test_paths_with_one_pathwrap_wrapped_before_the_passes_agree(monkeypatch):
     rigs = RIGS["cylinder"]
     system = loads_osim(_rigs_xml(rigs), strict=True).build()
     assert system.topology.paths and engine._ONE_LOOP_SEGMENTS > 0
-    tree = system.topology.tree
-    qi = np.asarray([tree.coordinates[system.coordinate_path(f"q{i}")].q for i in range(len(rigs))])
     sweeps = jnp.asarray(np.stack([_sweep(r)[:N_Q:4] for r in rigs], 1))
-    s0 = system.default_state()
-    acts = jnp.zeros(len(system.actuator_names))
-
-    def lengths(x):
-        return path_lengths(Context(system, s0.replace(q=s0.q.at[qi].set(x)), acts))
-
+    lengths = _rig_lengths(system, len(rigs))
     in_loop = jax.jit(jax.vmap(lengths))(sweeps)
     monkeypatch.setattr(engine, "_ONE_LOOP_SEGMENTS", -1)
     before = jax.jit(jax.vmap(lengths))(sweeps)

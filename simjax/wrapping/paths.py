@@ -934,9 +934,9 @@ def _wrap_batch(static: WrapStatic, X_obj, dims, points, active):
         # all paths in the passes' loop, so that each shape's geometry is compiled once
         return _outputs(_passes(step, act, state, 0))
     # the first PathWrap of every path at once, then the paths with several in the loop
-    carry = step.slot(0, carry, act)
-    state = (carry,) + state[1:]
-    one = _end_pass(None, 0, *(jax.tree.map(lambda x: x[:ns], (state, carry))))
+    state = (step.slot(0, carry, act),) + state[1:]
+    one = jax.tree.map(lambda x: x[:ns], state)
+    one = _end_pass(None, 0, one, one[0])
     several = _passes(_Pass(static.multi, X_obj, dims, orig[ns:]), act[ns:], jax.tree.map(lambda x: x[ns:], state), 1)
     return tuple(jnp.concatenate(x, 0) for x in zip(_outputs(one), _outputs(several)))
 
