@@ -181,6 +181,38 @@ def test_bad_input(pipeline):
         read_task_set(pipeline / "point_tasks.xml")
 
 
+def test_point_tasks_are_refused_as_opensim_cannot_run_them(pipeline):
+    """A ``CMC_Point`` task with its ``desired_points_file``: OpenSim 4.6's RRATool stops
+    before tracking (``CMC_TaskSet`` looks the task's name up as a coordinate), and simjax
+    refuses the file and the task by name, saying so."""
+    task = (
+        '<CMC_Point name="heel_r"><on>true</on><weight>10 10 10</weight><wrt_body>calcn_r</wrt_body>'
+        "<express_body>ground</express_body><active>true true false</active><kp>100 100 100</kp>"
+        "<kv>20 20 20</kv><point>0.02 0.01 0</point></CMC_Point>"
+    )
+    (pipeline / "heel_tasks.xml").write_text(
+        (pipeline / "tasks.xml").read_text().replace("<objects>", "<objects>" + task, 1)
+    )
+    times = np.arange(0.0, 2.51, 0.01)
+    rows = "".join(f"{t:.2f}\t{0.1 + 1.2 * t:.6f}\t0.05\t0.08\n" for t in times)
+    header = (
+        f"points\nversion=1\nnRows={len(times)}\nnColumns=4\ninDegrees=no\nendheader\ntime\theel_r\theel_r\theel_r\n"
+    )
+    (pipeline / "RRA" / "heel.sto").write_text(header + rows)
+    for results in ("PointOS", "PointSJ"):
+        text = _setup_text(results, adjust=False, tasks="../heel_tasks.xml")
+        text = text.replace("<desired_points_file />", "<desired_points_file>heel.sto</desired_points_file>")
+        (pipeline / "RRA" / f"point_{results}.xml").write_text(text)
+    assert not opensim.RRATool(str(pipeline / "RRA" / "point_PointOS.xml")).run()
+    assert not (pipeline / "RRA" / "PointOS" / f"{NAME}_pErr.sto").exists()
+    with pytest.raises(
+        SetupError, match=r"point_PointSJ\.xml.*desired_points_file.*heel\.sto.*OpenSim 4\.6's RRA and CMC"
+    ):
+        simjax.tools.run(pipeline / "RRA" / "point_PointSJ.xml")
+    with pytest.raises(SetupError, match=r"heel_tasks\.xml.*CMC_Point name='heel_r'.*OpenSim 4\.6's RRA and CMC"):
+        read_task_set(pipeline / "heel_tasks.xml")
+
+
 def _constraint(name, lo, hi, steps, mins=(), maxs=()):
     node = lambda tag, pts: (
         f"<{tag}>"

@@ -538,7 +538,11 @@ def read_tracking_setup(setup: Setup, numbers_read) -> dict:
         "replace": setup.flag("replace_force_set", False),
     }
     if setup.has("desired_points_file"):
-        raise setup.error("desired_points_file", setup.text("desired_points_file"), "point tracking is not supported")
+        raise setup.error(
+            "desired_points_file",
+            setup.text("desired_points_file"),
+            f"point tracking is not supported ({tracking._POINT_TASKS_IN_OPENSIM})",
+        )
     paths["kinematics"] = _existing(setup, "desired_kinematics_file")
     if paths["kinematics"] is None:
         raise setup.error("desired_kinematics_file", "", "no desired kinematics file given")

@@ -68,6 +68,11 @@ __all__ = [
 _EPS = float(np.finfo(float).eps)
 #: tasks OpenSim's CMC_TaskSet holds that simjax does not track (yet)
 _OTHER_TASKS = ("CMC_Point", "CMC_Orientation", "StateTrackingTask", "SMC_Joint", "MuscleStateTrackingTask")
+#: why point tasks are not tracked: OpenSim 4.6 cannot run them either
+_POINT_TASKS_IN_OPENSIM = (
+    "OpenSim 4.6's RRA and CMC stop on a point task too: CMC_TaskSet::setFunctionsForVelocity looks the "
+    "task's name up as a coordinate ('ArrayPtrs.get(aName): No object with name ...')"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +141,8 @@ def read_task_set(path: str | os.PathLike) -> list[TrackingTask]:
     for c in objects.children if objects is not None else []:
         if c.tag != "CMC_Joint":
             kind = "is a task kind simjax does not track" if c.tag in _OTHER_TASKS else "is not a CMC task"
-            raise SetupError(f"{path}: <{c.tag} name={c.name!r}> {kind} (supported: CMC_Joint)")
+            why = f"; {_POINT_TASKS_IN_OPENSIM}" if c.tag == "CMC_Point" else ""
+            raise SetupError(f"{path}: <{c.tag} name={c.name!r}> {kind} (supported: CMC_Joint{why})")
         name = c.name
         on = _three(path, name, "on", _words(c, "on"), _bool, (True,))[0]
         coord = " ".join(_words(c, "coordinate") or []) or name
