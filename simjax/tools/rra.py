@@ -30,7 +30,10 @@ window too at its default accuracy), so ``integrator_error_tolerance`` and the s
 settings are read but do not steer it; the per-window least squares are solved
 exactly (OpenSim's ``optimizer_algorithm`` settings are checked, not used); actuators
 must be ideal (force = control × optimal_force: RRA's residual and reserve
-actuators); ``desired_points_file``, analyses and controllers in the setup are refused
+actuators), so a model that keeps its muscles (``replace_force_set`` false) is refused
+naming the first muscle (OpenSim 4.6's RRATool stops with a segmentation fault on the
+walking example set up so); ``desired_points_file`` and point tasks (which OpenSim
+4.6's RRA and CMC cannot run either), analyses and controllers in the setup are refused
 by name. A ``constraints_file`` (deprecated in OpenSim's RRA, and still used) bounds the
 controls over time, as ``control_constraints`` describes.
 """
