@@ -4,7 +4,7 @@
 The problems are tests/_moco.py's, each solved by both engines on the same ``.osim``
 file with the same transcription, mesh and tolerances (Moco's ``MocoCasADiSolver``
 as ``_moco.study_from_problem`` sets it up; simjax's ``optimize.Problem`` built from
-the same problem description, ``optimize.Options(tol, constraint_tol)`` from the
+the same problem description, ``optimize.moco_options(tol, constraint_tol)`` from the
 study's settings):
 
 - the sliding mass in minimum time (``_moco.moco_sliding_mass``), trapezoidal;
@@ -182,9 +182,7 @@ def measure_inverse(folder: str, repeat: int = 3) -> dict:
     best_run = min(runs, key=lambda r: r["solve_seconds"])
     settings = best_run["settings"]
     problem, n = gait_inverse_problem()
-    options = sjopt.Options(
-        tol=settings["optim_convergence_tolerance"], constraint_tol=settings["optim_constraint_tolerance"]
-    )
+    options = sjopt.moco_options(settings["optim_convergence_tolerance"], settings["optim_constraint_tolerance"])
     # (as simjax's MocoInverse, and Moco's, detect the derivatives' sparsity)
     timed = _simjax_timed(problem, n, "hermite-simpson", options, False, repeat, sparse_derivatives=True)
     sol = timed.pop("solution")
@@ -217,7 +215,7 @@ def measure_inverse(folder: str, repeat: int = 3) -> dict:
 def inverse_agreement(folder: str, tolerance: float = 1e-6) -> dict:
     """MocoInverse of gait10dof18musc walking (as ``measure_inverse``) by both engines
     converged to ``tolerance`` (Moco's convergence and constraint tolerances, simjax's
-    ``Options(tol, constraint_tol)``): do they find the same muscle activity? (At
+    ``moco_options(tol, constraint_tol)``): do they find the same muscle activity? (At
     MocoInverse's default 1e-3 each stops early, at points apart by up to ~0.3 in
     activation.) **Returns:** both objectives and the largest activation difference over
     the grid (with the muscle and time where it is), and each muscle's RMS difference."""
@@ -228,7 +226,7 @@ def inverse_agreement(folder: str, tolerance: float = 1e-6) -> dict:
 
     moco = mg.moco_inverse_gait(folder, convergence_tolerance=tolerance, constraint_tolerance=tolerance)
     problem, n = gait_inverse_problem()
-    options = sjopt.Options(tol=tolerance, constraint_tol=tolerance)
+    options = sjopt.moco_options(tolerance, tolerance)
     # (optimize.inverse's solve)
     sol = sjopt.solve(problem, mesh=n, options=options, interpolate_controls=False, auxiliary_derivatives_weight=0.01)
     names = [name for name in problem.state_names if name.endswith("/activation")]
@@ -252,7 +250,7 @@ def track_agreement(
     folder: str, tolerance: float = 1e-6, window: tuple = (0.6, 1.4), rerun: bool = True, objective_scale: float = 1.0
 ) -> dict:
     """MocoTrack of gait10dof18musc walking by both engines converged to ``tolerance``
-    (Moco's convergence and constraint tolerances, simjax's ``Options(tol,
+    (Moco's convergence and constraint tolerances, simjax's ``moco_options(tol,
     constraint_tol)``; MocoTrack's own 1e-2 stops far from the optimum): the model edits
     of MocoInverse, the 6 Hz filtered IK coordinates as the states reference,
     ``initial_time, final_time = window``, everything else MocoTrack's defaults (tracking
@@ -282,7 +280,7 @@ def track_agreement(
     problem, n = track_problem(
         system, gait_states_reference(system), initial_time=window[0], final_time=window[1], mesh_interval=0.02
     )
-    options = sjopt.Options(tol=tolerance, constraint_tol=tolerance, objective_scale=objective_scale)
+    options = sjopt.moco_options(tolerance, tolerance, objective_scale=objective_scale)
     # (optimize.track's solve; the second call reuses the first's compiled solver)
     run = lambda: sjopt.solve(problem, mesh=n, scheme="hermite-simpson", options=options, dynamics_mode="explicit")  # noqa: E731
     t = time.perf_counter()
@@ -362,9 +360,7 @@ def measure_one(name: str, moco_fn: str, scheme: str, mesh: int, folder: str, re
         warnings.simplefilter("ignore")
         system = sj.load_osim(ref["model_path"]).build()
     problem = moco.simjax_problem(ref["problem"], system)
-    options = sjopt.Options(
-        tol=settings["optim_convergence_tolerance"], constraint_tol=settings["optim_constraint_tolerance"]
-    )
+    options = sjopt.moco_options(settings["optim_convergence_tolerance"], settings["optim_constraint_tolerance"])
     timed = _simjax_timed(problem, mesh, scheme, options, True, repeat)
     sol, sj_s = timed.pop("solution"), timed["simjax"]
 

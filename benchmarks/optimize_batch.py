@@ -33,7 +33,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from benchmarks import optimize as bench  # noqa: E402
-from simjax.optimize import Options, collocation, ipm  # noqa: E402
+from simjax.optimize import collocation, ipm, moco_options  # noqa: E402
 
 _REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorded", "reference.json")
 TOLERANCE = 1e-3  # Moco's MocoInverse defaults (convergence and constraints)
@@ -71,7 +71,7 @@ def _timed(fn, repeat: int):
 def measure_batch(batch: int = 64, repeat: int = 2) -> dict:
     """The batch, timed (s). **Returns:** a dict of figures."""
     problem, n = bench.gait_inverse_problem()
-    options = Options(tol=TOLERANCE, constraint_tol=TOLERANCE)
+    options = moco_options(TOLERANCE, TOLERANCE)
     scales = jnp.linspace(0.5, 2.0, batch)
     edit = reserve_scaling(problem)
     first, walls, sols = _timed(
@@ -101,7 +101,7 @@ def measure_batch(batch: int = 64, repeat: int = 2) -> dict:
 def measure_one(repeat: int = 2) -> dict:
     """One problem alone on the same device (``optimize.solve``), timed (s)."""
     problem, n = bench.gait_inverse_problem()
-    options = Options(tol=TOLERANCE, constraint_tol=TOLERANCE)
+    options = moco_options(TOLERANCE, TOLERANCE)
     first, walls, one = _timed(
         lambda: collocation.solve(problem, mesh=n, options=options, interpolate_controls=False), repeat
     )

@@ -26,7 +26,7 @@ def test_sliding_mass_in_minimum_time_matches_moco(tmp_path):
         _moco.simjax_problem(ref["problem"], system),
         mesh=50,
         scheme="trapezoidal",
-        options=optimize.Options(tol=tol, constraint_tol=tol),
+        options=optimize.moco_options(tol, tol),
     )
     assert int(solution.status) == 0
     tf = float(solution.time[-1])
@@ -54,7 +54,7 @@ def test_pendulum_swing_up_with_least_effort_matches_moco(tmp_path, scheme):
         _moco.simjax_problem(ref["problem"], system),
         mesh=50,
         scheme=scheme,
-        options=optimize.Options(tol=tol, constraint_tol=tol),
+        options=optimize.moco_options(tol, tol),
     )
     assert int(solution.status) == 0
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"])
@@ -127,7 +127,7 @@ def test_pendulum_swing_up_in_implicit_mode_matches_moco(tmp_path):
         problem,
         mesh=30,
         scheme="hermite-simpson",
-        options=optimize.Options(tol=tol, constraint_tol=tol),
+        options=optimize.moco_options(tol, tol),
         dynamics_mode="implicit",
         accelerations_weight=1e-3,
     )
@@ -209,7 +209,7 @@ def test_implicit_tendon_dynamics_match_moco(tmp_path):
     assert nlp.z_lower.shape == (21, 2 * 6)
     tol = ref["settings"]["optim_convergence_tolerance"]
     solution = optimize.solve(
-        problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol), auxiliary_derivatives_weight=0.01
+        problem, mesh=20, options=optimize.moco_options(tol, tol), auxiliary_derivatives_weight=0.01
     )
     assert optimize.STATUS[int(solution.status)] == "solved"
     assert abs(float(solution.objective) - ref["objective"]) < 2e-6 * ref["objective"]
@@ -250,9 +250,7 @@ def test_kinematic_constraints_are_enforced_as_moco_enforces_them(tmp_path):
     assert optimize.collocation.constraint_equations(system) == 1
     problem = _moco.simjax_problem(ref["problem"], system)
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(
-        problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol), multipliers_weight=0.5
-    )
+    solution = optimize.solve(problem, mesh=20, options=optimize.moco_options(tol, tol), multipliers_weight=0.5)
     assert int(solution.status) == 0
     # (measured: equal to 4e-16 relative)
     assert abs(float(solution.objective) - ref["objective"]) < 1e-8 * ref["objective"]

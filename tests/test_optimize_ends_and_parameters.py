@@ -18,7 +18,7 @@ pytest.importorskip("opensim")
 
 def _options(ref):
     tol = ref["settings"]["optim_convergence_tolerance"]
-    return optimize.Options(tol=tol, constraint_tol=tol)
+    return optimize.moco_options(tol, tol)
 
 
 def _differences(solution, ref, system):

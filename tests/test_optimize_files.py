@@ -45,7 +45,7 @@ def solved(moco, guess):
     ref, _, problem = moco
     tol = ref["settings"]["optim_convergence_tolerance"]
     return optimize.solve(
-        problem, mesh=N, scheme="hermite-simpson", options=optimize.Options(tol=tol, constraint_tol=tol), guess=guess
+        problem, mesh=N, scheme="hermite-simpson", options=optimize.moco_options(tol, tol), guess=guess
     )
 
 

@@ -49,9 +49,7 @@ def test_state_tracking_matches_moco(tmp_path):
     tracking = problem.goals[-1]
     assert tracking.tracked(problem) == {"/jointset/pin/q/value": 1.0, "/jointset/pin/q/speed": 0.1}
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(
-        problem, mesh=30, scheme="hermite-simpson", options=optimize.Options(tol=tol, constraint_tol=tol)
-    )
+    solution = optimize.solve(problem, mesh=30, scheme="hermite-simpson", options=optimize.moco_options(tol, tol))
     assert int(solution.status) == 0
     assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * abs(ref["objective"]), (
         float(solution.objective),
@@ -80,7 +78,7 @@ def test_marker_tracking_matches_moco(tmp_path):
     problem = _moco.simjax_problem(spec, system).goal(goal)
     assert goal.tracked(problem) == {"/markerset/tip": 2.0}
     tol = ref["settings"]["optim_convergence_tolerance"]
-    solution = optimize.solve(problem, mesh=20, options=optimize.Options(tol=tol, constraint_tol=tol))
+    solution = optimize.solve(problem, mesh=20, options=optimize.moco_options(tol, tol))
     assert int(solution.status) == 0
     assert abs(float(solution.objective) - ref["objective"]) < 1e-8 * abs(ref["objective"])
     terms = optimize.files.objective_terms(solution, problem, ["effort", "markers"])

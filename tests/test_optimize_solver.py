@@ -84,6 +84,38 @@ def test_objective_scale_lets_a_tiny_objective_reach_its_bound():
         ipm.Options(objective_scale=0.0)
 
 
+def test_unscaled_dual_infeasibility_and_complementarity_are_tested_as_ipopt_tests_them():
+    # the problem above, its objective scaled down by 1e6 (as the gradient-based scaling
+    # scales down a large one): the scaled error is within tol long before the original
+    # problem's complementarity at the bound (2 x1) is. IPOPT goes on (Moco sets
+    # dual_inf_tol = compl_inf_tol = tol), its barrier weight's floor lowered with the
+    # objective's scale: min(tol, compl_inf_tol x scale) / 11
+    c = jnp.array([-2.0, 4.0])
+    nlp = dense_nlp(
+        lambda x: jnp.sum((x - c) ** 2),
+        lambda x: x[1:] - x[:1],
+        jnp.full(1, 3.0),
+        jnp.full(1, 3.0),
+        jnp.zeros(2),
+        jnp.full(2, 10.0),
+    )
+    solve = jax.jit(lambda options: ipm.solve(nlp, jnp.ones((1, 2)), options=options))
+    moco = solve(ipm.moco_options(1e-6, 1e-6, objective_scale=1e-6))
+    loose = solve(ipm.Options(tol=1e-6, constraint_tol=1e-6, objective_scale=1e-6, dual_inf_tol=1e9, compl_inf_tol=1e9))
+    assert int(moco.status) == 0 and int(loose.status) == 0
+    assert 2.0 * float(moco.z[0, 0]) <= 1e-6 and np.allclose(np.asarray(moco.z[0]), [0.0, 3.0], atol=1e-6)
+    assert abs(float(moco.multipliers[0, 0]) - 2.0) <= 1e-5
+    assert float(loose.z[0, 0]) > 0.05 and int(loose.iterations) < int(moco.iterations)
+    options = ipm.moco_options(1e-3, -1, max_iter=7)
+    assert (options.tol, options.dual_inf_tol, options.compl_inf_tol, options.constraint_tol) == (
+        1e-3,
+        1e-3,
+        1e-3,
+        1e-4,
+    )
+    assert options.max_iter == 7 and ipm.moco_options().tol == 1e-8
+
+
 def test_infeasible_problem_reports_infeasible():
     p = by_name("INFEASIBLE")
     sol = SOLVE(_nlp(p), jnp.asarray(p.x0)[None])

@@ -57,7 +57,7 @@ from .files import guess_from_table, read_trajectory, write_trajectory
 from .goals import AverageSpeed, MarkerTracking, OutputIntegral, Periodicity, StateTracking
 from .path_constraints import ControlBound, FrameDistance, OutputBound, StateBound
 from .moco_tools import SumSquaredStates, inverse, inverse_problem, track, track_problem
-from .ipm import STATUS, Options, Solution, print_log
+from .ipm import STATUS, Options, Solution, moco_options, print_log
 from .model_edits import (
     ModelProcessor,
     add_external_loads,
@@ -136,6 +136,7 @@ __all__ = [
     "track",
     "track_problem",
     "Options",
+    "moco_options",
     "Solution",
     "STATUS",
     "print_log",

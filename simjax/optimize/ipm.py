@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from . import kkt, progress
 from .nlp import StagedNLP
 
-__all__ = ["Options", "Solution", "solve", "STATUS", "print_log"]
+__all__ = ["Options", "moco_options", "Solution", "solve", "STATUS", "print_log"]
 
 #: status codes and their meaning
 STATUS = {
@@ -44,7 +44,9 @@ class Options(eqx.Module):
     """Solver settings (IPOPT's names and defaults where they exist).
 
     **Fields:** ``tol``: the scaled KKT error to stop at; ``constraint_tol``: the largest
-    unscaled constraint violation accepted; ``max_iter``; ``mu_init``: the first barrier
+    unscaled constraint violation accepted; ``dual_inf_tol``, ``compl_inf_tol``: the
+    largest unscaled dual infeasibility and complementarity accepted (IPOPT's; Moco sets
+    both to its convergence tolerance: ``moco_options``); ``max_iter``; ``mu_init``: the first barrier
     weight (small, e.g. ``1e-4``, for a warm start); ``bound_push``: how far inside its
     bounds a variable starts; ``scale``: gradient-based scaling; ``max_gradient``:
     the scaling's target largest gradient entry; ``objective_scale``: a factor on the
@@ -62,6 +64,8 @@ class Options(eqx.Module):
 
     tol: float = 1e-8
     constraint_tol: float = 1e-8
+    dual_inf_tol: float = 1.0
+    compl_inf_tol: float = 1e-4
     max_iter: int = eqx.field(static=True, default=1000)
     mu_init: float = 0.1
     bound_push: float = 1e-2
@@ -75,6 +79,24 @@ class Options(eqx.Module):
         scale = self.objective_scale
         if isinstance(scale, (int, float)) and not (0.0 < scale < float("inf")):
             raise ValueError(f"Options: objective_scale must be positive and finite, got {scale!r}")
+
+
+def moco_options(convergence_tolerance: float = -1, constraint_tolerance: float = -1, **fields) -> Options:
+    """``Options`` with the tolerances Moco's ``MocoCasADiSolver`` gives IPOPT.
+
+    **Arguments:** ``convergence_tolerance`` (``optim_convergence_tolerance``): ``tol``,
+    ``dual_inf_tol`` and ``compl_inf_tol``; ``constraint_tolerance``
+    (``optim_constraint_tolerance``): ``constraint_tol``; ``-1``: IPOPT's defaults
+    (``tol`` 1e-8, ``constraint_tol`` 1e-4); ``fields``: other ``Options`` fields.
+
+    **Returns:** the ``Options``.
+    """
+    if convergence_tolerance != -1:
+        fields.update(
+            tol=convergence_tolerance, dual_inf_tol=convergence_tolerance, compl_inf_tol=convergence_tolerance
+        )
+    fields.setdefault("constraint_tol", 1e-4 if constraint_tolerance == -1 else constraint_tolerance)
+    return Options(**fields)
 
 
 class Solution(eqx.Module):
@@ -486,7 +508,9 @@ def solve(
     theta_min = 1e-4 * jnp.maximum(1.0, theta0)
 
     def errors(V, Y, ZL, ZU, gL, r, mu):
-        """IPOPT's optimality error (scaled) at barrier weight ``mu``, with its parts."""
+        """IPOPT's optimality error (scaled) at barrier weight ``mu``, with its parts of
+        the scaled problem (not divided by ``s_d``, ``s_c``): ``(error, primal
+        infeasibility, dual infeasibility, complementarity)``."""
         dl, du = dists(V)
         dual = _map(lambda g, zl, zu, f: jnp.where(f, g - zl + zu, 0.0), gL, ZL, ZU, free)
         inf_du = _max_abs(dual)
@@ -500,7 +524,7 @@ def solve(
         zsum = _sum(_map(jnp.abs, ZL)) + _sum(_map(jnp.abs, ZU))
         sd = jnp.maximum(_S_MAX, (_sum(_map(jnp.abs, Y)) + zsum) / jnp.maximum(n_mult + n_bound, 1)) / _S_MAX
         sc = jnp.maximum(_S_MAX, zsum / jnp.maximum(n_bound, 1)) / _S_MAX
-        return jnp.maximum(jnp.maximum(inf_du / sd, inf_pr), comp / sc), inf_pr, inf_du
+        return jnp.maximum(jnp.maximum(inf_du / sd, inf_pr), comp / sc), inf_pr, inf_du, comp
 
     to_stages, from_stages = P.to_stages, P.from_stages
 
@@ -736,12 +760,22 @@ def solve(
             # nonzero: the gradient for the new multipliers is taken by reverse mode)
             dY = _map(lambda a, b: a - b, Y, Y_was)
             gL = jax.lax.cond(reset, lambda _: _map(jnp.add, gL, P.rows_transposed(V, dY)), lambda _: gL, None)
-        e0, inf_pr, inf_du = errors(V, Y, ZL, ZU, gL, r, 0.0)
-        converged = (e0 <= options.tol) & (violation(r) <= options.constraint_tol)
-        # the barrier weight falls once the barrier problem is solved well enough
-        e_mu, _, _ = errors(V, Y, ZL, ZU, gL, r, mu)
+        e0, inf_pr, inf_du, comp = errors(V, Y, ZL, ZU, gL, r, 0.0)
+        # (IPOPT's test: the scaled error, and the original problem's violation, dual
+        # infeasibility and complementarity, the latter two the scaled ones over the
+        # objective's scale: the variables are not scaled)
+        converged = (
+            (e0 <= options.tol)
+            & (violation(r) <= options.constraint_tol)
+            & (inf_du <= options.dual_inf_tol * P.fs)
+            & (comp <= options.compl_inf_tol * P.fs)
+        )
+        # the barrier weight falls once the barrier problem is solved well enough, down to
+        # IPOPT's floor, min(tol, compl_inf_tol in the scaled problem) / (kappa_eps + 1)
+        e_mu = errors(V, Y, ZL, ZU, gL, r, mu)[0]
         lower_mu = e_mu <= _KAPPA_EPS * mu
-        mu = jnp.where(lower_mu, jnp.maximum(options.tol / 10, jnp.minimum(_KAPPA_MU * mu, mu**_THETA_MU)), mu)
+        mu_min = jnp.minimum(options.tol, options.compl_inf_tol * P.fs) / (_KAPPA_EPS + 1.0)
+        mu = jnp.where(lower_mu, jnp.maximum(mu_min, jnp.minimum(_KAPPA_MU * mu, mu**_THETA_MU)), mu)
         filt = jnp.where(lower_mu, filt0, s["filt"])
         n_filt = jnp.where(lower_mu, 0, s["n_filt"])
         dl, du = dists(V)

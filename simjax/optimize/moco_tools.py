@@ -192,7 +192,7 @@ def inverse(
         minimize_sum_squared_activations=minimize_sum_squared_activations,
         kinematics_allow_extra_columns=kinematics_allow_extra_columns,
     )
-    options = ipm.Options(tol=convergence_tolerance, constraint_tol=constraint_tolerance, max_iter=max_iterations)
+    options = ipm.moco_options(convergence_tolerance, constraint_tolerance, max_iter=max_iterations)
     # (MocoInverse's solver minimizes implicit tendons' auxiliary derivatives, weight 0.01)
     return solve(
         problem,
@@ -316,10 +316,7 @@ def track(
         control_effort_weight=control_effort_weight,
         controls_weights=controls_weights,
     )
-    options = ipm.Options(
-        tol=convergence_tolerance,
-        constraint_tol=constraint_tolerance,
-        max_iter=max_iterations,
-        objective_scale=objective_scale,
+    options = ipm.moco_options(
+        convergence_tolerance, constraint_tolerance, max_iter=max_iterations, objective_scale=objective_scale
     )
     return solve(problem, mesh=n, scheme="hermite-simpson", options=options, guess=guess, dynamics_mode=dynamics_mode)

@@ -133,8 +133,8 @@ from .collocation import ACCELERATION_BOUNDS, TENDON_DERIVATIVE_BOUNDS, VELOCITY
 
 __all__ = ["MODEL_OPERATORS", "Study", "StudyError", "StudyWarning", "read_study", "run_study", "solve_study"]
 
-#: IPOPT's defaults, which Moco's -1 leaves in place: tol, constr_viol_tol, max_iter
-_IPOPT_TOL, _IPOPT_CONSTRAINT_TOL, _IPOPT_MAX_ITER = 1e-8, 1e-4, 3000
+#: IPOPT's default max_iter, which Moco's -1 leaves in place (its tolerances': ipm.moco_options)
+_IPOPT_MAX_ITER = 3000
 
 #: ``ModOp*`` element -> (``model_edits`` function, {property: (keyword, type)}, fixed keywords)
 MODEL_OPERATORS = {
@@ -1270,11 +1270,7 @@ def _solver(r: _Reader, node) -> dict:
     for value, name in ((tol, "optim_convergence_tolerance"), (constraint_tol, "optim_constraint_tolerance")):
         if value != -1 and not value > 0:
             raise r.fail(node, f"<MocoCasADiSolver>/<{name}>", "expected -1 or a positive tolerance", value)
-    out["options"] = ipm.Options(
-        tol=_IPOPT_TOL if tol == -1 else tol,
-        constraint_tol=_IPOPT_CONSTRAINT_TOL if constraint_tol == -1 else constraint_tol,
-        max_iter=_IPOPT_MAX_ITER if max_iter == -1 else max_iter,
-    )
+    out["options"] = ipm.moco_options(tol, constraint_tol, max_iter=_IPOPT_MAX_ITER if max_iter == -1 else max_iter)
     return out
 
 
