@@ -46,11 +46,11 @@ class Options(eqx.Module):
     **Fields:** ``tol``: the scaled KKT error to stop at; ``constraint_tol``: the largest
     unscaled constraint violation accepted; ``dual_inf_tol``, ``compl_inf_tol``: the
     largest unscaled dual infeasibility and complementarity accepted (IPOPT's; Moco sets
-    both to its convergence tolerance: ``moco_options``); ``max_iter``; ``mu_init``: the first barrier
-    weight (small, e.g. ``1e-4``, for a warm start); ``bound_push``: how far inside its
-    bounds a variable starts; ``scale``: gradient-based scaling; ``max_gradient``:
-    the scaling's target largest gradient entry; ``objective_scale``: a factor on the
-    objective the solver sees, after the gradient-based scaling (IPOPT's
+    both to its convergence tolerance: ``moco_options``); ``max_iter``; ``mu_init``: the
+    first barrier weight (small, e.g. ``1e-4``, for a warm start); ``bound_push``: how far
+    inside its bounds a variable starts; ``scale``: gradient-based scaling;
+    ``max_gradient``: the scaling's target largest gradient entry; ``objective_scale``: a
+    factor on the objective the solver sees, after the gradient-based scaling (IPOPT's
     ``obj_scaling_factor``; the solution reports the objective and multipliers
     unscaled). Raise it for an objective whose gradients are far below one, such as
     MocoTrack's (about 1e-4 in all): the barrier's pull, ``mu`` over a variable's
