@@ -1036,12 +1036,13 @@ def moco_contact_tracking(folder, num_mesh_intervals=20) -> dict:
 # ----------------------------------------------------------------------------- kinematic constraints
 
 
-def coupled_pendulum_osim(folder) -> str:
+def coupled_pendulum_osim(folder, coefficients=None) -> str:
     """Write ``coupled.osim`` in ``folder`` and return its path: a double pendulum of
     two 1 kg links (inertia 0.01 kg m^2, mass centres at the links' middles, 1 m
     apart), pins ``/jointset/j1`` (coordinate ``q1``) and ``/jointset/j2`` (``q2``), a
     CoordinateActuator ``/forceset/tau`` (optimal force 1) on q1, and a
-    CoordinateCouplerConstraint ``coupler``: q2 = q1 / 2."""
+    CoordinateCouplerConstraint ``coupler``: q2 = q1 / 2, or with ``coefficients`` a
+    PolynomialFunction of q1 (highest power first; written as ``coupled_poly.osim``)."""
     osim = _opensim()
     m = osim.Model()
     m.setName("coupled")
@@ -1063,10 +1064,13 @@ def coupled_pendulum_osim(folder) -> str:
     coupler.setName("coupler")
     coupler.setIndependentCoordinateNames(osim.ArrayStr("q1", 1))
     coupler.setDependentCoordinateName("q2")
-    coupler.setFunction(osim.LinearFunction(0.5, 0.0))
+    if coefficients is None:
+        coupler.setFunction(osim.LinearFunction(0.5, 0.0))
+    else:
+        coupler.setFunction(osim.PolynomialFunction(osim.Vector([float(a) for a in coefficients])))
     m.addConstraint(coupler)
     m.finalizeConnections()
-    path = Path(folder) / "coupled.osim"
+    path = Path(folder) / ("coupled.osim" if coefficients is None else "coupled_poly.osim")
     m.printToXML(str(path))
     return str(path)
 
@@ -1150,9 +1154,18 @@ def moco_multiplier_names(model_path) -> list[str]:
     return list(study.initCasADiSolver().createGuess().getMultiplierNames())
 
 
-def moco_coupled_pendulum(folder, num_mesh_intervals=20, **kw) -> dict:
-    """``COUPLED_PENDULUM_PROBLEM`` solved by Moco (Hermite-Simpson, its default
-    Posa2016 kinematic constraint method) on ``coupled_pendulum_osim(folder)``."""
+def moco_coupled_pendulum(
+    folder, num_mesh_intervals=20, transcription="hermite-simpson", coefficients=None, **kw
+) -> dict:
+    """``COUPLED_PENDULUM_PROBLEM`` solved by Moco (by default Hermite-Simpson, with its
+    default Posa2016 kinematic constraint method; ``kw`` to ``study_from_problem``, e.g.
+    ``kinematic_constraint_method="Bordalba2023"``) on
+    ``coupled_pendulum_osim(folder, coefficients)``."""
     return _solve_problem(
-        coupled_pendulum_osim(folder), COUPLED_PENDULUM_PROBLEM, folder, "hermite-simpson", num_mesh_intervals, **kw
+        coupled_pendulum_osim(folder, coefficients),
+        COUPLED_PENDULUM_PROBLEM,
+        folder,
+        transcription,
+        num_mesh_intervals,
+        **kw,
     )

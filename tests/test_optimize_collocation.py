@@ -272,6 +272,89 @@ def test_kinematic_constraints_are_enforced_as_moco_enforces_them(tmp_path):
     assert np.abs(ours["slacks"]["gamma_cid2_p0"] - moco["slacks"]["gamma_cid2_p0"]).max() < 1e-12
     with pytest.raises(ValueError, match="needs the 'hermite-simpson' scheme"):
         optimize.transcribe(problem, 20, scheme="trapezoidal")
+    with pytest.raises(ValueError, match="kinematic_constraint_method 'Posa2015'"):
+        optimize.transcribe(problem, 20, kinematic_constraint_method="Posa2015")
+
+
+def _by_name(solution, ref, problem):
+    """The largest differences of the states and the controls from Moco's, by name."""
+    states = np.stack([ref["states"][n] for n in problem.state_names], 1)
+    controls = np.stack([ref["controls"][n] for n in problem.control_names], 1)
+    return np.abs(np.asarray(solution.states) - states).max(), np.abs(np.asarray(solution.controls) - controls).max()
+
+
+def test_bordalba_projection_matches_moco(tmp_path):
+    # Bordalba et al. (2023)'s method, as Moco's kinematic_constraint_method
+    # "Bordalba2023": each interval's defects end at projection states x', and
+    # x = x' + [G^T mu_p; G^T mu_v] puts the end point on the constraint manifold.
+    # (1) The linear coupler (q2 = q1 / 2), trapezoidal (which Posa et al.'s method
+    # does not take) and implicit (the multibody residual at x'): collocation keeps a
+    # linear constraint, so the slacks stay at zero.
+    tol = 1e-4
+    ref = _moco.moco_coupled_pendulum(
+        tmp_path,
+        20,
+        "trapezoidal",
+        kinematic_constraint_method="Bordalba2023",
+        multibody_dynamics_mode="implicit",
+        convergence_tolerance=tol,
+        constraint_tolerance=tol,
+    )
+    assert ref["success"], ref["status"]
+    linear = _moco.simjax_problem(ref["problem"], sj.load_osim(ref["model_path"]).build())
+    options = optimize.moco_options(tol, tol)
+    solution = optimize.solve(
+        linear, 20, "trapezoidal", options, dynamics_mode="implicit", kinematic_constraint_method="Bordalba2023"
+    )
+    assert int(solution.status) == 0
+    # (measured: 2e-12 relative; states 4e-7, controls 2e-5)
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-8 * ref["objective"]
+    states, controls = _by_name(solution, ref, linear)
+    assert states < 1e-5 and controls < 1e-3, (states, controls)
+    # (2) A quadratic coupler (q2 = 0.1 q1^2 + 0.5 q1), Hermite–Simpson: the slacks
+    # project. simjax starts from the linear coupler's solution (from the bounds'
+    # midpoints its exact-Hessian steps stall on this problem, with either method)
+    folder = tmp_path / "quadratic"
+    folder.mkdir()
+    ref = _moco.moco_coupled_pendulum(
+        folder,
+        20,
+        coefficients=[0.1, 0.5, 0.0],
+        kinematic_constraint_method="Bordalba2023",
+        convergence_tolerance=tol,
+        constraint_tolerance=tol,
+    )
+    assert ref["success"], ref["status"]
+    problem = _moco.simjax_problem(ref["problem"], sj.load_osim(ref["model_path"]).build())
+    start = optimize.solve(
+        _moco.simjax_problem(ref["problem"], sj.load_osim(_moco.coupled_pendulum_osim(tmp_path)).build()),
+        20,
+        options=options,
+        kinematic_constraint_method="Bordalba2023",
+    )
+    solution = optimize.solve(problem, 20, options=options, guess=start, kinematic_constraint_method="Bordalba2023")
+    assert int(solution.status) == 0
+    # (measured: 2e-8 relative; the projection term 3.31e-19 against Moco's 3.36e-19)
+    assert abs(float(solution.objective) - ref["objective"]) < 1e-6 * ref["objective"]
+    terms = optimize.files.objective_terms(solution, problem)
+    moco_term = ref["objective_terms"]["state_projection"]
+    assert abs(terms["state_projection"] - moco_term) < 0.05 * moco_term, (terms, moco_term)
+    states, controls = _by_name(solution, ref, problem)
+    assert states < 2e-4 and controls < 0.05, (states, controls)
+    assert solution.projection_states.shape == (20, 4)
+    q = np.asarray(solution.states)[::2, :2]  # (the mesh points: on the manifold)
+    np.testing.assert_allclose(q[:, 1], 0.1 * q[:, 0] ** 2 + 0.5 * q[:, 0], atol=1e-6)
+    # the slacks in the solution file by Moco's names, spread over the grid as Moco's
+    optimize.write_trajectory(solution, tmp_path / "ours.sto", problem)
+    ours, moco = optimize.read_trajectory(tmp_path / "ours.sto"), optimize.read_trajectory(ref["solution_path"])
+    assert list(ours["slacks"]) == list(moco["slacks"]) == ["mu_cid2_p0", "mu_cid2_p0_dot"]
+    for name, values in moco["slacks"].items():
+        assert 1e-8 < np.abs(values).max() < 1e-6  # (measured: 9e-8 and 2e-7)
+        assert np.abs(ours["slacks"][name] - values).max() < 0.05 * np.abs(values).max(), name
+    # a guess from a table fills the projection states with the states' guess
+    with pytest.warns(optimize.files.TrajectoryWarning, match="mu_cid2_p0"):  # (what a guess does not take)
+        guess = optimize.guess_from_table(problem, ref["solution_path"], 20, kinematic_constraint_method="Bordalba2023")
+    np.testing.assert_array_equal(guess.projection_states, np.asarray(guess.states)[2::2])
 
 
 def test_multiplier_names_are_moco_s_for_every_kind_of_constraint(tmp_path):

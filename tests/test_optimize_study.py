@@ -269,12 +269,34 @@ def test_implicit_dynamics_settings_are_read_with_moco_s_bounds_only(tmp_path):
     )
     with pytest.raises(study.StudyError, match=r"<implicit_auxiliary_derivative_bounds> = '-5 5'"):
         study.read_study(narrow)
-    # kinematic constraints: Moco's default method alone
+    # kinematic constraints: either of Moco's methods, the projection distance minimized
+    # by default (weight 1e-6), the slacks' bounds Moco's default alone
     bordalba = with_solver_properties(
-        "bordalba.omoco", "<kinematic_constraint_method>Bordalba2023</kinematic_constraint_method>"
+        "bordalba.omoco",
+        "<kinematic_constraint_method>Bordalba2023</kinematic_constraint_method>"
+        "<state_projection_distance_weight>0.001</state_projection_distance_weight>",
     )
-    with pytest.raises(study.StudyError, match=r"<kinematic_constraint_method> = 'Bordalba2023'"):
-        study.read_study(bordalba)
+    with pytest.warns(study.StudyWarning):
+        s = study.read_study(bordalba)
+    assert (s.settings["kinematic_constraint_method"], s.settings["state_projection_weight"]) == ("Bordalba2023", 1e-3)
+    with pytest.warns(study.StudyWarning):
+        s = study.read_study(implicit)
+    assert (s.settings["kinematic_constraint_method"], s.settings["state_projection_weight"]) == ("Posa2016", 1e-6)
+    for name, element, match in (
+        ("posa2015.omoco", "<kinematic_constraint_method>Posa2015</kinematic_constraint_method>", "'Posa2015'"),
+        (
+            "wide_mu.omoco",
+            "<projection_slack_variable_bounds>-0.1 0.1</projection_slack_variable_bounds>",
+            "<projection_slack_variable_bounds> = '-0.1 0.1'",
+        ),
+    ):
+        with pytest.raises(study.StudyError, match=match):
+            study.read_study(with_solver_properties(name, element))
+    unminimized = with_solver_properties(
+        "unminimized.omoco", "<minimize_state_projection_distance>false</minimize_state_projection_distance>"
+    )
+    with pytest.warns(study.StudyWarning):
+        assert study.read_study(unminimized).settings["state_projection_weight"] is None
 
 
 def test_sparsity_detection_setting_is_read(tmp_path):

@@ -55,8 +55,11 @@ class OptimalTrajectory(eqx.Module):
     tendons' normalized force derivatives, 1/s), ``multipliers (n, nl)`` (the
     kinematic constraints' Lagrange multipliers) and ``slacks (n, nl)`` (their velocity
     corrections), named by ``derivative_names``, ``multiplier_names`` and
-    ``slack_names`` (see ``variable_names``); ``penalty_weights``: the solve's
-    ``(accelerations_weight, auxiliary_derivatives_weight, multipliers_weight)``.
+    ``slack_names`` (see ``variable_names``); ``projection_states (N, nq + nu)``:
+    with Bordalba et al.'s method, the coordinates and speeds each interval ends at
+    before the projection (else ``None``); ``penalty_weights``: the solve's
+    ``(accelerations_weight, auxiliary_derivatives_weight, multipliers_weight,
+    state_projection_weight)`` (``None``: not minimized).
     """
 
     time: jax.Array
@@ -76,7 +79,8 @@ class OptimalTrajectory(eqx.Module):
     derivative_names: tuple = eqx.field(static=True, default=())
     multiplier_names: tuple = eqx.field(static=True, default=())
     slack_names: tuple = eqx.field(static=True, default=())
-    penalty_weights: tuple = eqx.field(static=True, default=(None, None, None))
+    projection_states: jax.Array | None = None
+    penalty_weights: tuple = eqx.field(static=True, default=(None, None, None, None))
 
     def state(self, name: str):
         """The column of state ``name``."""
@@ -159,20 +163,29 @@ def multiplier_names(system) -> tuple[str, ...]:
     return tuple(names)
 
 
-def variable_names(problem: Problem, dynamics_mode: str = "explicit") -> dict[str, tuple[str, ...]]:
+def variable_names(
+    problem: Problem, dynamics_mode: str = "explicit", kinematic_constraint_method: str = "Posa2016"
+) -> dict[str, tuple[str, ...]]:
     """Moco's names of a transcription's variables beside the states and controls, by
     kind, as ``transcribe``'s ``unpack`` returns them: ``"derivatives"`` (in implicit
     mode the accelerations, ``.../accel``; then the implicit tendons' derivatives,
     ``.../implicitderiv_normalized_tendon_force``), ``"multipliers"``
-    (``multiplier_names``) and ``"slacks"`` (the velocity corrections, ``gamma_...``;
-    none where the kinematics are prescribed)."""
+    (``multiplier_names``) and ``"slacks"`` (Posa et al.'s velocity corrections,
+    ``gamma_...``, or Bordalba et al.'s projection slacks, ``mu_...`` and
+    ``mu_..._dot`` for each multiplier in turn; none where the kinematics are
+    prescribed)."""
     system = problem.system
     implicit = dynamics_mode == "implicit" and problem.kinematics is None
     accelerations = [n[: -len("speed")] + "accel" for n in system.y_names if n.endswith("/speed")] if implicit else []
     tendons = [system.d_names[i] for i in implicit_tendons(system)[0]]
     lam = multiplier_names(system) if constraint_equations(system) else ()
-    gamma = tuple("gamma_" + n[len("lambda_") :] for n in lam) if problem.kinematics is None else ()
-    return {"derivatives": tuple(accelerations + tendons), "multipliers": lam, "slacks": gamma}
+    if problem.kinematics is not None:
+        slacks = ()
+    elif kinematic_constraint_method == "Bordalba2023":
+        slacks = tuple(f"mu_{n[len('lambda_') :]}{dot}" for n in lam for dot in ("", "_dot"))
+    else:
+        slacks = tuple("gamma_" + n[len("lambda_") :] for n in lam)
+    return {"derivatives": tuple(accelerations + tendons), "multipliers": lam, "slacks": slacks}
 
 
 def _check_constraints(system) -> None:
@@ -205,7 +218,7 @@ def constraint_equations(system) -> int:
 def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
     """The dynamics at one grid point, jitted (traced once, then its jaxpr is reused by
     every evaluation the solver traces), ``f(system, t, y, c, extra, w, lam, gamma)
-    -> (dy/dt, residual, kinematic errors)``:
+    -> (dy/dt, residual, kinematic errors, G)``:
 
     - explicit (``extra`` ``None``): forward dynamics;
     - ``implicit``, Moco's implicit mode (``extra``: the generalized accelerations
@@ -221,10 +234,11 @@ def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
     With kinematic constraints (``constrained``), as Moco's Posa et al. (2016) method:
     ``lam``, the multipliers (variables), apply the constraint forces ``-G^T lam`` (the
     forward dynamics solve ``M udot = f - G^T lam``, with the constraints disabled);
-    ``gamma``, the velocity correction (variables, zero at the mesh points), adds
-    ``G^T gamma`` to ``dq/dt``; the kinematic errors are the constraints' position,
-    velocity and acceleration errors (empty without constraints or where the
-    kinematics are prescribed)."""
+    ``gamma``, the velocity correction (variables, zero at the mesh points; empty with
+    Bordalba et al.'s method), adds ``G^T gamma`` to ``dq/dt``; the kinematic errors
+    are the constraints' position, velocity and acceleration errors (empty without
+    constraints or where the kinematics are prescribed); ``G (nl, nu)``: the
+    constraints' velocity Jacobian (Bordalba et al.'s projection needs it)."""
     from ..forward import Context
     from ..lapack import spd_solve
     from ..state import State
@@ -252,7 +266,10 @@ def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
         return jnp.concatenate([rows.perr, rows.verr, rows.G @ udot - rows.b])
 
     def qdot(ctx, gamma):
-        return ctx.vel.qdot + ctx.constraints.G.T @ gamma if constrained else ctx.vel.qdot
+        return ctx.vel.qdot + ctx.constraints.G.T @ gamma if constrained and gamma.shape[0] else ctx.vel.qdot
+
+    def jacobian(ctx):
+        return ctx.constraints.G if constrained else jnp.zeros((0, nu), d0.dtype)
 
     def context(system, t, y, c, w):
         return Context(system, State(t=t, q=y[:nq], u=y[nq : nq + nu], z=y[nq + nu :], d=discrete(w)), c)
@@ -266,6 +283,7 @@ def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
                 jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]),
                 jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam), tendon_residuals(ctx)]),
                 kinematic_errors(ctx, udot),
+                jacobian(ctx),
             )
 
         return accelerations_as_variables
@@ -285,6 +303,7 @@ def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
                 jnp.concatenate([qdot(ctx, gamma), udot, ctx.zdot]),
                 tendon_residuals(ctx),
                 kinematic_errors(ctx, udot),
+                jacobian(ctx),
             )
 
         return explicit
@@ -297,6 +316,7 @@ def _point_dynamics(problem: Problem, implicit: bool, constrained: bool):
             ctx.zdot,
             jnp.concatenate([ctx.inverse_dynamics(udot) + constraint_forces(ctx, lam), tendon_residuals(ctx)]),
             none,
+            jnp.zeros((0, nu), d0.dtype),
         )
 
     return implicit
@@ -342,6 +362,13 @@ MULTIPLIER_BOUNDS = (-1000.0, 1000.0)
 #: (``velocity_correction_bounds``)
 VELOCITY_CORRECTION_BOUNDS = (-0.1, 0.1)
 DYNAMICS_MODES = ("explicit", "implicit")
+#: Moco's methods of enforcing kinematic constraints (``kinematic_constraint_method``)
+KINEMATIC_CONSTRAINT_METHODS = ("Posa2016", "Bordalba2023")
+#: Moco's default bounds on the slacks of Bordalba et al.'s projection
+#: (``projection_slack_variable_bounds``)
+PROJECTION_SLACK_BOUNDS = (-1e-3, 1e-3)
+#: Moco's default weight of the projection distance (``state_projection_distance_weight``)
+STATE_PROJECTION_WEIGHT = 1e-6
 
 
 def transcribe(
@@ -355,6 +382,8 @@ def transcribe(
     multipliers_weight: float | None = None,
     shooting_steps: int = 4,
     sparse_derivatives: bool = False,
+    kinematic_constraint_method: str = "Posa2016",
+    state_projection_weight: float | None = STATE_PROJECTION_WEIGHT,
 ):
     """The staged NLP of a problem and a starting point.
 
@@ -389,24 +418,47 @@ def transcribe(
     detection that compiles the dense derivatives once. Inside ``jax.grad`` or another
     transformation (the problem's data traced) the derivatives stay dense.
 
-    A model's kinematic constraints are enforced as Moco enforces them by default
-    (Posa et al. 2016, Hermite–Simpson only): a multiplier per constraint equation at
-    every grid point applies the constraint forces, the constraints' position, velocity
-    and acceleration errors are zero at the mesh points, and a velocity correction
-    ``G^T gamma`` at each midpoint (``gamma`` within ``VELOCITY_CORRECTION_BOUNDS``)
-    keeps the coordinates' defects consistent with them; multipliers are bounded by
-    ``MULTIPLIER_BOUNDS``. Where the kinematics are prescribed, the multipliers' forces
-    enter the residual alone.
+    A model's kinematic constraints are enforced by one of Moco's two methods
+    (``kinematic_constraint_method``). In both, a multiplier per constraint equation
+    at every grid point applies the constraint forces (multipliers bounded by
+    ``MULTIPLIER_BOUNDS``), and the constraints' position and velocity errors are zero
+    at the mesh points.
+
+    - ``"Posa2016"`` (Moco's default; Hermite–Simpson only): the acceleration errors
+      are zero at the mesh points, and a velocity correction ``G^T gamma`` at each
+      midpoint (``gamma`` within ``VELOCITY_CORRECTION_BOUNDS``) keeps the
+      coordinates' defects consistent with the constraints.
+    - ``"Bordalba2023"`` (Bordalba et al. 2023; either scheme): each interval's
+      defects end at projection states ``x'`` of the coordinates and speeds, which
+      the interval's end point ``x`` (on the constraint manifold) projects from:
+      ``x = x' + [G^T mu_p; G^T mu_v]``, the slacks ``mu`` within
+      ``PROJECTION_SLACK_BOUNDS`` (Moco's convention: the first ``nl`` slacks
+      project the coordinates, the next ``nl`` the speeds); the dynamics at an
+      interval's end are evaluated at ``x'``; the acceleration errors are zero at
+      every grid point; ``state_projection_weight`` (``None``: not minimized) adds
+      ``weight * sum |x' - x|^2`` over the intervals' ends to the objective (Moco's
+      ``minimize_state_projection_distance`` with
+      ``state_projection_distance_weight``). ``G`` is the constraints' velocity
+      Jacobian, Simbody's ``P_q`` where the coordinates' derivatives are their
+      speeds.
+
+    Where the kinematics are prescribed, the multipliers' forces enter the residual
+    alone.
 
     Each grid point's variables are ``[y, c, udot, w, lam, gamma]``: the states,
     controls, accelerations (implicit mode), implicit tendon derivatives, multipliers
     and velocity corrections (each empty where not used); a stage holds its mesh
-    point's, then (Hermite–Simpson) its interval's midpoint's.
+    point's, then (Hermite–Simpson) its interval's midpoint's, then (Bordalba et al.'s
+    method) its mesh point's projection states and slacks (fixed at the first stage,
+    which no interval ends at).
 
     **Returns:** ``(nlp, z0, g0, unpack)``: ``unpack(solution) -> (time, states,
     controls, others)`` at every grid point, ``others`` the other variables by
-    Moco's kind: ``{"derivatives": [udot, w], "multipliers": lam, "slacks": gamma}``
-    (named by ``variable_names``).
+    Moco's kind: ``{"derivatives": [udot, w], "multipliers": lam, "slacks": gamma or
+    mu, "projection_states": x' (N, nq + nu) or None}`` (named by
+    ``variable_names``; Bordalba et al.'s slacks, one set per interval, spread over
+    the grid as Moco writes them: placed at ``N`` equally spaced times from the
+    first to the last and interpolated linearly).
     """
     if scheme not in SCHEMES:
         raise ValueError(f"scheme {scheme!r}: choose one of {SCHEMES}")
@@ -414,10 +466,15 @@ def transcribe(
         raise ValueError(f"shooting_steps must be a positive integer, got {shooting_steps!r}")
     if dynamics_mode not in DYNAMICS_MODES:
         raise ValueError(f"dynamics_mode {dynamics_mode!r}: choose one of {DYNAMICS_MODES}")
+    if kinematic_constraint_method not in KINEMATIC_CONSTRAINT_METHODS:
+        raise ValueError(
+            f"kinematic_constraint_method {kinematic_constraint_method!r}: choose one of {KINEMATIC_CONSTRAINT_METHODS}"
+        )
     for name, value in (
         ("accelerations_weight", accelerations_weight),
         ("auxiliary_derivatives_weight", auxiliary_derivatives_weight),
         ("multipliers_weight", multipliers_weight),
+        ("state_projection_weight", state_projection_weight),
     ):
         if value is not None and not float(value) >= 0:
             raise ValueError(f"{name} must be non-negative (or None: not minimized), got {value!r}")
@@ -442,14 +499,21 @@ def transcribe(
             f"implicit tendon dynamics ({nw} muscles), nor kinematic constraints ({nl} equations); use "
             "'hermite-simpson' for these"
         )
-    ng = nl if problem.kinematics is None else 0
+    # Bordalba et al.'s method: projection states and slacks at each interval's end
+    bordalba = kinematic_constraint_method == "Bordalba2023" and nl > 0 and problem.kinematics is None
+    ng = nl if problem.kinematics is None and not bordalba else 0  # velocity corrections
     if ng and not hs:
         raise ValueError(
             f"the model's kinematic constraints ({nl} equations) are enforced by Posa et al. (2016)'s "
-            f"method, which needs the 'hermite-simpson' scheme, not {scheme!r} (as Moco)"
+            f"method, which needs the 'hermite-simpson' scheme, not {scheme!r} (as Moco); "
+            "kinematic_constraint_method='Bordalba2023' takes either scheme"
         )
     na = n_udot + nw + nl + ng
     P = ny + nc + na  # one grid point's variables
+    nq, nu = system.topology.tree.nq, system.topology.tree.nu
+    nmb = nq + nu if bordalba else 0  # projection states (coordinates and speeds)
+    n_mu = 2 * nl if bordalba else 0  # their slacks
+    S = P * (2 if hs else 1)  # where a stage's projection states start
     dtype = jnp.result_type(float)
     integrands = [g for g in problem.goals if g.integrand(problem, 0.0, jnp.zeros(ny), jnp.zeros(nc)) is not None]
     endpoints = [g for g in problem.goals if g.endpoint(problem, 0.0, 1.0) is not None]
@@ -470,6 +534,7 @@ def transcribe(
         theta["kinematics"] = _prescribed(problem, tau, hs)
     index = {id(g): i for i, g in enumerate(problem.goals)}
     dynamics = _point_dynamics(problem, implicit, nl > 0)
+    projection_weight = float(state_projection_weight) if bordalba and state_projection_weight is not None else 0.0
     # the penalties on the derivative variables (accelerations, then tendon derivatives)
     penalty = np.concatenate(
         [
@@ -482,7 +547,13 @@ def transcribe(
     penalized = bool(np.any(penalty > 0))
     # residual rows per grid point
     nr = (system.topology.tree.nu if implicit or problem.kinematics is not None else 0) + nw
-    n_kc = 3 * ng  # kinematic errors (position, velocity, acceleration) per mesh point
+    # kinematic errors (position, velocity, acceleration) per mesh point
+    n_kc = 3 * nl if problem.kinematics is None else 0
+    # Bordalba: the rows at a mesh point that the projection states' replace after the
+    # first stage (the multibody residual, implicit mode; the acceleration errors)
+    n_mb_res = nu if bordalba and implicit else 0
+    projected_residuals = np.arange(nr) < n_mb_res
+    projected_errors = (np.arange(n_kc) >= 2 * nl) & bordalba
     path_bounds = [c.bounds(problem) for c in problem.path_constraints]
 
     def model(theta, g):
@@ -525,15 +596,18 @@ def transcribe(
     def cost(k, z, zn, g, theta):
         (y, c, a, ym, cm, am), (yn, cn, an, *_) = split(z), split(zn)
         tk, tn, h = times(k, g)
+        total = jnp.zeros((), dtype)
+        if projection_weight:  # (Moco's sum over the intervals' ends, not an integral)
+            total = jnp.where(k > 0, projection_weight * jnp.sum((z[S : S + nmb] - y[:nmb]) ** 2), 0.0)
         if not integrands and not penalized:
-            return jnp.zeros((), dtype)
+            return total
         system = model(theta, g)
         ts, ys, cs, As = _stacked([(tk, y, c, a), (tn, yn, cn, an)] + ([(0.5 * (tk + tn), ym, cm, am)] if hs else []))
         values = jax.vmap(lambda t, y, c: running(theta, system, t, y, c))(ts, ys, cs)
         if penalized:
             values = values + As * As @ jnp.asarray(penalty, dtype)
         value = h / 6 * (values[0] + values[1] + 4 * values[2]) if hs else h / 2 * (values[0] + values[1])
-        return jnp.where(k < K - 1, value, 0.0)
+        return total + jnp.where(k < K - 1, value, 0.0)
 
     def shoot(system, tk, h, y, c, cn):
         """The state reached from ``y`` at ``tk`` after ``h`` (s): ``shooting_steps``
@@ -572,17 +646,38 @@ def transcribe(
             points = [(tk, y, c) + extra(theta, k, "mesh", a), (tn, yn, cn) + extra(theta, kn, "mesh", an)]
             if hs:
                 points.append((0.5 * (tk + tn), ym, cm) + extra(theta, k, "mid", am))
-            F, R, E = jax.vmap(lambda *point: dynamics(system, *point))(*_stacked(points))
+            if bordalba:  # (the interval's end at the next stage's projection states)
+                xp_n, mu_n = zn[S : S + nmb], zn[S + nmb : S + nmb + n_mu]
+                points.append((tn, jnp.concatenate([xp_n, yn[nmb:]]), cn) + extra(theta, kn, "mesh", an))
+            F, R, E, G = jax.vmap(lambda *point: dynamics(system, *point))(*_stacked(points))
             f, fn, res = F[0], F[1], R[0]
+            # (Bordalba: the multibody part of the end point and its derivative projected)
+            y_end, f_end = (
+                (yn, fn) if not bordalba else (jnp.concatenate([xp_n, yn[nmb:]]), fn.at[:nmb].set(F[-1][:nmb]))
+            )
             own = [res, E[0]]  # (the kinematic errors at the mesh point only)
             if hs:
                 fm, res_m = F[2], R[2]
-                links = [ym - 0.5 * (y + yn) - h / 8 * (f - fn), yn - y - h / 6 * (f + 4 * fm + fn)]
+                links = [ym - 0.5 * (y + y_end) - h / 8 * (f - f_end), y_end - y - h / 6 * (f + 4 * fm + f_end)]
                 if interpolate_controls:
                     links.append(cm - 0.5 * (c + cn))
                 own.append(jnp.where(k < K - 1, res_m, 0.0))
+                if bordalba:  # (the acceleration errors at the midpoint too)
+                    own.append(jnp.where(k < K - 1, E[2][2 * nl :], 0.0))
             else:
-                links = [yn - y - h / 2 * (f + fn)]
+                links = [y_end - y - h / 2 * (f + f_end)]
+            if bordalba:
+                # x = x' + [G^T mu_p; G^T mu_v] at the next mesh point, and there the
+                # multibody residual (implicit) and the acceleration errors of x'
+                Gn = G[1]
+                links += [
+                    yn[:nmb] - xp_n - jnp.concatenate([Gn.T @ mu_n[:nl], Gn.T @ mu_n[nl:]]),
+                    R[-1][:n_mb_res],
+                    E[-1][2 * nl :],
+                ]
+                # (at this mesh point, x's stand for them at the first stage only)
+                own[0] = jnp.where((k == 0) | ~projected_residuals, res, 0.0)
+                own[1] = jnp.where((k == 0) | ~projected_errors, E[0], 0.0)
         links = jnp.where(k < K - 1, jnp.concatenate(links), 0.0)
         own += [jnp.asarray(pc.values(problem, system, tk, y, c), dtype) for pc in problem.path_constraints]
         if ne:
@@ -629,20 +724,31 @@ def transcribe(
     mesh_lo, mesh_hi = [ylo, clo, alo, np.zeros(ng)], [yhi, chi, ahi, np.zeros(ng)]
     mid_lo = [ylo, clo, alo, np.full(ng, VELOCITY_CORRECTION_BOUNDS[0])]
     mid_hi = [yhi, chi, ahi, np.full(ng, VELOCITY_CORRECTION_BOUNDS[1])]
-    lo = np.tile(np.concatenate(mesh_lo + (mid_lo if hs else [])), (K, 1))
-    hi = np.tile(np.concatenate(mesh_hi + (mid_hi if hs else [])), (K, 1))
+    # (Bordalba: the projection states within the states' bounds, the slacks within theirs)
+    proj_lo = [ylo[:nmb], np.full(n_mu, PROJECTION_SLACK_BOUNDS[0])]
+    proj_hi = [yhi[:nmb], np.full(n_mu, PROJECTION_SLACK_BOUNDS[1])]
+    lo = np.tile(np.concatenate(mesh_lo + (mid_lo if hs else []) + proj_lo), (K, 1))
+    hi = np.tile(np.concatenate(mesh_hi + (mid_hi if hs else []) + proj_hi), (K, 1))
     (lo[0, :ny], hi[0, :ny]), (lo[-1, :ny], hi[-1, :ny]) = problem.end_bounds("initial"), problem.end_bounds("final")
-    if hs:  # the last stage has no interval: its midpoint variables are fixed (inside their bounds)
-        with np.errstate(invalid="ignore"):
-            lo[-1, P:] = hi[-1, P:] = _middle(lo[-1, P:], hi[-1, P:])
+    lo[-1, S : S + nmb], hi[-1, S : S + nmb] = lo[-1, :nmb], hi[-1, :nmb]  # (the final bounds)
+    with np.errstate(invalid="ignore"):
+        if hs:  # the last stage has no interval: its midpoint variables are fixed (inside their bounds)
+            lo[-1, P:S] = hi[-1, P:S] = _middle(lo[-1, P:S], hi[-1, P:S])
+        # (no interval ends at the first stage: its projection variables are fixed)
+        lo[0, S:] = hi[0, S:] = _middle(lo[0, S:], hi[0, S:])
     n_links = (2 * ny + (nc if interpolate_controls else 0)) if hs else ny
+    n_links += nmb + n_mb_res + (nl if bordalba else 0)  # (Bordalba's rows at the next mesh point)
     n_init = sum(len(g_.initial_rows(problem, jnp.zeros(ny), jnp.zeros(nc))) for g_ in initial_rows)
     # each row block's bounds per stage, (K, rows) each: links, residuals, path
     # constraints, the ends' copies (first and last stage), initial conditions (first)
     inactive = np.full(K, -np.inf)[:, None]
     mesh_only = np.where(np.arange(K) < K - 1, 0.0, -np.inf)[:, None]  # (rows of an interval)
     first = np.arange(K) == 0
-    blocks_lo = [np.tile(mesh_only, n_links), np.zeros((K, nr + n_kc))] + ([np.tile(mesh_only, nr)] if hs else [])
+    # (Bordalba: the mesh point's residual and acceleration errors kept at the first stage)
+    replaced = ~first[:, None] & np.concatenate([projected_residuals, projected_errors])[None]
+    blocks_lo = [np.tile(mesh_only, n_links), np.where(replaced, -np.inf, 0.0)]
+    blocks_lo += [np.tile(mesh_only, nr)] if hs else []
+    blocks_lo += [np.tile(mesh_only, nl)] if hs and bordalba else []  # (the midpoints' acceleration errors)
     blocks_hi = [-b for b in blocks_lo]
     for lo_, hi_ in path_bounds:
         blocks_lo.append(np.tile(lo_, (K, 1)))
@@ -714,7 +820,12 @@ def transcribe(
             "derivatives": a[..., : n_udot + nw],
             "multipliers": a[..., n_udot + nw : n_udot + nw + nl],
             "slacks": a[..., n_udot + nw + nl :],
+            "projection_states": Z[..., 1:, S : S + nmb] if bordalba else None,
         }
+        if bordalba:  # (one set per interval, spread over the grid as Moco writes them)
+            where = jnp.linspace(0.0, 1.0, K - 1)
+            spread = jnp.vectorize(lambda v: jnp.interp(frac, where, v), signature="(n)->(m)")
+            others["slacks"] = jnp.swapaxes(spread(jnp.swapaxes(Z[..., 1:, S + nmb :], -1, -2)), -1, -2)
         return t0 + frac * (tf - t0), grid(0, ny), grid(ny, ny + nc), others
 
     z0, g0 = jnp.asarray(z0, dtype), jnp.asarray(g0, dtype)
@@ -737,12 +848,15 @@ def solve(
     multipliers_weight: float | None = None,
     shooting_steps: int = 4,
     sparse_derivatives: bool = False,
+    kinematic_constraint_method: str = "Posa2016",
+    state_projection_weight: float | None = STATE_PROJECTION_WEIGHT,
 ) -> OptimalTrajectory:
     """Solve a problem by direct collocation.
 
     **Arguments:** ``problem``; ``mesh``, ``scheme``, ``interpolate_controls``,
     ``dynamics_mode``, ``accelerations_weight``, ``auxiliary_derivatives_weight``,
-    ``multipliers_weight``, ``shooting_steps``, ``sparse_derivatives``: as
+    ``multipliers_weight``, ``shooting_steps``, ``sparse_derivatives``,
+    ``kinematic_constraint_method``, ``state_projection_weight``: as
     ``transcribe``; ``options``: the solver's (``ipm.Options``; default tolerances
     1e-8); ``guess``: a solution of the same problem and mesh to start from (a warm
     start).
@@ -769,6 +883,8 @@ def solve(
         multipliers_weight,
         shooting_steps,
         sparse_derivatives,
+        kinematic_constraint_method,
+        state_projection_weight,
     )
     options = _as_arrays(options)
     multipliers = None
@@ -784,8 +900,8 @@ def solve(
             multipliers = (guess.nlp.multipliers, guess.nlp.border_multipliers)
     # (at top level nothing can ask for derivatives)
     sol = _solve(nlp, z0, g0, options, multipliers, not _at_top_level())
-    weights = (accelerations_weight, auxiliary_derivatives_weight, multipliers_weight)
-    return _trajectory(problem, unpack, sol, dynamics_mode, weights)
+    weights = (accelerations_weight, auxiliary_derivatives_weight, multipliers_weight, state_projection_weight)
+    return _trajectory(problem, unpack, sol, dynamics_mode, weights, kinematic_constraint_method)
 
 
 def solve_batch(
@@ -804,6 +920,8 @@ def solve_batch(
     shooting_steps: int = 4,
     sparse_derivatives: bool = False,
     devices=None,
+    kinematic_constraint_method: str = "Posa2016",
+    state_projection_weight: float | None = STATE_PROJECTION_WEIGHT,
 ) -> OptimalTrajectory:
     """Solve a batch of variants of one problem at once: one compiled solver,
     ``vmap``-ed over the variants (on a GPU, side by side). Each variant ends with its
@@ -816,8 +934,8 @@ def solve_batch(
     weights per variant, in ``problem.goals`` order (default: the problem's);
     ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``,
     ``accelerations_weight``, ``auxiliary_derivatives_weight``, ``multipliers_weight``,
-    ``shooting_steps``, ``sparse_derivatives``: as ``transcribe``;
-    ``options``: as ``solve``; ``devices``: a list of devices or a
+    ``shooting_steps``, ``sparse_derivatives``, ``kinematic_constraint_method``,
+    ``state_projection_weight``: as ``transcribe``; ``options``: as ``solve``; ``devices``: a list of devices or a
     ``jax.sharding.Mesh`` to shard the variants over (as ``simjax.map_batch``'s;
     default: all local devices when there are several, else one; not inside ``jit``,
     ``vmap`` or ``grad``). Sharded, each device solves its variants with the same
@@ -840,6 +958,8 @@ def solve_batch(
         multipliers_weight,
         shooting_steps,
         sparse_derivatives,
+        kinematic_constraint_method,
+        state_projection_weight,
     )
     options = _as_arrays(options)
     sizes = {np.shape(leaf)[0] for leaf in jax.tree_util.tree_leaves(values)}
@@ -866,8 +986,8 @@ def solve_batch(
         sol = map_chunks(call, *batch, chunk_size=None, workers=None, cpu_chunk=1, devices=mesh)
     if shown:
         progress.finish_batch(gather(sol.status), ipm.STATUS)
-    weights = (accelerations_weight, auxiliary_derivatives_weight, multipliers_weight)
-    return _trajectory(problem, unpack, sol, dynamics_mode, weights)
+    weights = (accelerations_weight, auxiliary_derivatives_weight, multipliers_weight, state_projection_weight)
+    return _trajectory(problem, unpack, sol, dynamics_mode, weights, kinematic_constraint_method)
 
 
 def _as_arrays(options):
@@ -877,12 +997,23 @@ def _as_arrays(options):
 
 
 def _trajectory(
-    problem, unpack, sol, dynamics_mode="explicit", penalty_weights=(None, None, None)
+    problem,
+    unpack,
+    sol,
+    dynamics_mode="explicit",
+    penalty_weights=(None, None, None, None),
+    kinematic_constraint_method="Posa2016",
 ) -> OptimalTrajectory:
     """The ``OptimalTrajectory`` of a solver's ``Solution`` (one, or a batch)."""
     t, y, c, others = unpack(sol)
+    bordalba = others["projection_states"] is not None
     # (once per problem, as its transcription: the names need a trace of the constraints)
-    names = _recent(_NAMES, (problem,), dynamics_mode, lambda: variable_names(problem, dynamics_mode))
+    names = _recent(
+        _NAMES,
+        (problem,),
+        (dynamics_mode, kinematic_constraint_method),
+        lambda: variable_names(problem, dynamics_mode, kinematic_constraint_method),
+    )
     npar = len(problem.parameters)
     return OptimalTrajectory(
         time=t,
@@ -902,7 +1033,10 @@ def _trajectory(
         derivative_names=names["derivatives"],
         multiplier_names=names["multipliers"],
         slack_names=names["slacks"],
-        penalty_weights=tuple(None if w is None else float(w) for w in penalty_weights),
+        projection_states=others["projection_states"],
+        penalty_weights=tuple(
+            None if w is None or (i == 3 and not bordalba) else float(w) for i, w in enumerate(penalty_weights)
+        ),
     )
 
 
@@ -954,6 +1088,8 @@ def _transcribed(
     multipliers_weight=None,
     shooting_steps=4,
     sparse_derivatives=False,
+    kinematic_constraint_method="Posa2016",
+    state_projection_weight=STATE_PROJECTION_WEIGHT,
 ):
     """``transcribe``'s result, the same objects for the same problem (the same object)
     and settings: solving it again (other tolerances, a warm start) reuses the compiled
@@ -968,6 +1104,8 @@ def _transcribed(
         multipliers_weight,
         shooting_steps,
         bool(sparse_derivatives),
+        kinematic_constraint_method,
+        state_projection_weight,
     )
     return _recent(
         _TRANSCRIBED,
@@ -984,6 +1122,8 @@ def _transcribed(
             multipliers_weight,
             shooting_steps,
             sparse_derivatives,
+            kinematic_constraint_method,
+            state_projection_weight,
         ),
     )
 

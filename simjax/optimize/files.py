@@ -126,8 +126,9 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
     solution's initial and final times, integrals by the transcription's own rule on
     its grid (Simpson's with Hermite–Simpson, else the trapezoidal rule). Where the
     solve minimized the implicit variables (``accelerations_weight``,
-    ``auxiliary_derivatives_weight``), their terms too, by Moco's names
-    ``accelerations`` and ``auxiliary_derivatives``.
+    ``auxiliary_derivatives_weight``) or the projection distance (Bordalba et al.'s
+    method), their terms too, by Moco's names ``accelerations``,
+    ``auxiliary_derivatives`` and ``state_projection``.
 
     **Arguments:** ``solution`` (not batched); ``problem``: the problem it solves;
     ``goal_names``: one name per goal (default: each goal's ``name`` if it has one,
@@ -171,6 +172,10 @@ def objective_terms(solution: OptimalTrajectory, problem, goal_names=None) -> di
     ):
         if weight is not None and columns.any():
             out[name] = weight * _integral(t, np.sum(derivatives[:, columns] ** 2, axis=1), hs)
+    if weights[3] is not None and solution.projection_states is not None:  # (a sum over the intervals' ends)
+        projected = np.asarray(solution.projection_states, float)
+        ends = np.asarray(y, float)[slice(2, None, 2) if hs else slice(1, None), : projected.shape[1]]
+        out["state_projection"] = weights[3] * float(np.sum((projected - ends) ** 2))
     return out
 
 
@@ -395,7 +400,9 @@ def _moco_columns(table: TimeSeriesTable) -> set[str] | None:
     return set(table.labels[:n])
 
 
-def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") -> OptimalTrajectory:
+def guess_from_table(
+    problem, source, mesh=50, scheme: str = "hermite-simpson", kinematic_constraint_method: str = "Posa2016"
+) -> OptimalTrajectory:
     """An initial guess for ``optimize.solve(problem, mesh, scheme, guess=...)`` from a
     table.
 
@@ -410,13 +417,15 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
       actuator path or name; a label may lack the leading ``/``. With
       ``inDegrees=yes`` the values and speeds of rotational coordinates are converted
       to radians;
-    - ``mesh``, ``scheme``: as ``solve``'s (the grid the guess is for).
+    - ``mesh``, ``scheme``, ``kinematic_constraint_method``: as ``solve``'s (the
+      transcription the guess is for).
 
     The initial and final times are the table's first and last, clipped to the
     problem's time bounds; every variable is interpolated linearly onto the grid
     (with Hermite–Simpson the midpoints too; held at the table's end values outside
     its time range) and clipped to its bounds. Variables the table lacks take
-    ``transcribe``'s default (the midpoint of their bounds).
+    ``transcribe``'s default (the midpoint of their bounds); Bordalba et al.'s
+    projection states take the states' guess at the intervals' ends.
 
     **Returns:** an ``OptimalTrajectory`` (``status`` -1, ``objective`` NaN, zero
     ``iterations``) whose ``nlp`` holds the NLP's starting point (``z``, ``g``, and
@@ -438,7 +447,7 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
         raise ValueError(f"{where}: a guess needs scalar columns; this table has {table.data_type} columns")
     if table.n_rows == 0:
         raise ValueError(f"{where}: the table has no rows")
-    nlp, z0, g0, unpack = transcribe(problem, mesh, scheme)
+    nlp, z0, g0, unpack = transcribe(problem, mesh, scheme, kinematic_constraint_method=kinematic_constraint_method)
     K, nz, m, ng, mg = nlp.shape
     ny, nc = len(problem.state_names), len(problem.control_names)
     hs = scheme == "hermite-simpson"
@@ -502,6 +511,11 @@ def guess_from_table(problem, source, mesh=50, scheme: str = "hermite-simpson") 
             Z[:-1, ny + nc + col] = v[1::2]
         else:
             Z[:, col] = v
+    others = unpack(_Point(z0, g0))[3]
+    if others["projection_states"] is not None:  # (a stage's last variables: x', then 2 nl slacks)
+        nmb, nl = others["projection_states"].shape[-1], others["multipliers"].shape[-1]
+        start = nz - nmb - 2 * nl
+        Z[1:, start : start + nmb] = Z[1:, :nmb]
     Z = np.clip(Z, np.asarray(nlp.z_lower, float), np.asarray(nlp.z_upper, float))
     # the border beyond the times: the parameters (a column named as one: its first
     # value), then the copies of the ends (the grid's first and last point)

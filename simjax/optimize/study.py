@@ -88,7 +88,9 @@ What is read, as Moco 4.6 reads it (``MocoProblemRep``, ``MocoCasADiSolver``):
   ``minimize_implicit_auxiliary_derivatives`` / ``implicit_auxiliary_derivatives_weight``
   and ``minimize_lagrange_multipliers`` / ``lagrange_multiplier_weight``
   (``transcribe``'s ``accelerations_weight``, ``auxiliary_derivatives_weight`` and
-  ``multipliers_weight``),
+  ``multipliers_weight``), ``kinematic_constraint_method`` (``Posa2016`` or
+  ``Bordalba2023``) with ``minimize_state_projection_distance`` /
+  ``state_projection_distance_weight`` (``transcribe``'s ``state_projection_weight``),
   ``optim_convergence_tolerance`` / ``optim_constraint_tolerance`` /
   ``optim_max_iterations`` (``ipm.Options``' ``tol``, ``constraint_tol``, ``max_iter``;
   -1, Moco's default, is IPOPT's default: 1e-8, 1e-4, 3000), ``guess_file``
@@ -129,7 +131,14 @@ from typing import Any
 
 import numpy as np
 
-from .collocation import ACCELERATION_BOUNDS, TENDON_DERIVATIVE_BOUNDS, VELOCITY_CORRECTION_BOUNDS
+from .collocation import (
+    ACCELERATION_BOUNDS,
+    KINEMATIC_CONSTRAINT_METHODS,
+    PROJECTION_SLACK_BOUNDS,
+    STATE_PROJECTION_WEIGHT,
+    TENDON_DERIVATIVE_BOUNDS,
+    VELOCITY_CORRECTION_BOUNDS,
+)
 
 __all__ = ["MODEL_OPERATORS", "Study", "StudyError", "StudyWarning", "read_study", "run_study", "solve_study"]
 
@@ -192,8 +201,6 @@ _SOLVER_IGNORED = {
     "output_interval": "IPOPT's intermediate output",
     "scale_variables_using_bounds": "simjax scales by gradients, as IPOPT does",
     "parameters_require_initsystem": "simjax sets parameters without re-initializing the model",
-    "state_projection_distance_weight": "Bordalba et al. 2023's method is not used",
-    "projection_slack_variable_bounds": "Bordalba et al. 2023's method is not used",
     "enforce_path_constraint_mesh_interior_points": "path constraints",
 }
 
@@ -265,7 +272,8 @@ class Study:
     ``dynamics_mode`` (``"explicit"`` or ``"implicit"``); ``accelerations_weight``,
     ``auxiliary_derivatives_weight``, ``multipliers_weight`` (``collocation.transcribe``'s;
     ``None``: not minimized); ``sparse_derivatives`` (``optim_sparsity_detection``
-    other than ``none``); ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
+    other than ``none``); ``kinematic_constraint_method``, ``state_projection_weight``
+    (``collocation.transcribe``'s); ``options`` (``ipm.Options``); ``guess_file`` (resolved, or ``None``);
     ``verbosity``; ``output``: where ``run_study`` writes the solution by default;
     ``ignored``: the unsupported settings ignored (as the warning listed them).
     """
@@ -287,12 +295,15 @@ class Study:
     auxiliary_derivatives_weight: float | None = None
     multipliers_weight: float | None = None
     sparse_derivatives: bool = False
+    kinematic_constraint_method: str = "Posa2016"
+    state_projection_weight: float | None = STATE_PROJECTION_WEIGHT
 
     @property
     def settings(self) -> dict:
         """``collocation.solve``'s keyword arguments: ``mesh``, ``scheme``, ``options``,
         ``interpolate_controls``, ``dynamics_mode``, ``accelerations_weight``,
-        ``auxiliary_derivatives_weight``, ``multipliers_weight``, ``sparse_derivatives``
+        ``auxiliary_derivatives_weight``, ``multipliers_weight``, ``sparse_derivatives``,
+        ``kinematic_constraint_method``, ``state_projection_weight``
         (``solve(study.problem, **study.settings)``)."""
         return {
             "mesh": self.mesh,
@@ -304,6 +315,8 @@ class Study:
             "auxiliary_derivatives_weight": self.auxiliary_derivatives_weight,
             "multipliers_weight": self.multipliers_weight,
             "sparse_derivatives": self.sparse_derivatives,
+            "kinematic_constraint_method": self.kinematic_constraint_method,
+            "state_projection_weight": self.state_projection_weight,
         }
 
 
@@ -1143,12 +1156,11 @@ _DEFAULT_BOUNDS_ONLY = {
     "implicit_multibody_acceleration_bounds": ("accelerations", ACCELERATION_BOUNDS),
     "implicit_auxiliary_derivative_bounds": ("auxiliary derivatives", TENDON_DERIVATIVE_BOUNDS),
     "velocity_correction_bounds": ("velocity corrections", VELOCITY_CORRECTION_BOUNDS),
+    "projection_slack_variable_bounds": ("projection slacks", PROJECTION_SLACK_BOUNDS),
 }
 #: kinematic constraint settings simjax supports at Moco's default alone
 _DEFAULT_ONLY = {
-    "kinematic_constraint_method": "Posa2016",
     "enforce_constraint_derivatives": "true",
-    "minimize_state_projection_distance": "false",
 }
 
 
@@ -1163,6 +1175,7 @@ def _solver(r: _Reader, node) -> dict:
         "verbosity": 2,
         "dynamics_mode": "explicit",
         "sparse_derivatives": False,
+        "kinematic_constraint_method": "Posa2016",
     }
     tol, constraint_tol, max_iter = -1.0, -1.0, -1
     node_children = [] if node is None else node.children
@@ -1204,6 +1217,10 @@ def _solver(r: _Reader, node) -> dict:
                 bounds = None
             if bounds not in ((), default):
                 r.error(child, where, f"simjax bounds the {what} by Moco's default {default} only", text)
+        elif tag == "kinematic_constraint_method":
+            if text not in KINEMATIC_CONSTRAINT_METHODS:
+                r.error(child, where, f"expected one of {', '.join(KINEMATIC_CONSTRAINT_METHODS)}", text)
+            out["kinematic_constraint_method"] = text
         elif tag in _DEFAULT_ONLY:
             # (simjax enforces kinematic constraints by Moco's default method alone)
             if text and text.lower() != _DEFAULT_ONLY[tag].lower():
@@ -1217,12 +1234,14 @@ def _solver(r: _Reader, node) -> dict:
             "minimize_implicit_multibody_accelerations",
             "minimize_implicit_auxiliary_derivatives",
             "minimize_lagrange_multipliers",
+            "minimize_state_projection_distance",
         ):
             minimize[tag] = r.flag(child, where)
         elif tag in (
             "implicit_multibody_accelerations_weight",
             "implicit_auxiliary_derivatives_weight",
             "lagrange_multiplier_weight",
+            "state_projection_distance_weight",
         ):
             weights[tag] = r.number(child, where)
             if not weights[tag] >= 0:
@@ -1267,6 +1286,12 @@ def _solver(r: _Reader, node) -> dict:
         ("multipliers_weight", "minimize_lagrange_multipliers", "lagrange_multiplier_weight"),
     ):
         out[key] = weights.get(weight, 1.0) if minimize.get(flag) else None
+    # (minimized by default, with its own default weight)
+    out["state_projection_weight"] = (
+        weights.get("state_projection_distance_weight", STATE_PROJECTION_WEIGHT)
+        if minimize.get("minimize_state_projection_distance", True)
+        else None
+    )
     for value, name in ((tol, "optim_convergence_tolerance"), (constraint_tol, "optim_constraint_tolerance")):
         if value != -1 and not value > 0:
             raise r.fail(node, f"<MocoCasADiSolver>/<{name}>", "expected -1 or a positive tolerance", value)
@@ -1367,6 +1392,8 @@ def read_study(path: str | os.PathLike, strict: bool = True) -> Study:
         auxiliary_derivatives_weight=solver["auxiliary_derivatives_weight"],
         multipliers_weight=solver["multipliers_weight"],
         sparse_derivatives=solver["sparse_derivatives"],
+        kinematic_constraint_method=solver["kinematic_constraint_method"],
+        state_projection_weight=solver["state_projection_weight"],
     )
 
 
@@ -1394,7 +1421,9 @@ def solve_study(study: Study):
                 f"{study.file}: a guess_file with multibody_dynamics_mode {study.dynamics_mode!r} is not "
                 "supported yet (guesses are read for explicit dynamics)"
             )
-        guess = guess_from_table(study.problem, study.guess_file, study.mesh, study.scheme)
+        guess = guess_from_table(
+            study.problem, study.guess_file, study.mesh, study.scheme, study.kinematic_constraint_method
+        )
     return solve(
         study.problem,
         study.mesh,
@@ -1407,6 +1436,8 @@ def solve_study(study: Study):
         study.auxiliary_derivatives_weight,
         study.multipliers_weight,
         sparse_derivatives=study.sparse_derivatives,
+        kinematic_constraint_method=study.kinematic_constraint_method,
+        state_projection_weight=study.state_projection_weight,
     )
 
 
