@@ -648,13 +648,12 @@ def transcribe(
                 points.append((0.5 * (tk + tn), ym, cm) + extra(theta, k, "mid", am))
             if bordalba:  # (the interval's end at the next stage's projection states)
                 xp_n, mu_n = zn[S : S + nmb], zn[S + nmb : S + nmb + n_mu]
-                points.append((tn, jnp.concatenate([xp_n, yn[nmb:]]), cn) + extra(theta, kn, "mesh", an))
+                y_projected = jnp.concatenate([xp_n, yn[nmb:]])
+                points.append((tn, y_projected, cn) + extra(theta, kn, "mesh", an))
             F, R, E, G = jax.vmap(lambda *point: dynamics(system, *point))(*_stacked(points))
             f, fn, res = F[0], F[1], R[0]
             # (Bordalba: the multibody part of the end point and its derivative projected)
-            y_end, f_end = (
-                (yn, fn) if not bordalba else (jnp.concatenate([xp_n, yn[nmb:]]), fn.at[:nmb].set(F[-1][:nmb]))
-            )
+            y_end, f_end = (yn, fn) if not bordalba else (y_projected, fn.at[:nmb].set(F[-1][:nmb]))
             own = [res, E[0]]  # (the kinematic errors at the mesh point only)
             if hs:
                 fm, res_m = F[2], R[2]
@@ -935,10 +934,10 @@ def solve_batch(
     ``mesh``, ``scheme``, ``interpolate_controls``, ``dynamics_mode``,
     ``accelerations_weight``, ``auxiliary_derivatives_weight``, ``multipliers_weight``,
     ``shooting_steps``, ``sparse_derivatives``, ``kinematic_constraint_method``,
-    ``state_projection_weight``: as ``transcribe``; ``options``: as ``solve``; ``devices``: a list of devices or a
-    ``jax.sharding.Mesh`` to shard the variants over (as ``simjax.map_batch``'s;
-    default: all local devices when there are several, else one; not inside ``jit``,
-    ``vmap`` or ``grad``). Sharded, each device solves its variants with the same
+    ``state_projection_weight``: as ``transcribe``; ``options``: as ``solve``;
+    ``devices``: a list of devices or a ``jax.sharding.Mesh`` to shard the variants
+    over (as ``simjax.map_batch``'s; default: all local devices when there are
+    several, else one; not inside ``jit``, ``vmap`` or ``grad``). Sharded, each device solves its variants with the same
     compiled solver (a batch that does not divide evenly padded with copies of the last
     variant, dropped after); solutions and statuses equal the unsharded batch's.
 
